@@ -1,0 +1,70 @@
+# proven: plain GNU Makefile.
+#   make            library, CLI (build/proven) and tests
+#   make test       set-up (Debian packages), build, run every test
+#   make run        the main job: a short generation on a committed fixture model
+#   make asan       the whole test suite under AddressSanitizer + UBSan (build-asan/)
+# No -ffast-math anywhere: results must be reproducible bit for bit.
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+SAN     ?=
+CFLAGS_BASE = -std=c11 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+              -D_GNU_SOURCE -pthread -Iinclude -Isrc $(SAN) -MMD -MP
+CFLAGS  ?=
+LDLIBS  = -ljansson -lm -pthread
+LDFLAGS += $(SAN)
+
+LIB_SRC  := $(wildcard src/*.c)
+CLI_SRC  := $(wildcard cli/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+# Files named *_avx2.c hold the AVX2/FMA kernels; they are chosen at run time.
+$(BUILD)/src/%_avx2.o: CFLAGS_EXTRA = -mavx2 -mfma -mf16c
+
+.PHONY: all test run asan clean deps check-deps bench
+all: $(BUILD)/proven $(TESTS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS_EXTRA) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libproven.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/proven: $(CLI_OBJ) $(BUILD)/libproven.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libproven.a tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
+
+# Debian packages the build needs; installed only when missing.
+deps:
+	@./tools/install-deps.sh
+
+test: deps
+	$(MAKE) all
+	./tests/run.sh $(BUILD)
+
+run: deps
+	$(MAKE) $(BUILD)/proven
+	./tools/run-main.sh $(BUILD)
+
+asan: deps
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
+	ASAN_OPTIONS=detect_leaks=1 ./tests/run.sh build-asan
+
+bench: deps
+	$(MAKE) $(BUILD)/proven
+	./$(BUILD)/proven bench --model tests/fixtures/qwen3_5_moe
+
+clean:
+	rm -rf build build-asan
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

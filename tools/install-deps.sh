@@ -1,0 +1,13 @@
+#!/bin/sh
+# Installs the Debian packages the build and tests need, only when missing.
+set -e
+need=""
+for p in libjansson-dev; do
+	dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
+done
+cc --version >/dev/null 2>&1 || need="$need build-essential"
+[ -z "$need" ] && exit 0
+echo "installing:$need" >&2
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+$SUDO apt-get update -qq
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need
