@@ -116,4 +116,17 @@ struct pv_weights {
 	struct pv_mtp* mtp;       /* n_mtp_layers (0 or 1), NULL if absent                    */
 };
 
+
+
+/* The immutable loaded model behind the public pv_model handle. */
+struct pv_files; /* loader-owned: memory maps of the safetensors shards */
+
+struct pv_model {
+	struct pv_config cfg;
+	struct pv_weights w;
+	struct pv_model_info info;
+	char* path;            /* the directory it was loaded from                    */
+	char* layer_pattern;   /* info.layer_pattern storage                          */
+	struct pv_files* files;
+};
 #endif

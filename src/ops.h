@@ -1,0 +1,51 @@
+/*
+ * ops.h: CPU compute primitives: the thread pool and the matrix-vector kernels over the
+ * stored weight types. AVX2/FMA versions are chosen at run time (cpuid); a portable C
+ * version is the fallback and the reference.
+ *
+ * Exactness: every output element y[t][o] is one dot product computed by one thread with a
+ * fixed summation order that depends only on the row length `in` (never on T, on which rows
+ * are computed together, on the thread count or on the split of work). That is the batch
+ * invariance the engine promises.
+ */
+#ifndef PV_OPS_H
+#define PV_OPS_H
+
+#include "tensor.h"
+
+struct pv_pool;
+
+/* A pool of n_threads - 1 workers plus the calling thread. n_threads <= 0: online cores. */
+struct pv_pool* pv_pool_new(int n_threads);
+void pv_pool_free(struct pv_pool* p);
+int pv_pool_threads(const struct pv_pool* p);
+
+/* Runs fn(ctx, task, thread) for task = 0..n_tasks-1 across the pool and waits for all.
+ * thread is in [0, pv_pool_threads) and lets tasks use per-thread scratch. May be NULL pool:
+ * runs inline. */
+typedef void (*pv_task_fn)(void* ctx, int task, int thread);
+void pv_pool_run(struct pv_pool* p, pv_task_fn fn, void* ctx, int n_tasks);
+
+/*
+ * y[t*ldy + o] = sum_i x[t*ldx + i] * W[o, i]     for t < T, o < W.rows, i < W.cols
+ * x: [T, in] f32; W: [out, in] as stored (F32, F16 or BF16); y: [T, out] f32.
+ * Parallel over output rows. y must not alias x.
+ */
+void pv_matmul(struct pv_pool* p, float* y, int ldy, const float* x, int ldx, int T,
+               const struct pv_tensor* W);
+
+/* Same as pv_matmul restricted to output rows [o0, o1) (y still indexed by absolute o). */
+void pv_matmul_rows(struct pv_pool* p, float* y, int ldy, const float* x, int ldx, int T,
+                    const struct pv_tensor* W, int64_t o0, int64_t o1);
+
+/* Fixed-order f32 dot product (same result for the same inputs, whatever the caller). */
+float pv_dot_f32(const float* a, const float* b, int n);
+/* y[i] += a * x[i] */
+void pv_axpy_f32(float* y, float a, const float* x, int n);
+
+/* Which kernel set was selected ("avx2+fma" or "generic"); for build identity in benchmarks. */
+const char* pv_ops_isa(void);
+/* Force the portable kernels (tests compare both). */
+void pv_ops_force_generic(int on);
+
+#endif
