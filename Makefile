@@ -26,12 +26,18 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Files named *_avx2.c hold the AVX2/FMA kernels; they are chosen at run time.
 $(BUILD)/src/%_avx2.o: CFLAGS_EXTRA = -mavx2 -mfma -mf16c
 
-.PHONY: all test run asan clean deps check-deps bench
+.PHONY: all test run asan clean deps check-deps bench FORCE
 all: $(BUILD)/proven $(TESTS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS_EXTRA) $(CFLAGS) -c $< -o $@
+
+# The build identity baked into the CLI (rebuilt every time so the commit is current).
+$(BUILD)/cli/buildinfo.o: FORCE
+$(BUILD)/cli/buildinfo.o: CFLAGS_EXTRA = -DPV_GIT_COMMIT='"$(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)"' \
+	-DPV_BUILD_FLAGS='"$(strip $(CFLAGS_BASE) $(CFLAGS))"'
+FORCE:
 
 $(BUILD)/libproven.a: $(LIB_OBJ)
 	@rm -f $@

@@ -1,0 +1,163 @@
+/*
+ * bench.c: `proven bench`: prompt-processing and decode speed and peak memory, as a table and
+ * as one JSON line carrying the build identity. A benchmark, never a test: nothing is asserted.
+ */
+#include "cli.h"
+#include "proven.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+const char* pv_ops_isa(void); /* src/ops.h; the bench reports which kernels ran */
+
+static void cpu_model(char* buf, size_t n)
+{
+	snprintf(buf, n, "unknown");
+	FILE* f = fopen("/proc/cpuinfo", "r");
+	if (!f) return;
+	char line[512];
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "model name", 10)) {
+			char* p = strchr(line, ':');
+			if (p) {
+				p++;
+				while (*p == ' ') p++;
+				p[strcspn(p, "\n")] = 0;
+				snprintf(buf, n, "%s", p);
+			}
+			break;
+		}
+	}
+	fclose(f);
+}
+
+static void json_str(FILE* f, const char* s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+		else fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void mean_sd(const double* x, int n, double* mean, double* sd)
+{
+	double s = 0, q = 0;
+	for (int i = 0; i < n; i++) s += x[i];
+	*mean = s / n;
+	for (int i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+	*sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+int cmd_bench(int argc, char** argv)
+{
+	const char* dir = NULL;
+	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0;
+	for (int i = 1; i < argc; i++) {
+		const char* a = argv[i];
+		if (!strcmp(a, "--json-only")) { json_only = 1; continue; }
+		if (i + 1 >= argc) { fprintf(stderr, "proven bench: unknown option or missing value: %s\n", a); return 2; }
+		if (!strcmp(a, "--model")) dir = argv[++i];
+		else if (!strcmp(a, "--pp")) pp = cli_int(a, argv[++i], 1, 1 << 20);
+		else if (!strcmp(a, "--tg")) tg = cli_int(a, argv[++i], 1, 1 << 20);
+		else if (!strcmp(a, "--reps")) reps = cli_int(a, argv[++i], 1, 100);
+		else if (!strcmp(a, "--threads")) threads = cli_int(a, argv[++i], 1, 1024);
+		else if (!strcmp(a, "--ctx")) ctx = cli_int(a, argv[++i], 1, 1 << 24);
+		else { fprintf(stderr, "proven bench: unknown option %s\n", a); return 2; }
+	}
+	if (!dir) { fprintf(stderr, "proven bench: --model DIR is required\n"); return 2; }
+	char err[512];
+	pv_model* m = NULL;
+	if (pv_model_open(&m, dir, NULL, err, sizeof(err))) {
+		fprintf(stderr, "proven bench: cannot load model: %s\n", err);
+		return 1;
+	}
+	const struct pv_model_info* in = pv_model_get_info(m);
+	if (!ctx) ctx = pp + tg;
+	if (ctx < pp + tg || ctx > in->max_context) {
+		fprintf(stderr, "proven bench: context %d must hold pp %d + tg %d and be <= %d\n", ctx, pp, tg, in->max_context);
+		pv_model_close(m);
+		return 2;
+	}
+	if (!threads) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	struct pv_session_params sp = { .n_ctx = ctx, .n_threads = threads };
+	pv_session* s = NULL;
+	if (pv_session_new(&s, m, &sp, err, sizeof(err))) {
+		fprintf(stderr, "proven bench: %s\n", err);
+		pv_model_close(m);
+		return 1;
+	}
+	int V = in->vocab;
+	int32_t* toks = malloc(sizeof(int32_t) * (size_t)pp);
+	float* lg = malloc(sizeof(float) * (size_t)V);
+	double *pps = calloc((size_t)reps, sizeof(double)), *tgs = calloc((size_t)reps, sizeof(double));
+	if (!toks || !lg || !pps || !tgs) { fprintf(stderr, "proven bench: out of memory\n"); return 1; }
+	uint32_t rng = 12345;
+	for (int i = 0; i < pp; i++) {
+		rng = rng * 1664525u + 1013904223u;
+		toks[i] = (int32_t)((rng >> 8) % (uint32_t)V);
+	}
+	/* warm-up: touch every weight page once */
+	if (pv_session_eval(s, toks, 1, lg, PV_LOGITS_LAST)) goto fail;
+	for (int r = 0; r < reps; r++) {
+		if (pv_session_rollback(s, 0)) goto fail;
+		double t0 = cli_now();
+		if (pv_session_eval(s, toks, pp, lg, PV_LOGITS_LAST)) goto fail;
+		double t1 = cli_now();
+		int tok = pv_argmax(lg, V);
+		for (int i = 0; i < tg; i++) {
+			if (pv_session_eval(s, &tok, 1, lg, PV_LOGITS_LAST)) goto fail;
+			tok = pv_argmax(lg, V);
+		}
+		double t2 = cli_now();
+		pps[r] = pp / (t1 - t0);
+		tgs[r] = tg / (t2 - t1);
+	}
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	double peak_mib = ru.ru_maxrss / 1024.0;
+	double ppm, pps_sd, tgm, tgs_sd;
+	mean_sd(pps, reps, &ppm, &pps_sd);
+	mean_sd(tgs, reps, &tgm, &tgs_sd);
+	char cpu[256];
+	cpu_model(cpu, sizeof(cpu));
+	if (!json_only) {
+		printf("| model | arch | params | backend | threads | test | t/s |\n");
+		printf("| --- | --- | ---: | --- | ---: | --- | ---: |\n");
+		printf("| %s | %s | %.2f M | cpu (%s) | %d | pp%d | %.2f ± %.2f |\n", dir, in->arch_name, in->n_params / 1e6,
+		       pv_ops_isa(), threads, pp, ppm, pps_sd);
+		printf("| %s | %s | %.2f M | cpu (%s) | %d | tg%d | %.2f ± %.2f |\n", dir, in->arch_name, in->n_params / 1e6,
+		       pv_ops_isa(), threads, tg, tgm, tgs_sd);
+		printf("peak memory (max RSS): %.1f MiB; weights %.1f MiB (%s); %d reps\n", peak_mib,
+		       in->weight_bytes / 1048576.0, in->dtype, reps);
+	}
+	printf("{\"model\":");
+	json_str(stdout, dir);
+	printf(",\"arch\":\"%s\",\"n_params\":%lld,\"weight_dtype\":\"%s\",\"backend\":\"cpu\",\"isa\":\"%s\",\"threads\":%d,"
+	       "\"n_ctx\":%d,\"pp\":%d,\"tg\":%d,\"reps\":%d,\"pp_tok_s\":%.3f,\"pp_tok_s_sd\":%.3f,\"tg_tok_s\":%.3f,"
+	       "\"tg_tok_s_sd\":%.3f,\"peak_rss_mib\":%.1f,\"build_commit\":\"%s\",\"compiler\":",
+	       in->arch_name, (long long)in->n_params, in->dtype, pv_ops_isa(), threads, ctx, pp, tg, reps, ppm, pps_sd, tgm,
+	       tgs_sd, peak_mib, pv_build_commit);
+	json_str(stdout, pv_build_compiler);
+	printf(",\"flags\":");
+	json_str(stdout, pv_build_flags);
+	printf(",\"cpu\":");
+	json_str(stdout, cpu);
+	printf("}\n");
+	pv_session_free(s);
+	pv_model_close(m);
+	free(toks); free(lg); free(pps); free(tgs);
+	return 0;
+fail:
+	fprintf(stderr, "proven bench: %s\n", pv_session_error(s));
+	pv_session_free(s);
+	pv_model_close(m);
+	free(toks); free(lg); free(pps); free(tgs);
+	return 1;
+}

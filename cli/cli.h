@@ -1,0 +1,21 @@
+/* cli.h: shared pieces of the proven command-line tool. */
+#ifndef PV_CLI_H
+#define PV_CLI_H
+
+#include <stdint.h>
+
+extern const char* pv_build_commit;
+extern const char* pv_build_flags;
+extern const char* pv_build_compiler;
+
+/* Parses "1,2,3" into a malloc'd array; returns count, or -1 with a message on stderr. */
+int cli_parse_ids(const char* s, int32_t** out);
+/* Integer option value with range check; exits the CLI with a message on error. */
+int cli_int(const char* opt, const char* v, int lo, int hi);
+double cli_now(void);
+
+int cmd_info(int argc, char** argv);
+int cmd_generate(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+
+#endif

@@ -1,0 +1,192 @@
+/*
+ * generate.c: `proven info` and `proven generate`.
+ */
+#include "cli.h"
+#include "proven.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NEED_VALUE(i)                                                              \
+	do {                                                                       \
+		if ((i) + 1 >= argc) {                                             \
+			fprintf(stderr, "proven: option %s needs a value\n", argv[i]); \
+			return 2;                                                  \
+		}                                                                  \
+	} while (0)
+
+static pv_model* open_model(const char* dir, int verbose)
+{
+	if (!dir) {
+		fprintf(stderr, "proven: --model DIR is required\n");
+		return NULL;
+	}
+	char err[512];
+	pv_model* m = NULL;
+	struct pv_model_params mp = { .verbose = verbose };
+	if (pv_model_open(&m, dir, &mp, err, sizeof(err))) {
+		fprintf(stderr, "proven: cannot load model: %s\n", err);
+		return NULL;
+	}
+	return m;
+}
+
+int cmd_info(int argc, char** argv)
+{
+	const char* dir = NULL;
+	int ctx = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--model")) { NEED_VALUE(i); dir = argv[++i]; }
+		else if (!strcmp(argv[i], "--ctx")) { NEED_VALUE(i); ctx = cli_int("--ctx", argv[++i], 1, 1 << 24); }
+		else { fprintf(stderr, "proven info: unknown option %s\n", argv[i]); return 2; }
+	}
+	pv_model* m = open_model(dir, 0);
+	if (!m) return 1;
+	const struct pv_model_info* in = pv_model_get_info(m);
+	struct pv_session_params sp = { .n_ctx = ctx };
+	if (ctx > in->max_context) {
+		fprintf(stderr, "proven info: --ctx %d exceeds max_position_embeddings %d\n", ctx, in->max_context);
+		pv_model_close(m);
+		return 2;
+	}
+	uint64_t sess = pv_session_bytes(m, &sp);
+	int n_ctx = ctx ? ctx : (in->max_context < 4096 ? in->max_context : 4096);
+	printf("architecture     %s\n", in->arch_name);
+	printf("layers           %d (%d full attention, %d Gated DeltaNet)%s\n", in->n_layers, in->n_attn_layers,
+	       in->n_linear_layers, in->n_mtp_layers ? ", + MTP head" : "");
+	printf("layer pattern    %s\n", in->layer_pattern);
+	printf("hidden           %d\n", in->hidden);
+	printf("attention heads  %d (kv %d, head dim %d)\n", in->n_heads, in->n_kv_heads, in->head_dim);
+	if (in->n_experts) printf("experts          %d (%d per token)\n", in->n_experts, in->n_experts_used);
+	printf("vocab            %d%s\n", in->vocab, in->tied_embeddings ? " (tied embeddings)" : "");
+	printf("max context      %d\n", in->max_context);
+	printf("parameters       %lld (%.3f B)", (long long)in->n_params, in->n_params / 1e9);
+	if (in->n_params_mtp) printf(", of which MTP %lld", (long long)in->n_params_mtp);
+	printf("\n");
+	printf("weights          %.2f MiB (%s, memory-mapped)\n", in->weight_bytes / 1048576.0, in->dtype);
+	printf("session          %.2f MiB at context %d (KV f32, DeltaNet state, scratch)\n", sess / 1048576.0, n_ctx);
+	printf("memory needed    %.2f MiB\n", (in->weight_bytes + sess) / 1048576.0);
+	pv_model_close(m);
+	return 0;
+}
+
+/* Writes a safetensors file with one F32 tensor "logits" [T, V]. */
+static int write_logits(const char* path, const float* data, int T, int V)
+{
+	FILE* f = fopen(path, "wb");
+	if (!f) {
+		perror(path);
+		return -1;
+	}
+	char hdr[256];
+	unsigned long long bytes = (unsigned long long)T * V * 4;
+	int n = snprintf(hdr, sizeof(hdr), "{\"logits\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[0,%llu]}}",
+	                 T, V, bytes);
+	while (n % 8) hdr[n++] = ' '; /* the data section starts 8-byte aligned */
+	unsigned char len[8];
+	for (int i = 0; i < 8; i++) len[i] = (unsigned char)((unsigned long long)n >> (8 * i));
+	int ok = fwrite(len, 1, 8, f) == 8 && fwrite(hdr, 1, (size_t)n, f) == (size_t)n &&
+	         fwrite(data, 4, (size_t)T * V, f) == (size_t)T * V;
+	if (fclose(f) || !ok) {
+		fprintf(stderr, "proven: failed writing %s\n", path);
+		return -1;
+	}
+	return 0;
+}
+
+int cmd_generate(int argc, char** argv)
+{
+	const char *dir = NULL, *ids_arg = NULL, *dump = NULL, *stop_arg = NULL;
+	int max_tokens = 16, threads = 0, ctx = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--model")) { NEED_VALUE(i); dir = argv[++i]; }
+		else if (!strcmp(argv[i], "--prompt-ids")) { NEED_VALUE(i); ids_arg = argv[++i]; }
+		else if (!strcmp(argv[i], "--max-tokens")) { NEED_VALUE(i); max_tokens = cli_int("--max-tokens", argv[++i], 0, 1 << 24); }
+		else if (!strcmp(argv[i], "--dump-logits")) { NEED_VALUE(i); dump = argv[++i]; }
+		else if (!strcmp(argv[i], "--threads")) { NEED_VALUE(i); threads = cli_int("--threads", argv[++i], 1, 1024); }
+		else if (!strcmp(argv[i], "--ctx")) { NEED_VALUE(i); ctx = cli_int("--ctx", argv[++i], 1, 1 << 24); }
+		else if (!strcmp(argv[i], "--stop-ids")) { NEED_VALUE(i); stop_arg = argv[++i]; }
+		else { fprintf(stderr, "proven generate: unknown option %s\n", argv[i]); return 2; }
+	}
+	if (!ids_arg) {
+		fprintf(stderr, "proven generate: --prompt-ids is required\n");
+		return 2;
+	}
+	int32_t *prompt = NULL, *stop = NULL;
+	int np = cli_parse_ids(ids_arg, &prompt), ns = 0;
+	if (np <= 0) {
+		if (np == 0) fprintf(stderr, "proven generate: the prompt is empty\n");
+		free(prompt);
+		return 2;
+	}
+	if (stop_arg && (ns = cli_parse_ids(stop_arg, &stop)) < 0) {
+		free(prompt);
+		return 2;
+	}
+	pv_model* m = open_model(dir, 0);
+	if (!m) {
+		free(prompt);
+		free(stop);
+		return 1;
+	}
+	const struct pv_model_info* in = pv_model_get_info(m);
+	int V = in->vocab, rc = 1;
+	if (!ctx) ctx = np + max_tokens + 1 < in->max_context ? np + max_tokens + 1 : in->max_context;
+	struct pv_session_params sp = { .n_ctx = ctx, .n_threads = threads };
+	char err[512];
+	pv_session* s = NULL;
+	int32_t* out = malloc(sizeof(int32_t) * ((size_t)max_tokens + 1));
+	size_t rows_cap = dump ? (size_t)np + max_tokens : 1;
+	float* lg = malloc(sizeof(float) * (size_t)V * rows_cap);
+	if (!out || !lg) {
+		fprintf(stderr, "proven generate: out of memory for %zu logit rows\n", rows_cap);
+		goto done;
+	}
+	if (pv_session_new(&s, m, &sp, err, sizeof(err))) {
+		fprintf(stderr, "proven generate: %s\n", err);
+		goto done;
+	}
+	if (np + max_tokens > pv_session_n_ctx(s) + (dump ? 0 : 1)) {
+		fprintf(stderr, "proven generate: prompt %d + %d tokens exceed the context %d\n", np, max_tokens, pv_session_n_ctx(s));
+		goto done;
+	}
+	double t0 = cli_now();
+	if (pv_session_eval(s, prompt, np, lg, dump ? PV_LOGITS_ALL : PV_LOGITS_LAST)) {
+		fprintf(stderr, "proven generate: %s\n", pv_session_error(s));
+		goto done;
+	}
+	double t1 = cli_now();
+	const float* last = dump ? lg + (size_t)(np - 1) * V : lg;
+	int n_out = 0;
+	while (n_out < max_tokens) {
+		int tok = pv_argmax(last, V);
+		out[n_out++] = tok;
+		int stopped = 0;
+		for (int i = 0; i < ns; i++) stopped |= stop[i] == tok;
+		/* the last token needs evaluating only for its logits row in the dump */
+		if (!dump && (stopped || n_out == max_tokens)) break;
+		float* row = dump ? lg + (size_t)(np + n_out - 1) * V : lg;
+		if (pv_session_eval(s, &out[n_out - 1], 1, row, PV_LOGITS_LAST)) {
+			fprintf(stderr, "proven generate: %s\n", pv_session_error(s));
+			goto done;
+		}
+		last = row;
+		if (stopped) break;
+	}
+	double t2 = cli_now();
+	for (int i = 0; i < n_out; i++) printf(i ? ",%d" : "%d", out[i]);
+	printf("\n");
+	fprintf(stderr, "proven: prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)\n", np,
+	        t1 - t0, np / (t1 - t0), n_out, t2 - t1, n_out > 1 ? (n_out - 1) / (t2 - t1) : 0.0);
+	rc = 0;
+	if (dump && write_logits(dump, lg, np + n_out, V)) rc = 1;
+done:
+	pv_session_free(s);
+	pv_model_close(m);
+	free(prompt);
+	free(stop);
+	free(out);
+	free(lg);
+	return rc;
+}

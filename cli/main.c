@@ -1,0 +1,92 @@
+/*
+ * main.c: the `proven` command-line tool: subcommand dispatch and small shared helpers.
+ * Results go to stdout, diagnostics to stderr; any error exits nonzero with one clear line.
+ */
+#include "cli.h"
+#include "proven.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void usage(FILE* f)
+{
+	fprintf(f,
+	        "usage: proven <command> [options]\n"
+	        "  info     --model DIR                       architecture, layers, parameters, memory\n"
+	        "  generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--dump-logits FILE]\n"
+	        "           [--threads N] [--ctx N] [--stop-ids a,b]   greedy decoding; ids on stdout\n"
+	        "  bench    --model DIR [--pp N] [--tg N] [--reps N] [--threads N] [--ctx N] [--json-only]\n");
+}
+
+int cli_parse_ids(const char* s, int32_t** out)
+{
+	int cap = 16, n = 0;
+	int32_t* ids = malloc(sizeof(int32_t) * cap);
+	if (!ids) return -1;
+	const char* p = s;
+	while (*p) {
+		char* end;
+		errno = 0;
+		long v = strtol(p, &end, 10);
+		if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+			fprintf(stderr, "proven: bad token id list near \"%.20s\" (expected comma-separated non-negative integers)\n", p);
+			free(ids);
+			return -1;
+		}
+		if (n == cap) {
+			int32_t* g = realloc(ids, sizeof(int32_t) * (cap *= 2));
+			if (!g) { free(ids); return -1; }
+			ids = g;
+		}
+		ids[n++] = (int32_t)v;
+		p = *end ? end + 1 : end;
+		if (*end == ',' && !*p) {
+			fprintf(stderr, "proven: bad token id list: trailing comma\n");
+			free(ids);
+			return -1;
+		}
+	}
+	*out = ids;
+	return n;
+}
+
+int cli_int(const char* opt, const char* v, int lo, int hi)
+{
+	char* end;
+	errno = 0;
+	long x = v ? strtol(v, &end, 10) : 0;
+	if (!v || end == v || *end || errno || x < lo || x > hi) {
+		fprintf(stderr, "proven: %s needs an integer in [%d, %d], got \"%s\"\n", opt, lo, hi, v ? v : "");
+		exit(2);
+	}
+	return (int)x;
+}
+
+double cli_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char** argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	const char* cmd = argv[1];
+	if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
+	if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
+	if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "proven: unknown command \"%s\"\n", cmd);
+	usage(stderr);
+	return 2;
+}
