@@ -1,0 +1,96 @@
+/*
+ * fixture.h: reading the conformance fixtures written by tools/reference/make_fixtures.py:
+ * reference.json (prompts, transformers' greedy ids) and reference.safetensors (teacher-forced
+ * logits as F32 tensors). The reader is independent of the engine's loader on purpose.
+ */
+#ifndef PV_FIXTURE_H
+#define PV_FIXTURE_H
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Reads F32 tensor `name` of a small safetensors file: returns malloc'd data, rows, cols. */
+static float* fx_read_f32(const char* path, const char* name, int* rows, int* cols)
+{
+	FILE* f = fopen(path, "rb");
+	if (!f) return NULL;
+	unsigned char lb[8];
+	float* out = NULL;
+	char* hdr = NULL;
+	if (fread(lb, 1, 8, f) != 8) goto done;
+	uint64_t hl = 0;
+	for (int i = 0; i < 8; i++) hl |= (uint64_t)lb[i] << (8 * i);
+	if (hl > (1u << 24)) goto done;
+	hdr = malloc(hl + 1);
+	if (!hdr || fread(hdr, 1, hl, f) != hl) goto done;
+	hdr[hl] = 0;
+	json_t* j = json_loads(hdr, 0, NULL);
+	json_t* t = j ? json_object_get(j, name) : NULL;
+	json_t* shape = t ? json_object_get(t, "shape") : NULL;
+	json_t* offs = t ? json_object_get(t, "data_offsets") : NULL;
+	if (shape && offs && json_array_size(shape) == 2 && !strcmp(json_string_value(json_object_get(t, "dtype")), "F32")) {
+		*rows = (int)json_integer_value(json_array_get(shape, 0));
+		*cols = (int)json_integer_value(json_array_get(shape, 1));
+		long b = (long)json_integer_value(json_array_get(offs, 0));
+		size_t n = (size_t)*rows * *cols;
+		out = malloc(n * 4);
+		if (!out || fseek(f, 8 + (long)hl + b, SEEK_SET) || fread(out, 4, n, f) != n) {
+			free(out);
+			out = NULL;
+		}
+	}
+	json_decref(j);
+done:
+	free(hdr);
+	fclose(f);
+	return out;
+}
+
+/* JSON int array -> malloc'd int32 array. */
+static int32_t* fx_ids(json_t* a, int* n)
+{
+	*n = (int)json_array_size(a);
+	int32_t* v = malloc(sizeof(int32_t) * (*n ? *n : 1));
+	for (int i = 0; i < *n; i++) v[i] = (int32_t)json_integer_value(json_array_get(a, i));
+	return v;
+}
+
+/* Lists fixture directories (those holding reference.json), sorted. Returns count. */
+static int fx_list(const char* root, char names[][256], int max)
+{
+	DIR* d = opendir(root);
+	if (!d) return 0;
+	int n = 0;
+	struct dirent* e;
+	while ((e = readdir(d)) && n < max) {
+		if (e->d_name[0] == '.') continue;
+		char p[600];
+		snprintf(p, sizeof(p), "%s/%s/reference.json", root, e->d_name);
+		FILE* f = fopen(p, "r");
+		if (!f) continue;
+		fclose(f);
+		snprintf(names[n++], 256, "%s", e->d_name);
+	}
+	closedir(d);
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++)
+			if (strcmp(names[i], names[j]) > 0) {
+				char t[256];
+				memcpy(t, names[i], 256);
+				memcpy(names[i], names[j], 256);
+				memcpy(names[j], t, 256);
+			}
+	return n;
+}
+
+static const char* fx_root(void)
+{
+	const char* r = getenv("PV_FIXTURES");
+	return r ? r : "tests/fixtures";
+}
+
+#endif
