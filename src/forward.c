@@ -151,14 +151,15 @@ static void swiglu(struct pv_session* s, const struct pv_expert* e, const float*
 	pv_matmul(s->pool, out, H, s->ff_g, I, n, &e->down);
 }
 
-/* Router: softmax over all E logits (fp32), top-k (ties: lower index), optional renorm. */
-static void route(const struct pv_config* c, const float* logits, int* idx, float* w)
+/* Router: softmax over all E logits (fp32, in place), top-k (ties: lower index), optional
+ * renormalisation (qwen-models.md §5.1: softmax first, then top-k, then renormalise). */
+static void route(const struct pv_config* c, float* p, int* idx, float* w)
 {
 	int E = c->n_experts, k = c->n_experts_used;
-	float mx = -FLT_MAX, p[E];
-	for (int e = 0; e < E; e++) mx = logits[e] > mx ? logits[e] : mx;
+	float mx = -FLT_MAX;
+	for (int e = 0; e < E; e++) mx = p[e] > mx ? p[e] : mx;
 	float sum = 0.0f;
-	for (int e = 0; e < E; e++) sum += p[e] = expf(logits[e] - mx);
+	for (int e = 0; e < E; e++) sum += p[e] = expf(p[e] - mx);
 	for (int e = 0; e < E; e++) p[e] /= sum;
 	for (int j = 0; j < k; j++) {
 		int best = -1;
