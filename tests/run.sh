@@ -5,7 +5,7 @@ pass=0; fail=0; bad=""
 for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] || continue
 	case "$t" in *.d|*.o) continue;; esac
-	out=$("$t" 2>&1); rc=$?
+	out=$(PV_BUILD="$BUILD" "$t" 2>&1); rc=$?
 	printf '%s\n' "$out" | grep -E '(FAIL|passed, [0-9]+ failed)' 
 	line=$(printf '%s\n' "$out" | grep -E '^[^ ]+: [0-9]+ passed, [0-9]+ failed$' | tail -1)
 	p=$(printf '%s' "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
