@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static char bin[512];
 
