@@ -14,7 +14,7 @@
 #include <string.h>
 
 /* Reads F32 tensor `name` of a small safetensors file: returns malloc'd data, rows, cols. */
-static float* fx_read_f32(const char* path, const char* name, int* rows, int* cols)
+static inline float* fx_read_f32(const char* path, const char* name, int* rows, int* cols)
 {
 	FILE* f = fopen(path, "rb");
 	if (!f) return NULL;
@@ -51,7 +51,7 @@ done:
 }
 
 /* JSON int array -> malloc'd int32 array. */
-static int32_t* fx_ids(json_t* a, int* n)
+static inline int32_t* fx_ids(json_t* a, int* n)
 {
 	*n = (int)json_array_size(a);
 	int32_t* v = malloc(sizeof(int32_t) * (*n ? *n : 1));
@@ -60,7 +60,7 @@ static int32_t* fx_ids(json_t* a, int* n)
 }
 
 /* Lists fixture directories (those holding reference.json), sorted. Returns count. */
-static int fx_list(const char* root, char names[][256], int max)
+static inline int fx_list(const char* root, char names[][128], int max)
 {
 	DIR* d = opendir(root);
 	if (!d) return 0;
@@ -73,21 +73,21 @@ static int fx_list(const char* root, char names[][256], int max)
 		FILE* f = fopen(p, "r");
 		if (!f) continue;
 		fclose(f);
-		snprintf(names[n++], 256, "%s", e->d_name);
+		snprintf(names[n++], 128, "%s", e->d_name);
 	}
 	closedir(d);
 	for (int i = 0; i < n; i++)
 		for (int j = i + 1; j < n; j++)
 			if (strcmp(names[i], names[j]) > 0) {
-				char t[256];
-				memcpy(t, names[i], 256);
-				memcpy(names[i], names[j], 256);
-				memcpy(names[j], t, 256);
+				char t[128];
+				memcpy(t, names[i], 128);
+				memcpy(names[i], names[j], 128);
+				memcpy(names[j], t, 128);
 			}
 	return n;
 }
 
-static const char* fx_root(void)
+static inline const char* fx_root(void)
 {
 	const char* r = getenv("PV_FIXTURES");
 	return r ? r : "tests/fixtures";

@@ -36,7 +36,7 @@ static char* ids_csv(json_t* a)
 
 static void generate_matches(const char* fx)
 {
-	char path[600], cmd[70000 + 600], out[65536];
+	char path[1024], cmd[70000 + 600], out[65536];
 	snprintf(path, sizeof(path), "%s/%s/reference.json", fx_root(), fx);
 	json_t* ref = json_load_file(path, 0, NULL);
 	if (!ref) return;
@@ -79,7 +79,7 @@ int main(void)
 	const char* b = getenv("PV_BUILD");
 	snprintf(bin, sizeof(bin), "%s/proven", b ? b : "build");
 	char cmd[2048], out[65536];
-	static char names[64][256];
+	static char names[64][128];
 	int n = fx_list(fx_root(), names, 64);
 	CHECK(n > 0, "no fixtures under %s", fx_root());
 	const char* fx = n ? names[0] : "none";

@@ -224,7 +224,7 @@ static void exactness(const char* name)
 
 int main(void)
 {
-	static char names[64][256];
+	static char names[64][128];
 	int n = fx_list(fx_root(), names, 64);
 	CHECK(n >= 6, "expected the committed fixtures under %s, found %d", fx_root(), n);
 	for (int i = 0; i < n; i++) {
