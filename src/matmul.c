@@ -215,23 +215,29 @@ struct mm_job {
 	int T;
 	const struct pv_tensor* W;
 	int64_t o0, o1;
-	int64_t rows_per_task;
-	int avx2; /* chosen once per call, so one call never mixes kernel sets */
+	int64_t rows_per_task; /* a task is a block of output rows ...                     */
+	int t_per_task;        /* ... times a block of activation rows                    */
+	int n_row_tasks;
+	int avx2;              /* chosen once per call: one call never mixes kernel sets  */
 };
 
 static void mm_task(void* ctx, int task, int thread)
 {
 	(void)thread;
 	const struct mm_job* j = ctx;
-	int64_t a = j->o0 + (int64_t)task * j->rows_per_task;
-	int64_t b = a + j->rows_per_task < j->o1 ? a + j->rows_per_task : j->o1;
+	int64_t a = j->o0 + (int64_t)(task % j->n_row_tasks) * j->rows_per_task;
+	int64_t b = j->o1 - a < j->rows_per_task ? j->o1 : a + j->rows_per_task;
+	int t0 = (task / j->n_row_tasks) * j->t_per_task;
+	int nt = j->T - t0 < j->t_per_task ? j->T - t0 : j->t_per_task;
+	float* y = j->y + (size_t)t0 * j->ldy;
+	const float* x = j->x + (size_t)t0 * j->ldx;
 #if PV_HAVE_AVX2_KERNELS
 	if (j->avx2) {
-		pv_matmul_avx2(j->y, j->ldy, j->x, j->ldx, j->T, j->W, a, b);
+		pv_matmul_avx2(y, j->ldy, x, j->ldx, nt, j->W, a, b);
 		return;
 	}
 #endif
-	matmul_generic(j->y, j->ldy, j->x, j->ldx, j->T, j->W, a, b);
+	matmul_generic(y, j->ldy, x, j->ldx, nt, j->W, a, b);
 }
 
 /* Below this many multiply-adds a call runs on the calling thread: waking the pool costs
@@ -245,23 +251,33 @@ void pv_matmul_rows(struct pv_pool* p, float* y, int ldy, const float* x, int ld
 	PV_ASSERT(0 <= o0 && o0 <= o1 && o1 <= W->rows);
 	if (T <= 0 || o1 == o0) return;
 
-	struct mm_job j = { y, ldy, x, ldx, T, W, o0, o1, 0, use_avx2() };
 	int64_t rows = o1 - o0;
 	int threads = pv_pool_threads(p);
 	uint64_t macs = (uint64_t)rows * (uint64_t)W->cols * (uint64_t)T;
+	struct mm_job j = { y, ldy, x, ldx, T, W, o0, o1, rows, T, 1, use_avx2() };
 
-	if (threads <= 1 || macs < MIN_PARALLEL_MACS || rows < 48) {
-		j.rows_per_task = rows;
+	if (threads <= 1 || macs < MIN_PARALLEL_MACS) {
 		mm_task(&j, 0, 0);
 		return;
 	}
-	/* About four tasks per thread for balance (the split never changes results), in
-	 * multiples of 24 rows so the kernels' row tiles (8 for one x row, 3 for several) stay
-	 * full. */
-	int64_t per = (rows + 4 * threads - 1) / (4 * threads);
+	/* About four tasks per thread for balance; how the work is split never changes a
+	 * result. Row blocks are multiples of 24 so the kernels' row tiles (8 rows for one x
+	 * row, 3 for several) stay full. When there are too few rows for that (small
+	 * projections in a prompt), the activation rows are split too, in multiples of 4 (the
+	 * kernels' activation tile). */
+	const int want = 4 * threads;
+	int64_t per = (rows + want - 1) / want;
 	per = (per + 23) / 24 * 24;
 	j.rows_per_task = per;
-	pv_pool_run(p, mm_task, &j, (int)((rows + per - 1) / per));
+	j.n_row_tasks = (int)((rows + per - 1) / per);
+	if (j.n_row_tasks < want && T >= 8) {
+		int n_t = (want + j.n_row_tasks - 1) / j.n_row_tasks;
+		if (n_t > T / 4) n_t = T / 4;
+		int t_per = (T + n_t - 1) / n_t;
+		j.t_per_task = (t_per + 3) / 4 * 4;
+	}
+	int n_t_tasks = (T + j.t_per_task - 1) / j.t_per_task;
+	pv_pool_run(p, mm_task, &j, j.n_row_tasks * n_t_tasks);
 }
 
 void pv_matmul(struct pv_pool* p, float* y, int ldy, const float* x, int ldx, int T,
