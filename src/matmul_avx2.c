@@ -140,41 +140,51 @@ typedef void (*tile_fn)(float* y, int ldy, const float* x, int ldx, const char* 
 	{                                                                                   \
 		tile(y, ldy, x, ldx, w, ws, n, TY, R, C);                                   \
 	}
-/* GEMM tiles: up to 3 weight rows x 4 activation rows (12 accumulators, 3 weight vectors and
- * one activation vector fill the 16 ymm registers without spilling). GEMV tiles: up to 8
- * weight rows x 1 activation row. */
+/*
+ * The tile shapes: for C activation rows at once, up to R_FOR_C[C] weight rows, chosen so the
+ * R*C accumulators plus the operands held in registers fit the 16 ymm registers:
+ *   C = 1: 8 rows (decode; 8 FMA chains cover the FMA latency, 8 streams for the prefetcher)
+ *   C = 2: 6 rows, C = 3: 4 rows (12 accumulators + C activation vectors + 1 weight vector)
+ *   C = 4: 3 rows (12 accumulators + 3 weight vectors + 1 activation vector)
+ * Smaller R serve the last rows of a block.
+ */
 #define TILES_FOR(TN, TY)                                                                   \
 	TILE(TN, TY, 1, 1) TILE(TN, TY, 2, 1) TILE(TN, TY, 3, 1) TILE(TN, TY, 4, 1)           \
 	TILE(TN, TY, 5, 1) TILE(TN, TY, 6, 1) TILE(TN, TY, 7, 1) TILE(TN, TY, 8, 1)           \
 	TILE(TN, TY, 1, 2) TILE(TN, TY, 2, 2) TILE(TN, TY, 3, 2) TILE(TN, TY, 4, 2)           \
+	TILE(TN, TY, 5, 2) TILE(TN, TY, 6, 2)                                                 \
 	TILE(TN, TY, 1, 3) TILE(TN, TY, 2, 3) TILE(TN, TY, 3, 3) TILE(TN, TY, 4, 3)           \
 	TILE(TN, TY, 1, 4) TILE(TN, TY, 2, 4) TILE(TN, TY, 3, 4)                              \
-	static const tile_fn gemv_##TN[9] = { NULL, tile_##TN##_1_1, tile_##TN##_2_1,        \
-		tile_##TN##_3_1, tile_##TN##_4_1, tile_##TN##_5_1, tile_##TN##_6_1,           \
-		tile_##TN##_7_1, tile_##TN##_8_1 };                                           \
-	static const tile_fn gemm_##TN[5][5] = {                                            \
-		{ NULL, NULL, NULL, NULL, NULL },                                           \
-		{ NULL, tile_##TN##_1_1, tile_##TN##_1_2, tile_##TN##_1_3, tile_##TN##_1_4 }, \
-		{ NULL, tile_##TN##_2_1, tile_##TN##_2_2, tile_##TN##_2_3, tile_##TN##_2_4 }, \
-		{ NULL, tile_##TN##_3_1, tile_##TN##_3_2, tile_##TN##_3_3, tile_##TN##_3_4 }, \
-		{ NULL, tile_##TN##_4_1, tile_##TN##_4_2, tile_##TN##_4_3, NULL },          \
+	static const tile_fn tiles_##TN[MAX_C + 1][MAX_R + 1] = {                             \
+		{ NULL },                                                                   \
+		{ NULL, tile_##TN##_1_1, tile_##TN##_2_1, tile_##TN##_3_1, tile_##TN##_4_1,   \
+		  tile_##TN##_5_1, tile_##TN##_6_1, tile_##TN##_7_1, tile_##TN##_8_1 },        \
+		{ NULL, tile_##TN##_1_2, tile_##TN##_2_2, tile_##TN##_3_2, tile_##TN##_4_2,   \
+		  tile_##TN##_5_2, tile_##TN##_6_2 },                                         \
+		{ NULL, tile_##TN##_1_3, tile_##TN##_2_3, tile_##TN##_3_3, tile_##TN##_4_3 }, \
+		{ NULL, tile_##TN##_1_4, tile_##TN##_2_4, tile_##TN##_3_4 },                  \
 	};
 
 TILES_FOR(f32, PV_F32)
 TILES_FOR(f16, PV_F16)
 TILES_FOR(bf16, PV_BF16)
 
-#ifndef GEMV_R
-#define GEMV_R 8
-#endif
-#ifndef GEMM_R
-#define GEMM_R 3
-#define GEMM_C 4
-#endif
+static const int R_FOR_C[MAX_C + 1] = { 0, 8, 6, 4, 3 };
 
 /* Weight bytes a block of rows may occupy so that it stays in L2 while every activation
  * tile passes over it (the L2 here is 1-2 MiB per core; leave room for the activations). */
 #define L2_BLOCK_BYTES (256 * 1024)
+
+/* Rows [o0, o1) of W times activation rows x[0..C): one pass of C-row tiles. */
+static void pass(const tile_fn* tiles, int C, float* y, int ldy, const float* x, int ldx,
+                 const char* base, size_t ws, int64_t n, int64_t o0, int64_t o1)
+{
+	const int R = R_FOR_C[C];
+	for (int64_t o = o0; o < o1; o += R) {
+		int r = o1 - o < R ? (int)(o1 - o) : R;
+		tiles[r](y + o, ldy, x, ldx, base + (size_t)o * ws, ws, n);
+	}
+}
 
 void pv_matmul_avx2(float* y, int ldy, const float* x, int ldx, int T,
                     const struct pv_tensor* W, int64_t o0, int64_t o1)
@@ -183,32 +193,26 @@ void pv_matmul_avx2(float* y, int ldy, const float* x, int ldx, int T,
 	const int64_t n = W->cols;
 	const size_t ws = (size_t)n * (type == PV_F32 ? 4 : 2);
 	const char* base = W->data;
-	const tile_fn* gemv = type == PV_F32 ? gemv_f32 : type == PV_F16 ? gemv_f16 : gemv_bf16;
-	const tile_fn(*gemm)[5] = type == PV_F32 ? gemm_f32 : type == PV_F16 ? gemm_f16 : gemm_bf16;
+	const tile_fn(*tiles)[MAX_R + 1] =
+		type == PV_F32 ? tiles_f32 : type == PV_F16 ? tiles_f16 : tiles_bf16;
 
-	if (T == 1) {
-		/* Decode: memory-bound. Stream GEMV_R rows at once: independent FMA chains and a
-		 * handful of sequential streams for the prefetcher. */
-		for (int64_t o = o0; o < o1; o += GEMV_R) {
-			int r = o1 - o < GEMV_R ? (int)(o1 - o) : GEMV_R;
-			gemv[r](y + o, ldy, x, ldx, base + (size_t)o * ws, ws, n);
-		}
+	if (T <= MAX_C) {
+		/* Decode and short verification batches: one pass, so each weight row is streamed
+		 * from memory once. */
+		pass(tiles[T], T, y, ldy, x, ldx, base, ws, n, o0, o1);
 		return;
 	}
 
-	/* Prefill: for a block of weight rows that fits in L2, pass every tile of GEMM_C
-	 * activation rows over it, GEMM_R weight rows at a time. */
-	int64_t block = (int64_t)(L2_BLOCK_BYTES / (ws ? ws : 1)) / GEMM_R * GEMM_R;
-	if (block < GEMM_R) block = GEMM_R;
+	/* Prefill: for a block of weight rows that fits in L2, pass every tile of MAX_C
+	 * activation rows (then the remainder) over it. */
+	int64_t block = (int64_t)(L2_BLOCK_BYTES / (ws ? ws : 1));
+	block = block >= 24 ? block / 24 * 24 : block < 1 ? 1 : block;
 	for (int64_t ob = o0; ob < o1; ob += block) {
 		int64_t oe = o1 - ob < block ? o1 : ob + block;
-		for (int t = 0; t < T; t += GEMM_C) {
-			int c = T - t < GEMM_C ? T - t : GEMM_C;
-			for (int64_t o = ob; o < oe; o += GEMM_R) {
-				int r = oe - o < GEMM_R ? (int)(oe - o) : GEMM_R;
-				gemm[r][c](y + (size_t)t * ldy + o, ldy, x + (size_t)t * ldx, ldx,
-				           base + (size_t)o * ws, ws, n);
-			}
+		for (int t = 0; t < T; t += MAX_C) {
+			int c = T - t < MAX_C ? T - t : MAX_C;
+			pass(tiles[c], c, y + (size_t)t * ldy, ldy, x + (size_t)t * ldx, ldx, base, ws,
+			     n, ob, oe);
 		}
 	}
 }
