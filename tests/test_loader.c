@@ -835,7 +835,7 @@ static const struct st_case st_cases[] = {
 	  NULL },
 	{ "control_in_name", "{\"bad\\nname\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1, "bad?name",
 	  "need 2" },
-	{ "deep_nesting", NULL, 0, "not valid JSON", NULL },
+	{ "deep_nesting", NULL, 0, "not valid JSON", "depth" },
 	{ "truncated", NULL, 0, "too short", NULL },
 	{ "header_past_end", NULL, 0, "runs past the end", NULL },
 	{ "header_len_max", NULL, 0, "runs past the end", NULL },
@@ -864,7 +864,7 @@ static unsigned char* st_case_bytes(const struct st_case* k, size_t* len)
 	const char* h = k->header;
 	if (!h) { /* far beyond jansson's nesting limit */
 		memset(deep, '[', sizeof deep - 1);
-		deep[0] = '{';
+		memcpy(deep, "{\"a\":", 5);
 		deep[sizeof deep - 1] = 0;
 		h = deep;
 	}
