@@ -15,9 +15,11 @@
 
 #include <math.h>
 
-/* Logit tolerance: absolute, scaled by the row's largest |logit| (the logits of the random
- * fixtures reach ~10-30). float32 accumulation over a few layers lands near 1e-5 relative. */
-#define TOL_REL 1e-3
+/* Logit tolerance: max |engine - transformers| over a row, divided by the row's largest
+ * |logit| (the random fixtures' logits reach ~10-30). Observed: <= 1.3e-6 on attention-only
+ * models, <= 4.2e-5 on hybrids (transformers runs the delta rule in float32, with another
+ * summation order); the bound leaves a 5x margin. */
+#define TOL_REL 2e-4
 
 static double row_err(const float* a, const float* ref, int V, double* refmax)
 {
@@ -173,6 +175,24 @@ static void exactness(const char* name)
 	for (int i = 0; i < D; i++) d[i] = prompt[(i * 7 + 3) % np];
 	float* a = malloc(sizeof(float) * V * D);
 	float* b = malloc(sizeof(float) * V * D);
+
+	/* the two DeltaNet forms on the whole prompt: chunked vs recurrent, within TOL_REL */
+	if (pv_model_get_info(m)->n_linear_layers) {
+		float* pc = malloc(sizeof(float) * (size_t)V * np);
+		float* pr = malloc(sizeof(float) * (size_t)V * np);
+		pv_session* sc = new_session(m, np, 0);
+		pv_session* sr = new_session(m, np, 1 << 30);
+		pv_session_eval(sc, prompt, np, pc, PV_LOGITS_ALL);
+		pv_session_eval(sr, prompt, np, pr, PV_LOGITS_ALL);
+		struct run r = { 0, 0, 0 };
+		check_rows(name, "forms", pc, pr, np, V, &r);
+		CHECK(r.max_rel <= TOL_REL, "%s: chunked vs recurrent DeltaNet differ by %.3g (rel)", name, r.max_rel);
+		printf("  %-22s chunked vs recurrent DeltaNet: max |diff| %.3e  rel %.3e\n", name, r.max_err, r.max_rel);
+		pv_session_free(sc);
+		pv_session_free(sr);
+		free(pc);
+		free(pr);
+	}
 
 	/* (c) batch invariance: D rows in one call == D calls of one row */
 	pv_session* s1 = new_session(m, np + 32, 0);
