@@ -61,7 +61,8 @@ int cmd_info(int argc, char** argv)
 	if (in->n_experts) printf("experts          %d (%d per token)\n", in->n_experts, in->n_experts_used);
 	printf("vocab            %d%s\n", in->vocab, in->tied_embeddings ? " (tied embeddings)" : "");
 	printf("max context      %d\n", in->max_context);
-	printf("parameters       %lld (%.3f B)", (long long)in->n_params, in->n_params / 1e9);
+	if (in->n_params >= 1000000000) printf("parameters       %lld (%.2f B)", (long long)in->n_params, in->n_params / 1e9);
+	else printf("parameters       %lld (%.2f M)", (long long)in->n_params, in->n_params / 1e6);
 	if (in->n_params_mtp) printf(", of which MTP %lld", (long long)in->n_params_mtp);
 	printf("\n");
 	printf("weights          %.2f MiB (%s, memory-mapped)\n", in->weight_bytes / 1048576.0, in->dtype);
