@@ -30,11 +30,14 @@ def main():
         ids_same = ro["cases"] == rn["cases"]
         lo, ln = load_file(os.path.join(od, "reference.safetensors")), load_file(os.path.join(nd, "reference.safetensors"))
         mx = max(float(abs(lo[k].astype("float64") - ln[k]).max()) for k in lo)
+        scale = max(float(abs(lo[k]).max()) for k in lo)
         same = sha(os.path.join(od, "reference.safetensors")) == sha(os.path.join(nd, "reference.safetensors"))
-        ok = not diff_files and ids_same and mx < 1e-4
+        # transformers runs the delta rule in float32 whatever the model dtype, and its result
+        # depends on the CPU's SIMD paths: accept 2e-5 of the largest |logit| (ids must match)
+        ok = not diff_files and ids_same and mx <= 2e-5 * max(scale, 1.0)
         bad += not ok
         print(f"{name:16s} model files {'identical' if not diff_files else 'DIFFER: ' + ','.join(diff_files)}; "
-              f"ids {'identical' if ids_same else 'DIFFER'}; logits {'bitwise identical' if same else f'max |diff| {mx:.3g}'}")
+              f"ids {'identical' if ids_same else 'DIFFER'}; logits {'bitwise identical' if same else f'max |diff| {mx:.3g} ({mx / max(scale, 1.0):.1e} of max |logit|)'}")
     print("all fixtures reproduced" if not bad else f"{bad} fixture(s) differ")
     return 1 if bad else 0
 
