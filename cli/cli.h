@@ -12,10 +12,14 @@ extern const char* pv_build_compiler;
 int cli_parse_ids(const char* s, int32_t** out);
 /* Integer option value with range check; exits the CLI with a message on error. */
 int cli_int(const char* opt, const char* v, int lo, int hi);
+double cli_double(const char* opt, const char* v, double lo, double hi);
 double cli_now(void);
 
 int cmd_info(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
+int cmd_template(int argc, char** argv);
 
 #endif

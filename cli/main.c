@@ -18,7 +18,13 @@ static void usage(FILE* f)
 	        "  info     --model DIR                       architecture, layers, parameters, memory\n"
 	        "  generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--dump-logits FILE]\n"
 	        "           [--threads N] [--ctx N] [--stop-ids a,b]   greedy decoding; ids on stdout\n"
-	        "  bench    --model DIR [--pp N] [--tg N] [--reps N] [--threads N] [--ctx N] [--json-only]\n");
+	        "  run      --model PATH -p TEXT [--max-tokens N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"
+	        "           [--no-special]                     raw completion, streamed\n"
+	        "  chat     --model PATH [--system TEXT] [--no-thinking] [--hide-thinking] [--dialect D] [sampling]\n"
+	        "                                              interactive chat with the model's template\n"
+	        "  bench    --model DIR [--pp N] [--tg N] [--reps N] [--threads N] [--ctx N] [--json-only]\n"
+	        "  template --tokenizer PATH --messages FILE.json [--tools FILE.json] [--dialect qwen3|qwen3.5|qwen2.5]\n"
+	        "           [--generation-prompt] [--no-thinking]      the chat prompt, exactly as the template renders it\n");
 }
 
 int cli_parse_ids(const char* s, int32_t** out)
@@ -65,6 +71,18 @@ int cli_int(const char* opt, const char* v, int lo, int hi)
 	return (int)x;
 }
 
+double cli_double(const char* opt, const char* v, double lo, double hi)
+{
+	char* end;
+	errno = 0;
+	double x = v ? strtod(v, &end) : 0;
+	if (!v || end == v || *end || errno || !(x >= lo && x <= hi)) {
+		fprintf(stderr, "proven: %s needs a number in [%g, %g], got \"%s\"\n", opt, lo, hi, v ? v : "");
+		exit(2);
+	}
+	return x;
+}
+
 double cli_now(void)
 {
 	struct timespec ts;
@@ -82,6 +100,9 @@ int main(int argc, char** argv)
 	if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
 	if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
 	if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+	if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+	if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
+	if (!strcmp(cmd, "template")) return cmd_template(argc - 1, argv + 1);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

@@ -87,6 +87,13 @@ int pv_model_open(pv_model** out, const char* path, const struct pv_model_params
                   char* err, size_t errlen);
 void pv_model_close(pv_model* m);
 const struct pv_model_info* pv_model_get_info(const pv_model* m);
+/* The text side, when the model files carry it (tokenizer.json / tokenizer_config.json in an HF
+ * directory, tokenizer.ggml.* in a GGUF). The tokenizer API is in src/tokenizer.h. */
+struct pv_tok;
+const struct pv_tok* pv_model_tokenizer(const pv_model* m); /* NULL: no tokenizer            */
+const char* pv_model_chat_template(const pv_model* m);     /* NULL: no chat template         */
+int pv_model_eos(const pv_model* m, const int32_t** ids);  /* end-of-generation ids, count   */
+
 /* Bytes of memory a session with these parameters allocates (KV, states, scratch). */
 uint64_t pv_session_bytes(const pv_model* m, const struct pv_session_params* params);
 

@@ -103,6 +103,7 @@ int pv_model_open(pv_model** out, const char* path, const struct pv_model_params
 		rc = pv_hf_open(&m->files, path, err, errlen);
 	}
 	if (!rc) rc = pv_hf_bind(m->files, &m->cfg, &m->w, &st, err, errlen);
+	if (!rc) rc = pv_model_text_hf(m, path, err, errlen);
 	if (rc) {
 		pv_model_close(m);
 		return rc;
@@ -117,6 +118,7 @@ void pv_model_close(pv_model* m)
 {
 	if (!m) return;
 	pv_hf_close(m->files); /* unmaps the shards and frees every array bound into m->w */
+	pv_model_text_free(m);
 	pv_config_free(&m->cfg);
 	free(m->layer_pattern);
 	free(m->path);

@@ -127,6 +127,21 @@ struct pv_model {
 	struct pv_model_info info;
 	char* path;            /* the directory it was loaded from                    */
 	char* layer_pattern;   /* info.layer_pattern storage                          */
-	struct pv_files* files;
+	struct pv_files* files;      /* HF directory: the safetensors mappings          */
+	struct pv_gguf_model* gguf;  /* GGUF file (gguf_load.c)                          */
+
+	/* text side (model_text.c); all optional: the tiny fixtures have no tokenizer */
+	struct pv_tok* tok;
+	char* chat_template;   /* the Jinja text as shipped (dialect detection only)  */
+	int32_t eos[8];        /* end-of-generation ids                               */
+	int n_eos;
 };
+
+struct pv_gguf_model;
+
+/* model_text.c: tokenizer, chat template and end-of-generation ids of an HF directory. */
+int pv_model_text_hf(struct pv_model* m, const char* dir, char* err, size_t errlen);
+void pv_model_text_free(struct pv_model* m);
+/* Adds id to the end-of-generation set (ignores negatives and duplicates). */
+void pv_model_add_eos(struct pv_model* m, int32_t id);
 #endif

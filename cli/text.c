@@ -1,0 +1,320 @@
+/*
+ * text.c: `proven run` (raw completion) and `proven chat` (interactive, chat template), with
+ * streamed tokens, sampling, a load progress line and a tokens/s summary.
+ */
+#include "chat.h"
+#include "cli.h"
+#include "proven.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct gen_opts {
+	const char* model;
+	const char* prompt;
+	const char* system;
+	int max_tokens, threads, ctx, no_special, no_thinking, hide_thinking;
+	struct pv_sampler_params sp;
+	int dialect;
+};
+
+struct gen {
+	pv_model* m;
+	pv_session* s;
+	const struct pv_tok* tok;
+	struct pv_sampler* smp;
+	float* logits;
+	int vocab, n_valid, use_color;
+	int32_t think_open, think_close;
+};
+
+static int parse_common(int argc, char** argv, struct gen_opts* o, int chat)
+{
+	memset(o, 0, sizeof(*o));
+	o->max_tokens = chat ? 2048 : 256;
+	o->sp.temperature = chat ? 0.7f : 0.0f;
+	o->sp.top_p = chat ? 0.8f : 1.0f;
+	o->sp.top_k = chat ? 20 : 0;
+	o->sp.seed = 42;
+	o->dialect = -1;
+	for (int i = 1; i < argc; i++) {
+		const char* a = argv[i];
+		if (!strcmp(a, "--no-special")) { o->no_special = 1; continue; }
+		if (!strcmp(a, "--no-thinking")) { o->no_thinking = 1; continue; }
+		if (!strcmp(a, "--hide-thinking")) { o->hide_thinking = 1; continue; }
+		if (i + 1 >= argc) {
+			fprintf(stderr, "proven %s: unknown option or missing value: %s\n", chat ? "chat" : "run", a);
+			return 2;
+		}
+		const char* v = argv[++i];
+		if (!strcmp(a, "--model") || !strcmp(a, "-m")) o->model = v;
+		else if (!chat && (!strcmp(a, "-p") || !strcmp(a, "--prompt"))) o->prompt = v;
+		else if (chat && !strcmp(a, "--system")) o->system = v;
+		else if (!strcmp(a, "--max-tokens") || !strcmp(a, "-n")) o->max_tokens = cli_int(a, v, 1, 1 << 24);
+		else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) o->threads = cli_int(a, v, 1, 1024);
+		else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) o->ctx = cli_int(a, v, 1, 1 << 24);
+		else if (!strcmp(a, "--temp")) o->sp.temperature = (float)cli_double(a, v, 0, 100);
+		else if (!strcmp(a, "--top-k")) o->sp.top_k = cli_int(a, v, 0, 1 << 24);
+		else if (!strcmp(a, "--top-p")) o->sp.top_p = (float)cli_double(a, v, 0, 1);
+		else if (!strcmp(a, "--seed")) o->sp.seed = (uint64_t)cli_double(a, v, 0, 1e18);
+		else if (chat && !strcmp(a, "--dialect")) {
+			if ((o->dialect = pv_chat_dialect_from_name(v)) < 0) {
+				fprintf(stderr, "proven chat: unknown dialect \"%s\" (qwen3, qwen3.5, qwen2.5)\n", v);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "proven %s: unknown option %s\n", chat ? "chat" : "run", a);
+			return 2;
+		}
+	}
+	if (!o->model) {
+		fprintf(stderr, "proven %s: --model PATH is required\n", chat ? "chat" : "run");
+		return 2;
+	}
+	if (!chat && !o->prompt) {
+		fprintf(stderr, "proven run: -p TEXT is required\n");
+		return 2;
+	}
+	return 0;
+}
+
+static void gen_close(struct gen* g)
+{
+	pv_sampler_free(g->smp);
+	pv_session_free(g->s);
+	pv_model_close(g->m);
+	free(g->logits);
+}
+
+static int gen_open(struct gen* g, const struct gen_opts* o)
+{
+	memset(g, 0, sizeof(*g));
+	char err[512];
+	struct pv_model_params mp = { .verbose = 1 };
+	if (pv_model_open(&g->m, o->model, &mp, err, sizeof(err))) {
+		fprintf(stderr, "proven: cannot load model: %s\n", err);
+		return 1;
+	}
+	g->tok = pv_model_tokenizer(g->m);
+	if (!g->tok) {
+		fprintf(stderr, "proven: %s has no tokenizer (tokenizer.json or GGUF tokenizer metadata)\n", o->model);
+		gen_close(g);
+		return 1;
+	}
+	const struct pv_model_info* in = pv_model_get_info(g->m);
+	g->vocab = in->vocab;
+	g->n_valid = pv_tok_n_vocab(g->tok) < g->vocab ? pv_tok_n_vocab(g->tok) : g->vocab;
+	int ctx = o->ctx ? o->ctx : (in->max_context < 4096 ? in->max_context : 4096);
+	struct pv_session_params sp = { .n_ctx = ctx, .n_threads = o->threads };
+	if (pv_session_new(&g->s, g->m, &sp, err, sizeof(err))) {
+		fprintf(stderr, "proven: %s\n", err);
+		gen_close(g);
+		return 1;
+	}
+	g->smp = pv_sampler_new(&o->sp, g->vocab);
+	g->logits = malloc(sizeof(float) * (size_t)g->vocab);
+	g->use_color = isatty(STDOUT_FILENO);
+	g->think_open = pv_tok_id(g->tok, "<think>");
+	g->think_close = pv_tok_id(g->tok, "</think>");
+	return g->logits ? 0 : 1;
+}
+
+static int is_eos(const struct gen* g, int32_t t)
+{
+	const int32_t* ids;
+	int n = pv_model_eos(g->m, &ids);
+	for (int i = 0; i < n; i++)
+		if (ids[i] == t) return 1;
+	return 0;
+}
+
+/* Evaluates ids (appending to the session), then samples and streams up to max tokens.
+ * in_think: the prompt already opened a think block. Generated ids are appended to *out. */
+static int generate(struct gen* g, const int32_t* ids, int n, int max, int in_think, int hide_think,
+                    int32_t** out, int* n_out, double* t_prompt, double* t_gen)
+{
+	double t0 = cli_now();
+	if (n > 0 && pv_session_eval(g->s, ids, n, g->logits, PV_LOGITS_LAST)) {
+		fprintf(stderr, "\nproven: %s\n", pv_session_error(g->s));
+		return 1;
+	}
+	double t1 = cli_now();
+	/* a checkpoint at the end of the prompt lets the next chat turn, which shares this prefix,
+	 * roll back to it instead of replaying the conversation (hybrid models) */
+	pv_session_checkpoint(g->s);
+	struct pv_tok_stream* st = NULL;
+	pv_tok_stream_new(&st, g->tok, PV_TOK_DECODE_SKIP_SPECIAL);
+	int thinking = in_think, rc = 0;
+	if (thinking && g->use_color && !hide_think) fputs("\x1b[2m", stdout);
+	for (int i = 0; i < max; i++) {
+		int32_t t = pv_sampler_pick(g->smp, g->logits, g->n_valid);
+		if (is_eos(g, t)) break;
+		int32_t* grown = realloc(*out, sizeof(int32_t) * (size_t)(*n_out + 1));
+		if (!grown) { rc = 1; break; }
+		*out = grown;
+		(*out)[(*n_out)++] = t;
+		const char* bytes;
+		size_t len;
+		if (t == g->think_open) {
+			thinking = 1;
+			if (g->use_color && !hide_think) fputs("\x1b[2m", stdout);
+		}
+		pv_tok_stream_push(st, t, &bytes, &len);
+		if (!(thinking && hide_think)) fwrite(bytes, 1, len, stdout);
+		if (t == g->think_close) {
+			thinking = 0;
+			if (g->use_color && !hide_think) fputs("\x1b[0m", stdout);
+		}
+		fflush(stdout);
+		if (pv_session_length(g->s) >= pv_session_n_ctx(g->s)) {
+			fprintf(stderr, "\nproven: context full (%d tokens)\n", pv_session_n_ctx(g->s));
+			break;
+		}
+		if (pv_session_eval(g->s, &t, 1, g->logits, PV_LOGITS_LAST)) {
+			fprintf(stderr, "\nproven: %s\n", pv_session_error(g->s));
+			rc = 1;
+			break;
+		}
+	}
+	const char* bytes;
+	size_t len;
+	pv_tok_stream_flush(st, &bytes, &len);
+	fwrite(bytes, 1, len, stdout);
+	if (g->use_color) fputs("\x1b[0m", stdout);
+	pv_tok_stream_free(st);
+	*t_prompt += t1 - t0;
+	*t_gen += cli_now() - t1;
+	return rc;
+}
+
+int cmd_run(int argc, char** argv)
+{
+	struct gen_opts o;
+	int rc = parse_common(argc, argv, &o, 0);
+	if (rc) return rc;
+	struct gen g;
+	if (gen_open(&g, &o)) return 1;
+	char err[512];
+	int32_t *ids = NULL, *out = NULL;
+	int n = 0, n_out = 0;
+	double tp = 0, tg = 0;
+	if (pv_tok_encode(g.tok, o.prompt, strlen(o.prompt), !o.no_special, &ids, &n, err, sizeof(err))) {
+		fprintf(stderr, "proven run: %s\n", err);
+		gen_close(&g);
+		return 1;
+	}
+	if (n == 0) {
+		fprintf(stderr, "proven run: the prompt encodes to no tokens\n");
+		rc = 1;
+	} else {
+		fwrite(o.prompt, 1, strlen(o.prompt), stdout);
+		rc = generate(&g, ids, n, o.max_tokens, 0, 0, &out, &n_out, &tp, &tg);
+		printf("\n");
+		fprintf(stderr, "proven: prompt %d tokens, %.1f tok/s; generated %d tokens, %.1f tok/s\n", n, n / tp, n_out,
+		        n_out > 0 ? n_out / tg : 0.0);
+	}
+	free(ids);
+	free(out);
+	gen_close(&g);
+	return rc;
+}
+
+/* Reads one line from stdin into a growing buffer; returns NULL at EOF. */
+static char* read_line(void)
+{
+	size_t cap = 256, n = 0;
+	char* b = malloc(cap);
+	int c;
+	while (b && (c = getchar()) != EOF && c != '\n') {
+		if (n + 1 == cap) {
+			char* g = realloc(b, cap *= 2);
+			if (!g) { free(b); return NULL; }
+			b = g;
+		}
+		b[n++] = (char)c;
+	}
+	if (!b || (c == EOF && n == 0)) {
+		free(b);
+		return NULL;
+	}
+	b[n] = 0;
+	return b;
+}
+
+int cmd_chat(int argc, char** argv)
+{
+	struct gen_opts o;
+	int rc = parse_common(argc, argv, &o, 1);
+	if (rc) return rc;
+	struct gen g;
+	if (gen_open(&g, &o)) return 1;
+	int dialect = o.dialect;
+	const char* tmpl = pv_model_chat_template(g.m);
+	if (dialect < 0 && tmpl) dialect = pv_chat_detect_dialect(tmpl);
+	if (dialect < 0) {
+		fprintf(stderr, "proven chat: cannot tell the chat format of this model; pass --dialect qwen3|qwen3.5|qwen2.5\n");
+		gen_close(&g);
+		return 1;
+	}
+	int tty = isatty(STDIN_FILENO);
+	json_t* msgs = json_array();
+	if (o.system) json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "system", "content", o.system));
+	double tp = 0, tg = 0;
+	int total_prompt = 0, total_gen = 0;
+	char err[512];
+	for (;;) {
+		if (tty) fprintf(stderr, "\n> ");
+		char* line = read_line();
+		if (!line) break;
+		if (!line[0]) { free(line); continue; }
+		json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "user", "content", line));
+		free(line);
+		struct pv_chat_opts co = { 1, !o.no_thinking };
+		char* prompt = NULL;
+		size_t plen = 0;
+		int32_t *ids = NULL, *out = NULL;
+		int n = 0, n_out = 0;
+		if (pv_chat_render(dialect, msgs, NULL, &co, &prompt, &plen, err, sizeof(err)) ||
+		    pv_tok_encode(g.tok, prompt, plen, 1, &ids, &n, err, sizeof(err))) {
+			fprintf(stderr, "proven chat: %s\n", err);
+			free(prompt);
+			rc = 1;
+			break;
+		}
+		/* Reuse the session: keep the longest prefix the new prompt shares with what the
+		 * session has seen, roll back to it, evaluate only the rest. */
+		const int32_t* hist = pv_session_tokens(g.s);
+		int keep = 0, len = pv_session_length(g.s);
+		while (keep < len && keep < n - 1 && hist[keep] == ids[keep]) keep++;
+		if (pv_session_rollback(g.s, keep)) pv_session_rollback(g.s, 0), keep = 0;
+		int in_think = dialect == PV_CHAT_QWEN3_5 && !o.no_thinking;
+		rc = generate(&g, ids + keep, n - keep, o.max_tokens, in_think, o.hide_thinking, &out, &n_out, &tp, &tg);
+		printf("\n");
+		total_prompt += n - keep;
+		total_gen += n_out;
+		char* text = NULL;
+		size_t tlen = 0;
+		pv_tok_decode(g.tok, out, n_out, PV_TOK_DECODE_SKIP_SPECIAL, &text, &tlen, err, sizeof(err));
+		json_t* parsed = pv_chat_parse(dialect, text ? text : "", tlen, in_think ? PV_CHAT_PARSE_IN_THINK : 0, NULL, err, sizeof(err));
+		json_t* am = json_pack("{s:s}", "role", "assistant");
+		json_object_set(am, "content", parsed ? json_object_get(parsed, "content") : json_string(text ? text : ""));
+		if (parsed && json_is_string(json_object_get(parsed, "reasoning_content")))
+			json_object_set(am, "reasoning_content", json_object_get(parsed, "reasoning_content"));
+		json_array_append_new(msgs, am);
+		json_decref(parsed);
+		free(text);
+		free(prompt);
+		free(ids);
+		free(out);
+		if (rc) break;
+	}
+	fprintf(stderr, "proven: %d prompt tokens evaluated, %.1f tok/s; %d generated, %.1f tok/s\n", total_prompt,
+	        tp > 0 ? total_prompt / tp : 0.0, total_gen, tg > 0 ? total_gen / tg : 0.0);
+	json_decref(msgs);
+	gen_close(&g);
+	return rc;
+}
