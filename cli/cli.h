@@ -20,6 +20,7 @@ int cmd_generate(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 
 #endif

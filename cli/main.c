@@ -22,6 +22,7 @@ static void usage(FILE* f)
 	        "           [--no-special]                     raw completion, streamed\n"
 	        "  chat     --model PATH [--system TEXT] [--no-thinking] [--hide-thinking] [--dialect D] [sampling]\n"
 	        "                                              interactive chat with the model's template\n"
+	        "  perplexity --model PATH --file TEXT [--ctx 512] [--chunks N]   llama.cpp-style perplexity\n"
 	        "  bench    --model DIR [--pp N] [--tg N] [--reps N] [--threads N] [--ctx N] [--json-only]\n"
 	        "  template --tokenizer PATH --messages FILE.json [--tools FILE.json] [--dialect qwen3|qwen3.5|qwen2.5]\n"
 	        "           [--generation-prompt] [--no-thinking]      the chat prompt, exactly as the template renders it\n");
@@ -102,6 +103,7 @@ int main(int argc, char** argv)
 	if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
 	if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
 	if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
+	if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
 	if (!strcmp(cmd, "template")) return cmd_template(argc - 1, argv + 1);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
