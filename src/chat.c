@@ -1188,3 +1188,225 @@ oom:
 	pv_errf(err, errlen, "out of memory parsing generated text");
 	return NULL;
 }
+
+/* Streaming parse --------------------------------------------------------------------------------- */
+
+enum { ST_START, ST_THINK, ST_BODY, ST_CALL, ST_DONE };
+
+/* Whitespace-trimmed output assembled from certain segments: leading whitespace is dropped,
+ * trailing whitespace is held until something else follows it. */
+struct trimmed {
+	int started;
+	struct sb hold;
+};
+
+struct pv_chat_stream {
+	int phase;
+	struct pstate ps;  /* calls, errors, tools; ps.content unused                        */
+	json_t* tools_ref;
+	struct sb buf;     /* everything fed so far                                            */
+	size_t pos;        /* bytes of buf consumed                                            */
+	size_t call_start; /* in ST_CALL: where "<tool_call>" begins                            */
+	size_t calls_out, errors_out;
+	struct trimmed r, c;
+	struct sb dr, dc;  /* this feed's deltas                                               */
+};
+
+static void trimmed_add(struct trimmed* t, struct sb* out, struct sv seg)
+{
+	/* split seg into [body][trailing whitespace] */
+	struct sv body = seg;
+	while (body.n) {
+		size_t st = body.n - 1;
+		while (st > 0 && body.n - st < 4 && ((unsigned char)body.p[st] & 0xc0) == 0x80) st--;
+		uint32_t cp;
+		size_t l = utf8_dec((const unsigned char*)body.p + st, body.n - st, &cp);
+		if (st + l != body.n) st = body.n - 1, cp = (unsigned char)body.p[st];
+		if (!py_space(cp)) break;
+		body.n = st;
+	}
+	struct sv tail = { body.p + body.n, seg.n - body.n };
+	if (!t->started) body = sv_trim(body); /* leading whitespace (body has no trailing) */
+	if (body.n) {
+		if (t->started) sb_put(out, t->hold.p, t->hold.n);
+		sb_sv(out, body);
+		t->hold.n = 0;
+		t->started = 1;
+	}
+	if (t->started) sb_sv(&t->hold, tail);
+}
+
+/* Length of the longest proper prefix of tag that s ends with. */
+static size_t partial_tag(struct sv s, const char* tag)
+{
+	size_t m = strlen(tag);
+	for (size_t k = m - 1; k > 0; k--)
+		if (s.n >= k && !memcmp(s.p + s.n - k, tag, k)) return k;
+	return 0;
+}
+
+/* Bytes at the end of s that start a UTF-8 character still missing continuation bytes. */
+static size_t partial_utf8(struct sv s)
+{
+	for (size_t k = 1; k <= 3 && k <= s.n; k++) {
+		unsigned c = (unsigned char)s.p[s.n - k];
+		if ((c & 0xc0) == 0x80) continue;
+		size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+		return len > k ? k : 0;
+	}
+	return 0;
+}
+
+pv_chat_stream* pv_chat_stream_new(int dialect, int flags, const json_t* tools, char* err, size_t errlen)
+{
+	if (dialect < 0 || dialect >= PV_CHAT_DIALECT_COUNT) {
+		pv_errf(err, errlen, "unknown chat dialect %d", dialect);
+		return NULL;
+	}
+	pv_chat_stream* s = calloc(1, sizeof *s);
+	if (!s || !(s->ps.calls = json_array()) || !(s->ps.errors = json_array())) {
+		if (s) json_decref(s->ps.calls);
+		free(s);
+		pv_errf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->ps.dialect = dialect;
+	if (json_is_array(tools)) s->ps.tools = s->tools_ref = json_incref((json_t*)tools);
+	s->phase = (flags & PV_CHAT_PARSE_IN_THINK) ? ST_THINK : ST_START;
+	return s;
+}
+
+void pv_chat_stream_free(pv_chat_stream* s)
+{
+	if (!s) return;
+	json_decref(s->ps.calls);
+	json_decref(s->ps.errors);
+	json_decref(s->tools_ref);
+	free(s->buf.p);
+	free(s->r.hold.p);
+	free(s->c.hold.p);
+	free(s->dr.p);
+	free(s->dc.p);
+	free(s);
+}
+
+/* Consumes certain text of the current phase up to (not including) `to`. */
+static void stream_take(pv_chat_stream* s, size_t to)
+{
+	struct sv seg = { s->buf.p + s->pos, to - s->pos };
+	if (s->phase == ST_THINK) trimmed_add(&s->r, &s->dr, seg);
+	else trimmed_add(&s->c, &s->dc, seg);
+	s->pos = to;
+}
+
+/* Advances as far as the text allows; end: no more text will come. */
+static void stream_run(pv_chat_stream* s, int end)
+{
+	for (;;) {
+		struct sv rest = { s->buf.p ? s->buf.p + s->pos : "", s->buf.n - s->pos };
+		if (s->phase == ST_START) {
+			struct sv lead = sv_trim(rest);
+			if (sv_starts(lead, "<think>")) {
+				s->pos = (size_t)(lead.p - s->buf.p) + 7;
+				s->phase = ST_THINK;
+				continue;
+			}
+			if (!end && (!lead.n || (lead.n < 7 && !memcmp(lead.p, "<think>", lead.n)) || partial_utf8(lead) == lead.n))
+				return;
+			s->phase = ST_BODY;
+			continue;
+		}
+		if (s->phase == ST_THINK || s->phase == ST_BODY) {
+			const char* tag = s->phase == ST_THINK ? "</think>" : "<tool_call>";
+			const char* f = sv_find(rest, tag);
+			if (f) {
+				size_t at = (size_t)(f - s->buf.p);
+				stream_take(s, at);
+				if (s->phase == ST_THINK) {
+					s->r.hold.n = 0;
+					s->r.started = 1;
+					s->pos = at + 8;
+					s->phase = ST_BODY;
+				} else {
+					s->call_start = at;
+					s->phase = ST_CALL;
+				}
+				continue;
+			}
+			if (end) {
+				stream_take(s, s->buf.n);
+				if (s->phase == ST_THINK) perr(&s->ps, "unclosed think block: no </think> (output cut off?)");
+				s->phase = ST_DONE;
+				return;
+			}
+			size_t keep = partial_tag(rest, tag);
+			struct sv safe = { rest.p, rest.n - keep };
+			if (!keep) keep = partial_utf8(safe);
+			stream_take(s, s->buf.n - (keep > rest.n ? rest.n : keep));
+			return;
+		}
+		if (s->phase == ST_CALL) {
+			struct sv after = { s->buf.p + s->call_start + 11, s->buf.n - s->call_start - 11 };
+			const char* close = sv_find(after, "</tool_call>");
+			if (!close) {
+				if (!end) return;
+				perr(&s->ps, "truncated tool call: <tool_call> without </tool_call> (%zu bytes kept in content)",
+				     s->buf.n - s->call_start);
+				trimmed_add(&s->c, &s->dc, (struct sv){ s->buf.p + s->call_start, s->buf.n - s->call_start });
+				s->pos = s->buf.n;
+				s->phase = ST_DONE;
+				return;
+			}
+			const char* why = NULL;
+			struct sv inner = { after.p, (size_t)(close - after.p) };
+			int rc = s->ps.dialect == PV_CHAT_QWEN3_5 ? parse_xml(&s->ps, inner, &why) : parse_hermes(&s->ps, inner, &why);
+			size_t stop = (size_t)(close - s->buf.p) + 12;
+			if (rc) {
+				perr(&s->ps, "malformed tool call (%s); kept in content", why);
+				trimmed_add(&s->c, &s->dc, (struct sv){ s->buf.p + s->call_start, stop - s->call_start });
+			}
+			s->pos = stop;
+			s->phase = ST_BODY;
+			continue;
+		}
+		return; /* ST_DONE */
+	}
+}
+
+json_t* pv_chat_stream_feed(pv_chat_stream* s, const char* text, size_t len, int end)
+{
+	json_t* d = json_object();
+	if (!s || !d) {
+		json_decref(d);
+		return NULL;
+	}
+	if (s->phase == ST_DONE) return d;
+	if (text && len) sb_put(&s->buf, text, len);
+	s->dr.n = s->dc.n = 0;
+	stream_run(s, end);
+	if (s->buf.oom || s->r.hold.oom || s->c.hold.oom || s->dr.oom || s->dc.oom || s->ps.oom) {
+		json_decref(d);
+		return NULL;
+	}
+	int bad = 0;
+	if (s->dr.n) bad |= json_object_set_new(d, "reasoning_content", sv_json_string((struct sv){ s->dr.p, s->dr.n }));
+	if (s->dc.n) bad |= json_object_set_new(d, "content", sv_json_string((struct sv){ s->dc.p, s->dc.n }));
+	size_t nc = json_array_size(s->ps.calls), ne = json_array_size(s->ps.errors);
+	if (nc > s->calls_out) {
+		json_t* a = json_array();
+		for (size_t i = s->calls_out; a && i < nc; i++) bad |= json_array_append(a, json_array_get(s->ps.calls, i));
+		bad |= json_object_set_new(d, "tool_calls", a);
+		s->calls_out = nc;
+	}
+	if (ne > s->errors_out) {
+		json_t* a = json_array();
+		for (size_t i = s->errors_out; a && i < ne; i++) bad |= json_array_append(a, json_array_get(s->ps.errors, i));
+		bad |= json_object_set_new(d, "errors", a);
+		s->errors_out = ne;
+	}
+	if (bad) {
+		json_decref(d);
+		return NULL;
+	}
+	return d;
+}

@@ -88,4 +88,19 @@ enum {
 json_t* pv_chat_parse(int dialect, const char* text, size_t len, int flags, const json_t* tools,
                       char* err, size_t errlen);
 
+/* Streaming parse: feed the generated text in pieces as it is produced; each call returns a new
+ * JSON object with what became certain since the previous call, only the non-empty keys of
+ *   "reasoning_content": S, "content": S, "tool_calls": [complete calls], "errors": [S]
+ * ({} when nothing yet). Text that may still turn out to be a tag (a partial "</think>" or
+ * "<tool_call>"), a cut UTF-8 character, leading whitespace and trailing whitespace are held back;
+ * a tool call is reported once its </tool_call> arrived. Pass end=1 with the last piece (len may
+ * be 0) to flush. Concatenating the deltas gives what pv_chat_parse returns for the whole text,
+ * except that without PV_CHAT_PARSE_IN_THINK a "</think>" with no "<think>" before it is content
+ * here (pv_chat_parse takes the text before it as reasoning). feed returns NULL only when out of
+ * memory; after end=1 further input is ignored. */
+typedef struct pv_chat_stream pv_chat_stream;
+pv_chat_stream* pv_chat_stream_new(int dialect, int flags, const json_t* tools, char* err, size_t errlen);
+json_t* pv_chat_stream_feed(pv_chat_stream* s, const char* text, size_t len, int end);
+void pv_chat_stream_free(pv_chat_stream* s);
+
 #endif

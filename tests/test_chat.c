@@ -8,6 +8,7 @@
 #include "chat.h"
 #include "harness.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -273,6 +274,51 @@ static const char* WEATHER_TOOLS =
 	"\"ratio\": {\"type\": \"number\"}, \"opts\": {\"type\": \"object\"}, \"list\": {\"type\": [\"array\", \"null\"]}, "
 	"\"code\": {\"type\": [\"string\", \"integer\"]}}}}}]";
 
+/* Streams text in pieces of `step` bytes (0: all at once) and checks that the deltas add up to
+ * the one-shot parse r. */
+static void stream_case(const struct pexp* e, int idx, const json_t* tools, const json_t* r, size_t step)
+{
+	char err[128];
+	pv_chat_stream* st = pv_chat_stream_new(e->dialect, e->flags, tools, err, sizeof err);
+	CHECK(st != NULL, "stream %d: %s", idx, err);
+	if (!st) return;
+	size_t n = strlen(e->text), at = 0;
+	static char reasoning[4096], content[4096];
+	size_t rn = 0, cn = 0;
+	reasoning[0] = content[0] = 0;
+	json_t* calls = json_array();
+	size_t nerr = 0;
+	int ok = 1;
+	do {
+		size_t k = step && n - at > step ? step : n - at;
+		int end = at + k == n;
+		json_t* d = pv_chat_stream_feed(st, e->text + at, k, end);
+		at += k;
+		ok &= d != NULL;
+		if (!d) break;
+		const char* x;
+		if ((x = jstr(d, "reasoning_content"))) rn += (size_t)snprintf(reasoning + rn, sizeof reasoning - rn, "%s", x);
+		if ((x = jstr(d, "content"))) cn += (size_t)snprintf(content + cn, sizeof content - cn, "%s", x);
+		ok &= !json_object_get(d, "reasoning_content") || strlen(jstr(d, "reasoning_content")) > 0;
+		ok &= !json_object_get(d, "content") || strlen(jstr(d, "content")) > 0;
+		if (json_object_get(d, "tool_calls")) json_array_extend(calls, json_object_get(d, "tool_calls"));
+		nerr += json_array_size(json_object_get(d, "errors"));
+		json_decref(d);
+		if (end) break;
+	} while (1);
+	/* input after the end is ignored */
+	json_t* late = pv_chat_stream_feed(st, "more", 4, 1);
+	ok &= late && json_object_size(late) == 0;
+	json_decref(late);
+	const char* wr = jstr(r, "reasoning_content");
+	CHECK(ok && !strcmp(reasoning, wr ? wr : "") && !strcmp(content, jstr(r, "content")) &&
+	          json_equal(calls, json_object_get(r, "tool_calls")) && nerr == json_array_size(json_object_get(r, "errors")),
+	      "stream case %d step %zu (text \"%s\"): reasoning \"%s\" content \"%s\" calls %zu errors %zu", idx, step, e->text, reasoning, content,
+	      json_array_size(calls), nerr);
+	json_decref(calls);
+	pv_chat_stream_free(st);
+}
+
 static void parse_case(const struct pexp* e, int idx)
 {
 	char err[256] = "";
@@ -302,6 +348,16 @@ static void parse_case(const struct pexp* e, int idx)
 	if (e->call1_args)
 		CHECK(jstr(c1, "arguments") && !strcmp(jstr(c1, "arguments"), e->call1_args), "parse case %d: call 1 args: %s", idx, dump);
 	free(dump);
+	/* the streaming parser agrees, except for the one documented case: "</think>" without
+	 * "<think>" and without PV_CHAT_PARSE_IN_THINK */
+	const char* lead = e->text;
+	while (*lead == ' ' || *lead == '\n') lead++;
+	if ((e->flags & PV_CHAT_PARSE_IN_THINK) || !strncmp(lead, "<think>", 7) || !strstr(e->text, "</think>")) {
+		json_t* tl = e->tools ? json_loads(e->tools, 0, NULL) : NULL;
+		static const size_t steps[] = { 0, 1, 2, 3, 5, 11 };
+		for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) stream_case(e, idx, tl, r, steps[k]);
+		json_decref(tl);
+	}
 	json_decref(r);
 }
 
@@ -366,6 +422,13 @@ static void parser(void)
 		  "<tool_call>\n<function=f\n>\n</function>\n</tool_call>", 1, 0, 1 },
 		{ Q35, 0, "<tool_call>\n<function=f>\ngarbage\n</function>\n</tool_call>", NULL, NULL,
 		  "<tool_call>\n<function=f>\ngarbage\n</function>\n</tool_call>", 1, 0, 1 },
+		/* near-misses of the tags, whitespace around and between the pieces */
+		{ Q3, 0,
+		  "\n\n<think>\na </thin k\n</think>\n\nx <tool_cal y\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n\n after  ",
+		  NULL, "a </thin k", "x <tool_cal y\n\n\n\n after", 1, 1, 0, "f", "{}" },
+		{ Q3, 0, "<thi", NULL, NULL, "<thi", 1, 0, 0 },
+		{ Q3, 0, " \xe3\x80\x80 text \xc2\xa0", NULL, NULL, "text", 1, 0, 0 },
+		{ Q35, IN, " \n \n</think>\n\n", NULL, "", "", 1, 0, 0 },
 		/* invalid UTF-8 (a character cut off) becomes U+FFFD */
 		{ Q3, 0, "caf\xc3", NULL, NULL, "caf\xef\xbf\xbd", 1, 0, 0 },
 		{ Q35, IN, "\xff\xfe r</think>ok\xe2\x82", NULL, "\xef\xbf\xbd\xef\xbf\xbd r", "ok\xef\xbf\xbd\xef\xbf\xbd", 1, 0, 0 },
@@ -376,6 +439,48 @@ static void parser(void)
 	json_t* r = pv_chat_parse(Q3, NULL, 5, 0, NULL, NULL, 0);
 	CHECK(r && !strcmp(jstr(r, "content"), ""), "NULL text");
 	json_decref(r);
+}
+
+/* Random texts made of tag pieces: no crash, and streaming in random steps agrees with the
+ * one-shot parse (where the documented exception does not apply). */
+static void parser_random(void)
+{
+	static const char* const piece[] = { "<think>", "</think>", "<tool_call>", "</tool_call>", "<function=f>",
+	                                     "<parameter=a>", "</parameter>", "</function>", "{\"name\": \"f\", \"arguments\": {}}",
+	                                     "\n", " ", "x", "\xc3", "\xa9", "<", "</", "<think", "</tool_c", "\xe3\x80\x80" };
+	uint32_t seed = 12345;
+	char text[512];
+	int agree = 0, total = 0;
+	for (int it = 0; it < 20000; it++) {
+		size_t n = 0;
+		seed = seed * 1664525u + 1013904223u;
+		int np = (int)(seed >> 24) % 24;
+		for (int k = 0; k < np; k++) {
+			seed = seed * 1664525u + 1013904223u;
+			const char* pc = piece[(seed >> 16) % (sizeof piece / sizeof piece[0])];
+			size_t l = strlen(pc);
+			if (n + l >= sizeof text) break;
+			memcpy(text + n, pc, l);
+			n += l;
+		}
+		text[n] = 0;
+		int d = it % PV_CHAT_DIALECT_COUNT, flags = (it / 3) % 2 ? PV_CHAT_PARSE_IN_THINK : 0;
+		json_t* r = pv_chat_parse(d, text, n, flags, NULL, NULL, 0);
+		CHECK(r != NULL, "random %d: parse failed", it);
+		const char* lead = text;
+		while (*lead == ' ' || *lead == '\n') lead++;
+		if (r && (flags || !strncmp(lead, "<think>", 7) || !strstr(text, "</think>"))) {
+			struct pexp e = { d, flags, text };
+			int before = pv_t_fail;
+			seed = seed * 1664525u + 1013904223u;
+			stream_case(&e, 10000 + it, NULL, r, 1 + (seed >> 20) % 7);
+			total++;
+			agree += pv_t_fail == before;
+		}
+		json_decref(r);
+	}
+	CHECK(total > 10000, "only %d random streams", total);
+	printf("chat parse random    %d/%d streams agree with the one-shot parse\n", agree, total);
 }
 
 /* render(history, gen) + output + "<|im_end|>\n" == render(history + parse(output)) for outputs the
@@ -624,6 +729,7 @@ int main(void)
 	fixtures();
 	errors();
 	parser();
+	parser_random();
 	round_trips();
 	cli();
 	json_decref(cases);
