@@ -214,6 +214,7 @@ int cmd_run(int argc, char** argv)
 		fwrite(o.prompt, 1, strlen(o.prompt), stdout);
 		rc = generate(&g, ids, n, o.max_tokens, 0, 0, &out, &n_out, &tp, &tg);
 		printf("\n");
+		fflush(stdout);
 		fprintf(stderr, "proven: prompt %d tokens, %.1f tok/s; generated %d tokens, %.1f tok/s\n", n, n / tp, n_out,
 		        n_out > 0 ? n_out / tg : 0.0);
 	}
@@ -294,6 +295,7 @@ int cmd_chat(int argc, char** argv)
 		int in_think = dialect == PV_CHAT_QWEN3_5 && !o.no_thinking;
 		rc = generate(&g, ids + keep, n - keep, o.max_tokens, in_think, o.hide_thinking, &out, &n_out, &tp, &tg);
 		printf("\n");
+		fflush(stdout);
 		total_prompt += n - keep;
 		total_gen += n_out;
 		char* text = NULL;

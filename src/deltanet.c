@@ -216,8 +216,20 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 	} else {
 		pv_matmul(s->pool, s->mix, cd, xn, H, n, &L->in_qkv);
 		pv_matmul(s->pool, s->z, vd, xn, H, n, &L->in_z);
-		pv_matmul(s->pool, s->lb, Hv, xn, H, n, &L->in_b);
-		pv_matmul(s->pool, s->lg, Hv, xn, H, n, &L->in_a);
+		if (L->in_ba.data) {
+			/* Qwen3-Next GGUF: q/k/v/z already regrouped by the converter, ba still
+			 * key-group-major [b_g (r) | a_g (r)] */
+			pv_matmul(s->pool, s->ab, 2 * Hv, xn, H, n, &L->in_ba);
+			for (int t = 0; t < n; t++)
+				for (int g = 0; g < Hk; g++)
+					for (int j = 0; j < r; j++) {
+						s->lb[(size_t)t * Hv + g * r + j] = s->ab[(size_t)t * 2 * Hv + g * 2 * r + j];
+						s->lg[(size_t)t * Hv + g * r + j] = s->ab[(size_t)t * 2 * Hv + g * 2 * r + r + j];
+					}
+		} else {
+			pv_matmul(s->pool, s->lb, Hv, xn, H, n, &L->in_b);
+			pv_matmul(s->pool, s->lg, Hv, xn, H, n, &L->in_a);
+		}
 	}
 
 	conv_silu(c, s->conv[layer], L->conv_w, s->mix, s->mix2, n);

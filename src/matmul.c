@@ -19,6 +19,7 @@
  * pv_dot_f32(a, b, n) is the same sequence with a as the weight row and b as the activation.
  */
 #include "ops.h"
+#include "quant.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -250,6 +251,11 @@ void pv_matmul_rows(struct pv_pool* p, float* y, int ldy, const float* x, int ld
 	PV_ASSERT(W && W->data && (unsigned)W->type < PV_DTYPE_COUNT);
 	PV_ASSERT(0 <= o0 && o0 <= o1 && o1 <= W->rows);
 	if (T <= 0 || o1 == o0) return;
+	if (pv_dtype_is_quant(W->type)) {
+		/* block-quantized weights (quant.c; same batch-invariance contract) */
+		pv_quant_matmul_rows(p, y, ldy, x, ldx, T, W, o0, o1);
+		return;
+	}
 
 	int64_t rows = o1 - o0;
 	int threads = pv_pool_threads(p);

@@ -3,8 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <sys/stat.h>
 
 #include "config.h"
+#include "gguf_load.h"
 #include "hf_load.h"
 #include "model.h"
 #include "util.h"
@@ -91,6 +94,25 @@ int pv_model_open(pv_model** out, const char* path, const struct pv_model_params
 	*out = NULL;
 	struct pv_model* m = pv_xcalloc(1, sizeof *m);
 	m->path = pv_xstrdup(path);
+	struct stat sb;
+	if (stat(path, &sb)) {
+		pv_errf(err, errlen, "%s: %s", path, strerror(errno));
+		pv_model_close(m);
+		return -1;
+	}
+	if (S_ISREG(sb.st_mode)) {
+		/* a single file: GGUF */
+		if (verbose) fprintf(stderr, "proven: %s: mapping GGUF\n", path);
+		int rc = pv_gguf_model_load(m, path, &st, err, errlen);
+		if (rc) {
+			pv_model_close(m);
+			return rc;
+		}
+		fill_info(m, &st);
+		if (verbose) print_summary(m, &st, now_s() - t0);
+		*out = m;
+		return 0;
+	}
 	size_t n = strlen(path) + sizeof "/config.json";
 	char* cfg_path = pv_xmalloc(n);
 	snprintf(cfg_path, n, "%s/config.json", path);
@@ -118,6 +140,7 @@ void pv_model_close(pv_model* m)
 {
 	if (!m) return;
 	pv_hf_close(m->files); /* unmaps the shards and frees every array bound into m->w */
+	pv_gguf_model_free(m->gguf);
 	pv_model_text_free(m);
 	pv_config_free(&m->cfg);
 	free(m->layer_pattern);
