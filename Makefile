@@ -12,7 +12,7 @@ SAN     ?=
 CFLAGS_BASE = -std=c11 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
               -D_GNU_SOURCE -pthread -Iinclude -Isrc $(SAN) -MMD -MP
 CFLAGS  ?=
-LDLIBS  = -ljansson -lm -pthread
+LDLIBS  = -ljansson -lpcre2-8 -lutf8proc -lm -pthread
 LDFLAGS += $(SAN)
 
 LIB_SRC  := $(wildcard src/*.c)

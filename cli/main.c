@@ -25,7 +25,8 @@ static void usage(FILE* f)
 	        "  perplexity --model PATH --file TEXT [--ctx 512] [--chunks N]   llama.cpp-style perplexity\n"
 	        "  bench    --model DIR [--pp N] [--tg N] [--reps N] [--threads N] [--ctx N] [--json-only]\n"
 	        "  template --tokenizer PATH --messages FILE.json [--tools FILE.json] [--dialect qwen3|qwen3.5|qwen2.5]\n"
-	        "           [--generation-prompt] [--no-thinking]      the chat prompt, exactly as the template renders it\n");
+	        "           [--generation-prompt] [--no-thinking]      the chat prompt, exactly as the template renders it\n"
+	        "  tokenize --tokenizer PATH [--jsonl] [--no-special]   text on stdin -> token ids on stdout\n");
 }
 
 int cli_parse_ids(const char* s, int32_t** out)
@@ -105,6 +106,7 @@ int main(int argc, char** argv)
 	if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
 	if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
 	if (!strcmp(cmd, "template")) return cmd_template(argc - 1, argv + 1);
+	if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

@@ -2,7 +2,7 @@
 # Installs the Debian packages the build and tests need, only when missing.
 set -e
 need=""
-for p in libjansson-dev; do
+for p in libjansson-dev libpcre2-dev libutf8proc-dev xz-utils; do
 	dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 cc --version >/dev/null 2>&1 || need="$need build-essential"
