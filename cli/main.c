@@ -23,7 +23,7 @@ static void usage(FILE* f)
 	        "  chat     --model PATH [--system TEXT] [--no-thinking] [--hide-thinking] [--dialect D] [sampling]\n"
 	        "                                              interactive chat with the model's template\n"
 	        "  perplexity --model PATH --file TEXT [--ctx 512] [--chunks N]   llama.cpp-style perplexity\n"
-	        "  bench    --model DIR [--pp N] [--tg N] [--reps N] [--threads N] [--ctx N] [--json-only]\n"
+	        "  bench    --model PATH [--pp N] [--tg N] [--reps N] [--threads N] [--ctx N] [--json-only]\n"
 	        "  template --tokenizer PATH --messages FILE.json [--tools FILE.json] [--dialect qwen3|qwen3.5|qwen2.5]\n"
 	        "           [--generation-prompt] [--no-thinking]      the chat prompt, exactly as the template renders it\n"
 	        "  tokenize --tokenizer PATH [--jsonl] [--no-special]   text on stdin -> token ids on stdout\n");
