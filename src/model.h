@@ -129,6 +129,8 @@ struct pv_model {
 	char* layer_pattern;   /* info.layer_pattern storage                          */
 	struct pv_files* files;      /* HF directory: the safetensors mappings          */
 	struct pv_gguf_model* gguf;  /* GGUF file (gguf_load.c)                          */
+	const struct pv_backend* backend; /* NULL: CPU                                  */
+	void* dev;                   /* backend-private model data (device weights)     */
 
 	/* text side (model_text.c); all optional: the tiny fixtures have no tokenizer */
 	struct pv_tok* tok;

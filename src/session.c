@@ -2,6 +2,7 @@
  * session.c: pv_session: allocation of all per-sequence memory, the eval driver (splitting a
  * call into steps of at most B rows), checkpoints and rollback.
  */
+#include "backend.h"
 #include "session.h"
 #include "util.h"
 
@@ -28,13 +29,9 @@ static void session_defaults(const struct pv_model* m, const struct pv_session_p
 }
 
 /* Widths of the scratch buffers, from the config (never from the fixtures' shapes). */
-struct widths {
-	size_t mix, ffn, o;
-};
-
-static struct widths scratch_widths(const struct pv_config* c)
+struct pv_widths pv_scratch_widths(const struct pv_config* c)
 {
-	struct widths w;
+	struct pv_widths w;
 	int qd = pv_cfg_q_dim(c);
 	w.mix = (size_t)maxi(maxi(pv_cfg_conv_dim(c), 2 * pv_cfg_key_dim(c) + 2 * pv_cfg_value_dim(c)), 2 * qd);
 	w.ffn = (size_t)maxi(maxi(c->intermediate, c->moe_inter), c->shared_inter);
@@ -42,7 +39,7 @@ static struct widths scratch_widths(const struct pv_config* c)
 	return w;
 }
 
-static size_t state_floats_per_layer(const struct pv_config* c)
+size_t pv_state_floats_per_layer(const struct pv_config* c)
 {
 	return (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim + (size_t)(c->conv_kernel - 1) * pv_cfg_conv_dim(c);
 }
@@ -59,23 +56,15 @@ uint64_t pv_session_bytes(const pv_model* m, const struct pv_session_params* par
 	struct pv_session_params p;
 	session_defaults(m, params, &p);
 	const struct pv_config* c = &m->cfg;
-	struct widths w = scratch_widths(c);
+	struct pv_widths w = pv_scratch_widths(c);
 	uint64_t B = (uint64_t)p.max_batch, H = (uint64_t)c->hidden, f = 0;
 	f += (uint64_t)n_layers_of(c, PV_LAYER_ATTN) * 2 * (uint64_t)p.n_ctx * pv_cfg_kv_dim(c);
-	f += (uint64_t)n_layers_of(c, PV_LAYER_LINEAR) * state_floats_per_layer(c) * (1 + (uint64_t)p.n_checkpoints);
+	f += (uint64_t)n_layers_of(c, PV_LAYER_LINEAR) * pv_state_floats_per_layer(c) * (1 + (uint64_t)p.n_checkpoints);
 	f += (uint64_t)p.n_ctx * (uint64_t)c->rope_dim; /* cos + sin */
 	f += B * (4 * H + 2 * w.mix + (uint64_t)pv_cfg_value_dim(c) + 2 * (uint64_t)pv_cfg_q_dim(c) + w.o + 4 * (uint64_t)c->lin_v_heads + 2 * w.ffn);
 	f += B * ((uint64_t)c->n_experts + 2 * (uint64_t)c->n_experts_used + H + (uint64_t)c->n_experts_used * H);
 	f += (uint64_t)p.n_threads * ((uint64_t)p.n_ctx + pv_deltanet_chunk_floats(c));
 	return f * 4 + (uint64_t)p.n_ctx * 4;
-}
-
-static float* falloc(size_t n, int* fail)
-{
-	float* p = pv_aligned_alloc(n * sizeof(float));
-	if (!p) *fail = 1;
-	else memset(p, 0, n * sizeof(float));
-	return p;
 }
 
 int pv_session_new(pv_session** out, const pv_model* m, const struct pv_session_params* params,
@@ -98,79 +87,15 @@ int pv_session_new(pv_session** out, const pv_model* m, const struct pv_session_
 	s->chunk_min = p.chunk_min_tokens;
 	s->n_threads = p.n_threads;
 	s->n_ckpt_slots = p.n_checkpoints;
-
-	int fail = 0, L = c->n_layers, B = p.max_batch, H = c->hidden;
-	size_t kvd = (size_t)pv_cfg_kv_dim(c), sf = state_floats_per_layer(c);
-	struct widths w = scratch_widths(c);
-
+	s->be = m->backend ? m->backend : &pv_backend_cpu;
 	s->tokens = pv_xcalloc((size_t)p.n_ctx, sizeof(int32_t));
-	s->k_cache = pv_xcalloc((size_t)L, sizeof(float*));
-	s->v_cache = pv_xcalloc((size_t)L, sizeof(float*));
-	s->ssm = pv_xcalloc((size_t)L, sizeof(float*));
-	s->conv = pv_xcalloc((size_t)L, sizeof(float*));
-	for (int l = 0; l < L; l++) {
-		if (c->layer_kind[l] == PV_LAYER_ATTN) {
-			s->k_cache[l] = falloc((size_t)p.n_ctx * kvd, &fail);
-			s->v_cache[l] = falloc((size_t)p.n_ctx * kvd, &fail);
-		} else {
-			/* S and conv state are one allocation so a checkpoint is one copy per layer */
-			s->ssm[l] = falloc(sf, &fail);
-			if (s->ssm[l]) s->conv[l] = s->ssm[l] + (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim;
-			s->state_floats += sf;
-		}
-	}
 	s->ckpt = pv_xcalloc((size_t)p.n_checkpoints, sizeof(*s->ckpt));
-	for (int i = 0; i < p.n_checkpoints && s->state_floats; i++) s->ckpt[i].data = falloc(s->state_floats, &fail);
-
-	int half = c->rope_dim / 2;
-	s->rope_cos = falloc((size_t)p.n_ctx * half, &fail);
-	s->rope_sin = falloc((size_t)p.n_ctx * half, &fail);
-	if (!fail) {
-		/* inv_freq_i = 1 / theta^(2i/R) and angle = pos * inv_freq, in f32 like transformers */
-		for (int i = 0; i < half; i++) {
-			float inv = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->rope_dim);
-			for (int pos = 0; pos < p.n_ctx; pos++) {
-				float ang = (float)pos * inv;
-				s->rope_cos[(size_t)pos * half + i] = cosf(ang);
-				s->rope_sin[(size_t)pos * half + i] = sinf(ang);
-			}
-		}
-	}
-
-	s->x = falloc((size_t)B * H, &fail);
-	s->xn = falloc((size_t)B * H, &fail);
-	s->tmp = falloc((size_t)B * H, &fail);
-	s->mo = falloc((size_t)B * H, &fail);
-	s->gx = falloc((size_t)B * H, &fail);
-	s->q = falloc((size_t)B * pv_cfg_q_dim(c), &fail);
-	s->ag = falloc((size_t)B * pv_cfg_q_dim(c), &fail);
-	s->o = falloc((size_t)B * w.o, &fail);
-	s->mix = falloc((size_t)B * w.mix, &fail);
-	s->mix2 = falloc((size_t)B * w.mix, &fail);
-	s->z = falloc((size_t)B * maxi(pv_cfg_value_dim(c), 1), &fail);
-	s->ab = falloc((size_t)B * 2 * maxi(c->lin_v_heads, 1), &fail);
-	s->lb = falloc((size_t)B * maxi(c->lin_v_heads, 1), &fail);
-	s->lg = falloc((size_t)B * maxi(c->lin_v_heads, 1), &fail);
-	s->ff_g = falloc((size_t)B * w.ffn, &fail);
-	s->ff_u = falloc((size_t)B * w.ffn, &fail);
-	if (c->n_experts) {
-		s->router = falloc((size_t)B * c->n_experts, &fail);
-		s->top_w = falloc((size_t)B * c->n_experts_used, &fail);
-		s->eo = falloc((size_t)B * c->n_experts_used * H, &fail);
-		s->top_idx = pv_xcalloc((size_t)B * c->n_experts_used, sizeof(int));
-		s->exp_rows = pv_xcalloc((size_t)B * c->n_experts_used, sizeof(int));
-		s->exp_slot = pv_xcalloc((size_t)B * c->n_experts_used, sizeof(int));
-	}
-	s->ts = pv_xcalloc((size_t)p.n_threads, sizeof(*s->ts));
-	for (int i = 0; i < p.n_threads; i++) {
-		s->ts[i].scores = falloc((size_t)p.n_ctx, &fail);
-		s->ts[i].chunk = falloc(pv_deltanet_chunk_floats(c), &fail);
-	}
-	s->pool = pv_pool_new(p.n_threads);
-	if (fail || !s->pool) {
+	for (int i = 0; i < p.n_checkpoints; i++) s->ckpt[i].slot = i;
+	for (int l = 0; l < c->n_layers; l++)
+		if (c->layer_kind[l] == PV_LAYER_LINEAR) s->state_floats += pv_state_floats_per_layer(c);
+	if (s->be->session_init(s, err, errlen)) {
 		pv_session_free(s);
-		return pv_errf(err, errlen, "out of memory creating a session (%.1f MiB for n_ctx %d)",
-		               (double)pv_session_bytes(m, &p) / (1 << 20), p.n_ctx);
+		return -1;
 	}
 	*out = s;
 	return 0;
@@ -179,32 +104,9 @@ int pv_session_new(pv_session** out, const pv_model* m, const struct pv_session_
 void pv_session_free(pv_session* s)
 {
 	if (!s) return;
-	const struct pv_config* c = &s->m->cfg;
-	for (int l = 0; l < c->n_layers; l++) {
-		if (s->k_cache) free(s->k_cache[l]);
-		if (s->v_cache) free(s->v_cache[l]);
-		if (s->ssm) free(s->ssm[l]);
-	}
-	free(s->k_cache);
-	free(s->v_cache);
-	free(s->ssm);
-	free(s->conv);
-	for (int i = 0; s->ckpt && i < s->n_ckpt_slots; i++) free(s->ckpt[i].data);
+	if (s->be) s->be->session_free(s);
 	free(s->ckpt);
-	if (s->ts)
-		for (int i = 0; i < s->n_threads; i++) {
-			free(s->ts[i].scores);
-			free(s->ts[i].chunk);
-		}
-	free(s->ts);
-	float* bufs[] = { s->rope_cos, s->rope_sin, s->x, s->xn, s->tmp, s->mo, s->gx, s->q, s->ag, s->o,
-		          s->mix, s->mix2, s->z, s->ab, s->lb, s->lg, s->ff_g, s->ff_u, s->router, s->top_w, s->eo };
-	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
-	free(s->top_idx);
-	free(s->exp_rows);
-	free(s->exp_slot);
 	free(s->tokens);
-	pv_pool_free(s->pool);
 	free(s);
 }
 
@@ -241,7 +143,7 @@ static int eval(struct pv_session* s, const int32_t* tokens, int n, float* logit
 			first = rows - 1;
 		}
 		memmove(s->tokens + s->len, tokens + off, sizeof(int32_t) * rows); /* may be a replay of the history */
-		pv_forward(s, tokens + off, rows, lg, first, chunked);
+		s->be->forward(s, tokens + off, rows, lg, first, chunked);
 		s->len += rows;
 	}
 	return 0;
@@ -252,31 +154,19 @@ int pv_session_eval(pv_session* s, const int32_t* tokens, int n, float* logits, 
 	return eval(s, tokens, n, logits, mode, 0);
 }
 
-static void state_copy(struct pv_session* s, float* dst, int to_ckpt)
-{
-	const struct pv_config* c = &s->m->cfg;
-	size_t sf = state_floats_per_layer(c), off = 0;
-	for (int l = 0; l < c->n_layers; l++) {
-		if (c->layer_kind[l] != PV_LAYER_LINEAR) continue;
-		if (to_ckpt) memcpy(dst + off, s->ssm[l], sf * sizeof(float));
-		else memcpy(s->ssm[l], dst + off, sf * sizeof(float));
-		off += sf;
-	}
-}
-
 int pv_session_checkpoint(pv_session* s)
 {
 	if (!s->state_floats) return 0; /* attention-only: rollback is truncation */
 	if (s->n_ckpt && s->ckpt[s->n_ckpt - 1].len == s->len) return 0;
 	if (s->n_ckpt == s->n_ckpt_slots) {
-		/* drop the oldest, keep its buffer for reuse */
+		/* drop the oldest; its storage slot is reused */
 		struct pv_checkpoint old = s->ckpt[0];
 		memmove(s->ckpt, s->ckpt + 1, sizeof(*s->ckpt) * (size_t)(s->n_ckpt_slots - 1));
 		s->ckpt[--s->n_ckpt] = old;
 	}
 	struct pv_checkpoint* k = &s->ckpt[s->n_ckpt++];
 	k->len = s->len;
-	state_copy(s, k->data, 1);
+	s->be->state_save(s, k->slot);
 	return 0;
 }
 
@@ -292,12 +182,11 @@ int pv_session_rollback(pv_session* s, int n)
 	int from;
 	if (s->n_ckpt) {
 		from = s->ckpt[s->n_ckpt - 1].len;
-		state_copy(s, s->ckpt[s->n_ckpt - 1].data, 0);
+		s->be->state_load(s, s->ckpt[s->n_ckpt - 1].slot);
 	} else {
 		/* the empty sequence is an implicit checkpoint: zero state at length 0 */
 		from = 0;
-		for (int l = 0; l < s->m->cfg.n_layers; l++)
-			if (s->ssm[l]) memset(s->ssm[l], 0, state_floats_per_layer(&s->m->cfg) * sizeof(float));
+		s->be->state_reset(s);
 	}
 	s->len = from;
 	/* Replay the history after the checkpoint token by token (the recurrent form), which is

@@ -14,7 +14,7 @@
 
 struct pv_checkpoint {
 	int len;     /* session length when taken                                         */
-	float* data; /* every linear layer: S [Hv, dk, dv] then conv [Kc-1, conv_dim]      */
+	int slot;    /* backend storage slot holding the state                            */
 };
 
 /* Per-thread scratch for attention scores and the chunked DeltaNet solve. */
@@ -23,8 +23,12 @@ struct pv_thread_scratch {
 	float* chunk;  /* chunked DeltaNet work area (see deltanet.c)                       */
 };
 
+struct pv_backend;
+
 struct pv_session {
 	const struct pv_model* m;
+	const struct pv_backend* be;
+	void* dev;       /* backend-private state (device buffers)                         */
 	struct pv_pool* pool;
 	int n_threads;
 	int n_ctx;
@@ -41,8 +45,9 @@ struct pv_session {
 	float** conv; /* [Kc-1, conv_dim] pre-conv inputs, oldest first                    */
 	size_t state_floats; /* floats in one checkpoint                                    */
 
-	struct pv_checkpoint* ckpt;
+	struct pv_checkpoint* ckpt; /* oldest first                                        */
 	int n_ckpt_slots, n_ckpt;
+	float** ckpt_buf; /* CPU backend: [n_ckpt_slots] slot storage, each linear layer's S then conv */
 
 	/* RoPE tables [n_ctx, R/2] */
 	float *rope_cos, *rope_sin;
@@ -75,6 +80,13 @@ void pv_forward(struct pv_session* s, const int32_t* tokens, int n, float* logit
 /* deltanet.c: one Gated DeltaNet layer over n rows: xn [n, H] -> out [n, H]. */
 void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* out, int n, int chunked);
 size_t pv_deltanet_chunk_floats(const struct pv_config* c);
+/* session.c: widths of the per-row scratch buffers */
+struct pv_widths {
+	size_t mix, ffn, o;
+};
+struct pv_widths pv_scratch_widths(const struct pv_config* c);
+/* session.c: floats of one linear layer's recurrent state (S, then the conv window) */
+size_t pv_state_floats_per_layer(const struct pv_config* c);
 
 /* small shared helpers (forward.c) */
 void pv_rmsnorm(float* y, const float* x, const float* w, int n, float eps);

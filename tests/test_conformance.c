@@ -228,6 +228,28 @@ static void exactness(const char* name)
 	pv_session_eval(s1, &d[0], 1, a, PV_LOGITS_LAST);
 	pv_session_eval(s3, &d[0], 1, b, PV_LOGITS_LAST);
 	CHECK(!memcmp(a, b, sizeof(float) * V), "%s: rollback to length 5 then decode differs", name);
+	/* checkpoint ring: 3 checkpoints in 2 slots drop the oldest; rolling back to just after
+	 * the second one restores that one's state (bitwise), whatever slot it landed in */
+	{
+		char e2[256];
+		pv_session *r = NULL, *f = NULL;
+		struct pv_session_params rp = { .n_ctx = np + 32, .n_checkpoints = 2 };
+		pv_session_new(&r, m, &rp, e2, sizeof(e2));
+		pv_session_new(&f, m, &rp, e2, sizeof(e2));
+		for (int k = 0; k < 3; k++) {
+			pv_session_eval(r, &d[k], 1, NULL, PV_LOGITS_LAST);
+			pv_session_checkpoint(r);
+		}
+		pv_session_eval(r, d, 4, NULL, PV_LOGITS_ALL);
+		CHECK(pv_session_rollback(r, 3) == 0, "%s: ring rollback: %s", name, pv_session_error(r));
+		pv_session_eval(f, d, 3, NULL, PV_LOGITS_ALL);
+		pv_session_eval(r, &d[7], 1, a, PV_LOGITS_LAST);
+		pv_session_eval(f, &d[7], 1, b, PV_LOGITS_LAST);
+		CHECK(!memcmp(a, b, sizeof(float) * V), "%s: rollback through the checkpoint ring differs", name);
+		pv_session_free(r);
+		pv_session_free(f);
+	}
+
 	/* bad requests fail cleanly and leave the session usable */
 	int32_t badtok = V;
 	CHECK(pv_session_eval(s1, &badtok, 1, a, PV_LOGITS_LAST) != 0, "%s: out-of-vocabulary token accepted", name);
