@@ -86,11 +86,14 @@ struct strmap {
 	uint32_t mask;
 };
 
-/* (left id, right id) -> (rank, merged id). */
+/* (left id, right id) -> (rank, merged id); one 16-byte slot, one cache line per probe. */
+struct pair {
+	uint64_t key; /* UINT64_MAX = empty */
+	int32_t rank, merged;
+};
+
 struct pairmap {
-	uint64_t* key; /* UINT64_MAX = empty */
-	int32_t* rank;
-	int32_t* merged;
+	struct pair* slot;
 	uint32_t mask;
 };
 
@@ -120,6 +123,7 @@ struct pv_tok {
 	int n_added;
 	uint32_t added_begin[257]; /* added[added_begin[b] .. added_begin[b+1]) start with byte b */
 	int nfc, ignore_merges;
+	uint8_t* nfc_check; /* bitmap over code points: 1 = NFC may change text containing it */
 	char* pattern; /* as given */
 	pcre2_code* re;
 };
@@ -310,7 +314,8 @@ static int32_t strmap_get(const struct pv_tok* t, const struct strmap* m, const 
 	}
 }
 
-/* Inserts id (keyed by its text); returns the id already there for that text, or -1. */
+/* Inserts id (keyed by its text); when the text is there already, the slot takes the new id and
+ * the old one is returned; -1 otherwise. */
 static int32_t strmap_put(const struct pv_tok* t, struct strmap* m, int32_t id)
 {
 	size_t n;
@@ -323,19 +328,20 @@ static int32_t strmap_put(const struct pv_tok* t, struct strmap* m, int32_t id)
 		}
 		size_t len;
 		const char* x = tok_text(t, v - 1, &len);
-		if (len == n && !memcmp(x, s, n)) return v - 1;
+		if (len == n && !memcmp(x, s, n)) {
+			m->slot[i] = id + 1;
+			return v - 1;
+		}
 	}
 }
 
 static int pairmap_init(struct pairmap* m, size_t n)
 {
 	uint32_t cap = table_size(n);
-	m->key = malloc(sizeof(uint64_t) * cap);
-	m->rank = malloc(sizeof(int32_t) * cap);
-	m->merged = malloc(sizeof(int32_t) * cap);
+	m->slot = malloc(sizeof(struct pair) * cap);
 	m->mask = cap - 1;
-	if (!m->key || !m->rank || !m->merged) return -1;
-	memset(m->key, 0xFF, sizeof(uint64_t) * cap);
+	if (!m->slot) return -1;
+	for (uint32_t i = 0; i < cap; i++) m->slot[i].key = UINT64_MAX;
 	return 0;
 }
 
@@ -344,13 +350,13 @@ static inline uint64_t pair_key(int32_t a, int32_t b)
 	return (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
 }
 
-/* Slot of a pair, or -1. */
-static inline long pairmap_find(const struct pairmap* m, int32_t a, int32_t b)
+/* The slot of a pair, or NULL. */
+static inline const struct pair* pairmap_find(const struct pairmap* m, int32_t a, int32_t b)
 {
 	uint64_t k = pair_key(a, b);
 	for (uint32_t i = (uint32_t)hash_u64(k) & m->mask;; i = (i + 1) & m->mask) {
-		if (m->key[i] == k) return (long)i;
-		if (m->key[i] == UINT64_MAX) return -1;
+		if (m->slot[i].key == k) return &m->slot[i];
+		if (m->slot[i].key == UINT64_MAX) return NULL;
 	}
 }
 
@@ -359,11 +365,9 @@ static void pairmap_put(struct pairmap* m, int32_t a, int32_t b, int32_t rank, i
 {
 	uint64_t k = pair_key(a, b);
 	for (uint32_t i = (uint32_t)hash_u64(k) & m->mask;; i = (i + 1) & m->mask) {
-		if (m->key[i] == k) return;
-		if (m->key[i] == UINT64_MAX) {
-			m->key[i] = k;
-			m->rank[i] = rank;
-			m->merged[i] = merged;
+		if (m->slot[i].key == k) return;
+		if (m->slot[i].key == UINT64_MAX) {
+			m->slot[i] = (struct pair){ k, rank, merged };
 			return;
 		}
 	}
@@ -383,9 +387,8 @@ void pv_tok_free(struct pv_tok* t)
 	free(t->dec.p);
 	free(t->vocab.slot);
 	free(t->addmap.slot);
-	free(t->merges.key);
-	free(t->merges.rank);
-	free(t->merges.merged);
+	free(t->merges.slot);
+	free(t->nfc_check);
 	free(t->added);
 	free(t->pattern);
 	pcre2_code_free(t->re);
@@ -416,9 +419,10 @@ static int has_text(const struct pv_tok* t, int32_t id)
 }
 
 /* Sets the text of an id; the same id may be given twice only with the same text. */
-static int tok_set(struct pv_tok* t, int32_t id, const char* s, size_t n, const char* what, char* err, size_t errlen)
+static int tok_set(struct pv_tok* t, int32_t id, const char* s, size_t n, int allow_empty, const char* what, char* err,
+                   size_t errlen)
 {
-	if (n == 0) return pv_errf(err, errlen, "%s: id %d has an empty token", what, id);
+	if (n == 0 && !allow_empty) return pv_errf(err, errlen, "%s: id %d has an empty token", what, id);
 	if (n > MAX_TOKEN_BYTES) return pv_errf(err, errlen, "%s: id %d: token longer than %d bytes", what, id, MAX_TOKEN_BYTES);
 	if (utf8_valid_prefix((const uint8_t*)s, n) != n)
 		return pv_errf(err, errlen, "%s: id %d: token is not valid UTF-8", what, id);
@@ -456,12 +460,16 @@ static int tok_index(struct pv_tok* t, size_t n_merges, char* err, size_t errlen
 		if (!has_text(t, i)) continue;
 		size_t len;
 		const char* s = tok_text(t, i, &len);
-		if ((t->flags[i] & KF_VOCAB) && strmap_put(t, &t->vocab, i) >= 0)
-			return pv_errf(err, errlen, "token \"%.40s\" appears twice in the vocabulary", s);
-		if (t->flags[i] & KF_ADDED) {
-			if (strmap_put(t, &t->addmap, i) >= 0)
-				return pv_errf(err, errlen, "added token \"%.40s\" appears twice", s);
-			t->added[na++] = (struct added){ t->text_off[i], (uint32_t)len, i, !!(t->flags[i] & KF_SPECIAL) };
+		/* a text given to two ids (possible in GGUF files) maps to the later id, as in llama.cpp */
+		if (t->flags[i] & KF_VOCAB) strmap_put(t, &t->vocab, i);
+		if ((t->flags[i] & KF_ADDED) && len) {
+			int32_t prev = strmap_put(t, &t->addmap, i);
+			if (prev >= 0) {
+				for (int k = 0; k < na; k++)
+					if (t->added[k].id == prev) t->added[k].id = i;
+			} else {
+				t->added[na++] = (struct added){ t->text_off[i], (uint32_t)len, i, !!(t->flags[i] & KF_SPECIAL) };
+			}
 		}
 		/* decoded form: inverse byte map when every character is in it, else the text itself */
 		if (arena_reserve(&t->dec, len)) return pv_errf(err, errlen, "out of memory");
@@ -596,8 +604,36 @@ oom:
 	return NULL;
 }
 
+/* The NFC quick check: a code point is marked when NFC can change a text that contains it: a
+ * nonzero combining class (reordering), NFC of the character alone differs from it (singletons,
+ * exclusions), or it is a later member of a canonical decomposition (it may compose with what
+ * precedes it; Hangul jamo V and T included). Text without marked code points is left alone. */
+static int build_nfc_check(struct pv_tok* t)
+{
+	t->nfc_check = calloc(0x110000 / 8, 1);
+	if (!t->nfc_check) return -1;
+	for (utf8proc_int32_t cp = 0x300; cp < 0x110000; cp++) {
+		if (cp >= 0xD800 && cp < 0xE000) continue;
+		const utf8proc_property_t* p = utf8proc_get_property(cp);
+		if (p->category == UTF8PROC_CATEGORY_CN) continue;
+		if (p->combining_class) t->nfc_check[cp >> 3] |= (uint8_t)(1u << (cp & 7));
+		utf8proc_int32_t d[8];
+		utf8proc_ssize_t nd = utf8proc_decompose_char(cp, d, 8, UTF8PROC_DECOMPOSE, NULL);
+		if (nd < 1 || nd > 8 || (nd == 1 && d[0] == cp)) continue;
+		for (utf8proc_ssize_t k = 1; k < nd; k++) t->nfc_check[d[k] >> 3] |= (uint8_t)(1u << (d[k] & 7));
+		char u[4];
+		int ul = utf8_put(u, (uint32_t)cp);
+		utf8proc_uint8_t* o = NULL;
+		utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t*)u, ul, &o, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+		if (r != ul || memcmp(o, u, (size_t)ul)) t->nfc_check[cp >> 3] |= (uint8_t)(1u << (cp & 7));
+		free(o);
+	}
+	return 0;
+}
+
 static int tok_compile(struct pv_tok* t, const char* pattern, char* err, size_t errlen)
 {
+	if (t->nfc && build_nfc_check(t)) return pv_errf(err, errlen, "out of memory");
 	t->pattern = strdup(pattern);
 	char* rewritten = rewrite_pattern(pattern);
 	if (!t->pattern || !rewritten) {
@@ -747,7 +783,7 @@ static int load_json(struct pv_tok** out, const json_t* root, char* err, size_t 
 			pv_errf(err, errlen, "tokenizer.json: vocab id %d is used twice", id);
 			goto fail;
 		}
-		if (tok_set(t, id, key, klen, "tokenizer.json vocab", err, errlen)) goto fail;
+		if (tok_set(t, id, key, klen, 0, "tokenizer.json vocab", err, errlen)) goto fail;
 		t->flags[id] |= KF_VOCAB;
 	}
 	json_array_foreach(added, i, v) {
@@ -761,7 +797,8 @@ static int load_json(struct pv_tok** out, const json_t* root, char* err, size_t 
 			pv_errf(err, errlen, "tokenizer.json: added token %d: lstrip/rstrip/single_word are not supported", id);
 			goto fail;
 		}
-		if (tok_set(t, id, json_string_value(c), json_string_length(c), "tokenizer.json added_tokens", err, errlen))
+		if (tok_set(t, id, json_string_value(c), json_string_length(c), 0, "tokenizer.json added_tokens", err,
+		            errlen))
 			goto fail;
 		t->flags[id] |= KF_ADDED | (jtrue(v, "special") ? KF_SPECIAL : 0);
 	}
@@ -858,7 +895,9 @@ int pv_tok_from_vocab(struct pv_tok** out, const char* const* tokens, const int*
 			pv_errf(err, errlen, "token %d is missing", i);
 			goto fail;
 		}
-		if (tok_set(t, i, tokens[i], strlen(tokens[i]), "vocab", err, errlen)) goto fail;
+		if (tok_set(t, i, tokens[i], strlen(tokens[i]), type == PV_TOK_UNUSED || type == PV_TOK_UNKNOWN, "vocab", err,
+		            errlen))
+			goto fail;
 		switch (type) {
 		case PV_TOK_NORMAL:
 		case PV_TOK_BYTE: t->flags[i] = KF_VOCAB; break;
@@ -931,8 +970,21 @@ struct cand {
 	int32_t rank, left, a, b, merged;
 };
 
+/* A direct-mapped cache of short pieces -> ids, per encode call (texts of PC_MIN_TEXT bytes or
+ * more): words repeat, and a hit replaces the merge loop by one hash and one compare. */
+#define PC_SLOTS 8192
+#define PC_KEY 22
+#define PC_IDS 8
+#define PC_MIN_TEXT 4096
+struct pc_slot {
+	uint8_t klen, nids;
+	char key[PC_KEY];
+	int32_t ids[PC_IDS];
+};
+
 struct enc {
 	const struct pv_tok* t;
+	struct pc_slot* cache;
 	int32_t* ids;
 	size_t n, cap;
 	struct sym* sym;
@@ -998,13 +1050,34 @@ static void try_pair(struct enc* e, int32_t left)
 	const struct pairmap* m = &e->t->merges;
 	int32_t right = e->sym[left].next;
 	if (right < 0) return;
-	long k = pairmap_find(m, e->sym[left].id, e->sym[right].id);
-	if (k < 0) return;
-	heap_push(e, (struct cand){ m->rank[k], left, e->sym[left].id, e->sym[right].id, m->merged[k] });
+	const struct pair* p = pairmap_find(m, e->sym[left].id, e->sym[right].id);
+	if (p) heap_push(e, (struct cand){ p->rank, left, e->sym[left].id, e->sym[right].id, p->merged });
 }
 
-/* Byte-pair encodes one piece. */
+static int bpe_merge(struct enc* e, const uint8_t* p, size_t n);
+
+/* Byte-pair encodes one piece (through the cache when there is one). */
 static int bpe(struct enc* e, const uint8_t* p, size_t n)
+{
+	if (!e->cache || n > PC_KEY || n < 2) return bpe_merge(e, p, n);
+	struct pc_slot* c = &e->cache[hash_bytes((const char*)p, n) & (PC_SLOTS - 1)];
+	if (c->klen == n && !memcmp(c->key, p, n)) {
+		for (int i = 0; i < c->nids; i++)
+			if (push_id(e, c->ids[i])) return -1;
+		return 0;
+	}
+	size_t first = e->n;
+	if (bpe_merge(e, p, n)) return -1;
+	if (e->n - first <= PC_IDS) {
+		c->klen = (uint8_t)n;
+		c->nids = (uint8_t)(e->n - first);
+		memcpy(c->key, p, n);
+		memcpy(c->ids, e->ids + first, sizeof(int32_t) * c->nids);
+	}
+	return 0;
+}
+
+static int bpe_merge(struct enc* e, const uint8_t* p, size_t n)
 {
 	const struct pv_tok* t = e->t;
 
@@ -1149,20 +1222,62 @@ static int nfc_append(struct enc* e, const char* s, size_t n)
 	return nfc_chunk(e, s + start, n - start);
 }
 
+/* Code point at s (valid UTF-8), its length in *l; 0 for code points below U+0300. */
+static inline uint32_t cp_at(const char* s, size_t* l)
+{
+	uint8_t c = (uint8_t)s[0];
+	if (c < 0xCC) {
+		*l = c < 0x80 ? 1 : 2;
+		return 0;
+	}
+	utf8proc_int32_t cp;
+	*l = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+	utf8proc_iterate((const utf8proc_uint8_t*)s, (utf8proc_ssize_t)*l, &cp);
+	return (uint32_t)cp;
+}
+
+/* NFC of s into e->norm; returns 0 (and writes nothing) when NFC cannot change s, 1 when
+ * e->norm holds the result, -1 on error. NFC is local: the text splits before every code point
+ * the quick check leaves unmarked (a starter that neither reorders nor composes with what
+ * precedes it; every code point below U+0300 is one), so only the stretches from the last such
+ * code point before a marked one to the next unmarked one go through utf8proc. */
+static int nfc_segment(struct enc* e, const char* s, size_t n)
+{
+	const uint8_t* chk = e->t->nfc_check;
+	size_t i = 0, copied = 0, boundary = 0, l;
+	int any = 0;
+	e->norm.n = 0;
+	while (i < n) {
+		uint32_t cp = cp_at(s + i, &l);
+		if (!cp || !(chk[cp >> 3] & (1u << (cp & 7)))) {
+			boundary = i;
+			i += l;
+			continue;
+		}
+		size_t j = i + l;
+		while (j < n) {
+			uint32_t c2 = cp_at(s + j, &l);
+			if (!c2 || !(chk[c2 >> 3] & (1u << (c2 & 7)))) break;
+			j += l;
+		}
+		if (arena_put(&e->norm, s + copied, boundary - copied)) return pv_errf(e->err, e->errlen, "out of memory");
+		if (nfc_append(e, s + boundary, j - boundary)) return -1;
+		any = 1;
+		copied = boundary = i = j;
+	}
+	if (!any) return 0;
+	if (arena_put(&e->norm, s + copied, n - copied)) return pv_errf(e->err, e->errlen, "out of memory");
+	return 1;
+}
+
 /* One stretch of text between added tokens. */
 static int encode_segment(struct enc* e, const char* s, size_t n)
 {
 	if (!n) return 0;
 	if (e->t->nfc) {
-		/* every code point below U+0300 is NFC-stable and composes with nothing before it; a
-		 * UTF-8 lead byte >= 0xCC starts one at or above U+0300 */
-		size_t i = 0;
-		while (i < n && (uint8_t)s[i] < 0xCC) i++;
-		if (i < n) {
-			e->norm.n = 0;
-			if (nfc_append(e, s, n)) return -1;
-			return encode_split(e, e->norm.p, e->norm.n);
-		}
+		int rc = nfc_segment(e, s, n);
+		if (rc < 0) return -1;
+		if (rc) return encode_split(e, e->norm.p, e->norm.n);
 	}
 	return encode_split(e, s, n);
 }
@@ -1187,6 +1302,7 @@ static size_t find_added(const struct pv_tok* t, const char* s, size_t n, size_t
 
 static void enc_free(struct enc* e)
 {
+	free(e->cache);
 	free(e->sym);
 	free(e->heap);
 	free(e->norm.p);
@@ -1213,6 +1329,7 @@ int pv_tok_encode(const struct pv_tok* t, const char* text, size_t len, int pars
 		s = fixed.p;
 		len = fixed.n;
 	}
+	if (len >= PC_MIN_TEXT) e.cache = calloc(PC_SLOTS, sizeof(struct pc_slot)); /* optional: NULL is fine */
 	e.md = pcre2_match_data_create_from_pattern(t->re, NULL);
 	e.mc = pcre2_match_context_create(NULL);
 	if (!e.md || !e.mc) {
@@ -1324,7 +1441,7 @@ static int stream_emit(struct pv_tok_stream* s, const char* add, size_t n, int f
 	if (used < 0) return -1;
 	s->n_pending = s->in.n - (size_t)used;
 	PV_ASSERT(s->n_pending < sizeof s->pending);
-	memcpy(s->pending, s->in.p + used, s->n_pending);
+	if (s->n_pending) memcpy(s->pending, s->in.p + used, s->n_pending);
 	if (arena_put(&s->out, "", 1)) return -1;
 	*bytes = s->out.p;
 	*len = s->out.n - 1;

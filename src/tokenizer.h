@@ -109,8 +109,10 @@ int pv_tok_is_special(const struct pv_tok* t, int32_t id);
 const char* pv_tok_pattern(const struct pv_tok* t);
 
 /* Encodes len bytes of text. On success *ids is a malloc'd array of *n ids (free() it; non-NULL
- * even when *n is 0). Fails only on out-of-memory, a text longer than 1 GiB, or a regex
- * engine failure. */
+ * even when *n is 0). Fails only on out-of-memory, a text longer than 1 GiB, a regex engine
+ * failure (a custom pattern hitting PCRE2's limits), or a byte with no token in a vocabulary that
+ * lacks some of the 256 byte tokens (never with Qwen's). Long runs of one character class are
+ * fine: the splitter is linear in the text, the merge loop O(n log n) per piece. */
 int pv_tok_encode(const struct pv_tok* t, const char* text, size_t len, int parse_special, int32_t** ids,
                   int* n, char* err, size_t errlen);
 

@@ -214,7 +214,8 @@ static void test_llama_vectors(void)
 		s = e + sizeof sep - 1;
 		line = nl + 1;
 	}
-	printf("llama.cpp qwen2 vectors: %d/%d identical\n", ok, cases);
+	/* "N passed, M failed" so that tests/run.sh shows the line (trailing text: never the summary) */
+	printf("llama.cpp qwen2 vectors: %d passed, %d failed (%d/%d identical)\n", ok, cases - ok, ok, cases);
 	CHECK(cases == 46 && ok == 46, "llama.cpp vectors %d/%d", ok, cases);
 	free(inp);
 	free(out);
@@ -364,9 +365,11 @@ static void test_corpus(void)
 		json_decref(j);
 	}
 	free(data);
-	printf("HF tokenizers parity: %d/%d identical (parse_special=1), %d/%d identical (parse_special=0), "
-	       "%d of them from invalid UTF-8\n", ok_sp, cases, ok_ns, cases, n_raw);
-	printf("decode parity: %d/%d identical; streaming decode: %d/%d identical\n", ok_dec, cases, ok_stream, cases);
+	printf("HF tokenizers parity: %d passed, %d failed (%d/%d identical with parse_special=1, %d/%d with "
+	       "parse_special=0; %d strings from invalid UTF-8)\n",
+	       ok_sp + ok_ns, 2 * cases - ok_sp - ok_ns, ok_sp, cases, ok_ns, cases, n_raw);
+	printf("HF decode parity: %d passed, %d failed (decode %d/%d identical, streaming decode %d/%d)\n", ok_dec + ok_stream,
+	       2 * cases - ok_dec - ok_stream, ok_dec, cases, ok_stream, cases);
 	printf("encode throughput on the corpus: %.2f MB/s (%zu bytes, %d strings)\n", total_bytes / t_enc / 1e6,
 	       total_bytes, cases);
 	CHECK(cases >= 10000 && cases == header_cases, "corpus has %d cases (header says %d)", cases, header_cases);
@@ -510,25 +513,26 @@ static void test_long_runs(void)
 				/* NFC changes e + combining acute runs only at the start (nothing to compose with) */
 				CHECK(ok && dl == n + (size_t)tail && !memcmp(d, s, dl), "long run of %s: round trip", units[u].name);
 			}
-			CHECK(dt < 5.0, "long run of %s took %.2f s", units[u].name, dt);
+			CHECK(dt < 20.0, "long run of %s took %.2f s", units[u].name, dt);
+			if (getenv("PV_TOK_VERBOSE")) printf("  %s%s: %d ids, %.3f s\n", units[u].name, tail ? " + x" : "", k, dt);
 			if (u == 2 && k > 0) CHECK(k == (int)N + tail && ids[0] == 22, "digits are one token each (%d)", k);
 			free(d);
 			free(ids);
 		}
 		free(s);
 	}
-	/* 4 MiB of spaces followed by a word, and 4 MiB of one letter */
-	size_t big = 4u << 20;
+	/* 2 MiB of spaces followed by a word, and 2 MiB of one letter */
+	size_t big = 2u << 20;
 	char* s = malloc(big + 8);
 	memset(s, ' ', big);
 	memcpy(s + big, "Hello", 5);
 	int32_t* ids;
 	int k = enc(s, big + 5, 1, &ids);
-	CHECK(k > 2 && ids[k - 1] == 21927, "4 MiB of spaces then \" Hello\" (%d ids)", k);
+	CHECK(k > 2 && ids[k - 1] == 21927, "2 MiB of spaces then \" Hello\" (%d ids)", k);
 	free(ids);
 	memset(s, 'z', big);
 	k = enc(s, big, 1, &ids);
-	CHECK(k > 0, "4 MiB letter run");
+	CHECK(k > 0, "2 MiB letter run");
 	free(ids);
 	free(s);
 	printf("long runs: %.2f s\n", now() - t0);
@@ -611,6 +615,28 @@ static void test_from_vocab(void)
 	const char* oov_merge[] = { "nosuch token" };
 	CHECK(pv_tok_from_vocab(&bad, toks, types, nv, oov_merge, 1, "qwen2", 0, err, sizeof err) == -1 && strstr(err, "nosuch"),
 	      "merge with unknown token: %s", err);
+	/* GGUF oddities: a text given to two ids (the later one wins, as in llama.cpp), empty padding */
+	const char* small[] = { "a", "b", "ab", "a", "<s>", "", "[PAD6]" };
+	int small_types[] = { PV_TOK_NORMAL, PV_TOK_NORMAL, PV_TOK_NORMAL, PV_TOK_BYTE, PV_TOK_CONTROL, PV_TOK_UNUSED,
+		              PV_TOK_UNUSED };
+	const char* small_merges[] = { "a b" };
+	rc = pv_tok_from_vocab(&bad, small, small_types, 7, small_merges, 1, NULL, 0, err, sizeof err);
+	CHECK(rc == 0, "small vocab: %s", err);
+	if (!rc) {
+		int32_t* ids;
+		int n;
+		CHECK(pv_tok_id(bad, "a") == 3 && pv_tok_id(bad, "<s>") == 4, "duplicate text: later id");
+		CHECK(!pv_tok_encode(bad, "ab<s>a", 6, 1, &ids, &n, err, sizeof err) && n == 3 && ids[0] == 2 && ids[1] == 4 &&
+		              ids[2] == 3,
+		      "small vocab encode");
+		free(ids);
+		int32_t pads[] = { 5, 0, 6 };
+		char* d;
+		size_t dl;
+		CHECK(!pv_tok_decode(bad, pads, 3, 0, &d, &dl, err, sizeof err) && dl == 1 && d[0] == 'a', "padding decodes to nothing");
+		free(d);
+		pv_tok_free(bad);
+	}
 	if (g) {
 		struct pv_tok* keep = tok;
 		const char* texts[] = { "Hello, world! It's 2024.\n", "<|im_start|>user\nF\xc3\xbchrer caf\x65\xcc\x81<|im_end|>",
