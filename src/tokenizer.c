@@ -100,8 +100,17 @@ struct pairmap {
 struct added {
 	uint32_t off, len; /* into the text arena */
 	int32_t id;
-	int special;
+	uint8_t special, first; /* first: the first byte of the text */
 };
+
+/* By first byte, then longest first (leftmost-longest matching tries the longest first). */
+static int added_cmp(const void* x, const void* y)
+{
+	const struct added *a = x, *b = y;
+	if (a->first != b->first) return a->first < b->first ? -1 : 1;
+	if (a->len != b->len) return a->len > b->len ? -1 : 1;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
 
 struct arena {
 	char* p;
@@ -468,7 +477,8 @@ static int tok_index(struct pv_tok* t, size_t n_merges, char* err, size_t errlen
 				for (int k = 0; k < na; k++)
 					if (t->added[k].id == prev) t->added[k].id = i;
 			} else {
-				t->added[na++] = (struct added){ t->text_off[i], (uint32_t)len, i, !!(t->flags[i] & KF_SPECIAL) };
+				t->added[na++] = (struct added){ t->text_off[i], (uint32_t)len, i, !!(t->flags[i] & KF_SPECIAL),
+				                                 (uint8_t)s[0] };
 			}
 		}
 		/* decoded form: inverse byte map when every character is in it, else the text itself */
@@ -494,22 +504,11 @@ static int tok_index(struct pv_tok* t, size_t n_merges, char* err, size_t errlen
 		t->dec_off[i] = (uint32_t)start;
 		t->dec_len[i] = (uint32_t)(t->dec.n - start);
 	}
-	/* added tokens: by first byte, longest first (leftmost-longest matching) */
-	for (int i = 1; i < na; i++) {
-		struct added a = t->added[i];
-		int j = i - 1;
-		while (j >= 0) {
-			struct added* b = &t->added[j];
-			uint8_t fa = (uint8_t)t->text.p[a.off], fb = (uint8_t)t->text.p[b->off];
-			if (fb < fa || (fb == fa && b->len >= a.len)) break;
-			t->added[j + 1] = *b;
-			j--;
-		}
-		t->added[j + 1] = a;
-	}
+	t->n_added = na;
+	qsort(t->added, (size_t)na, sizeof(struct added), added_cmp);
 	int k = 0;
 	for (int b = 0; b <= 256; b++) {
-		while (k < na && (uint8_t)t->text.p[t->added[k].off] < b) k++;
+		while (k < na && t->added[k].first < b) k++;
 		t->added_begin[b] = (uint32_t)k;
 	}
 	/* byte ids */
