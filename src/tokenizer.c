@@ -25,6 +25,7 @@
 #define MAX_TEXT_BYTES ((size_t)1 << 30)
 #define MAX_TOKENS (1 << 24)
 #define MAX_TOKEN_BYTES (1 << 16)
+#define MAX_MERGES (1 << 26)
 
 /* The pre-tokenizer regexes of qwen-models.md §9.2. */
 static const char re_qwen2[] =
@@ -748,6 +749,7 @@ static int load_json(struct pv_tok** out, const json_t* root, char* err, size_t 
 	if (!json_is_object(model)) return pv_errf(err, errlen, "tokenizer.json: no \"model\" object");
 	if (!json_is_object(vocab)) return pv_errf(err, errlen, "tokenizer.json: model.vocab is not an object");
 	if (!json_is_array(merges)) return pv_errf(err, errlen, "tokenizer.json: model.merges is not an array");
+	if (json_array_size(merges) > MAX_MERGES) return pv_errf(err, errlen, "tokenizer.json: too many merges");
 	if (added && !json_is_null(added) && !json_is_array(added))
 		return pv_errf(err, errlen, "tokenizer.json: added_tokens is not an array");
 	if (parse_pre_tokenizer(json_object_get(root, "pre_tokenizer"), &pattern, err, errlen)) return -1;
@@ -806,7 +808,6 @@ static int load_json(struct pv_tok** out, const json_t* root, char* err, size_t 
 	json_array_foreach(merges, i, v) {
 		const char *a, *b;
 		size_t an, bn;
-		if (i >= INT32_MAX) break;
 		if (json_is_string(v)) { /* "a b" */
 			a = json_string_value(v);
 			const char* sp = strchr(a, ' ');
@@ -880,7 +881,8 @@ int pv_tok_from_vocab(struct pv_tok** out, const char* const* tokens, const int*
 
 	*out = NULL;
 	if (!tokens || n_tokens <= 0 || n_tokens > MAX_TOKENS) return pv_errf(err, errlen, "bad token count %d", n_tokens);
-	if (n_merges < 0 || (n_merges && !merges)) return pv_errf(err, errlen, "bad merge count %d", n_merges);
+	if (n_merges < 0 || n_merges > MAX_MERGES || (n_merges && !merges))
+		return pv_errf(err, errlen, "bad merge count %d", n_merges);
 	if (!pre || !strcmp(pre, "qwen2")) pattern = re_qwen2;
 	else if (!strcmp(pre, "qwen35")) pattern = re_qwen35;
 	else return pv_errf(err, errlen, "unsupported pre-tokenizer \"%s\" (known: qwen2, qwen35)", pre);

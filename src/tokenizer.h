@@ -30,11 +30,13 @@
  *     10.42 knows 14.0. `\p{L}`, `\p{N}`, `\p{M}` get the code points that Unicode 15.0-16.0
  *     added to those categories (a fixed table, made by tools/reference/make_tokenizer_corpus.py
  *     --class-table).
- * NFC: HF's normaliser has older Unicode tables than utf8proc (Unicode 15.0). The 130 or so
- * code points where that shows (marks from Unicode 10-15 that HF gives combining class 0, and
+ * NFC: HF's normaliser has older Unicode tables than utf8proc (Unicode 15.0). The 109 code
+ * points where that shows (marks from Unicode 10-15 that HF gives combining class 0, and
  * U+11930, whose composition U+11935 U+11930 -> U+11938 HF lacks) are copied through unchanged
  * and the text between them is normalised separately, which reproduces HF exactly (a fixed
- * table, from the same tool).
+ * table, from the same tool). Both tables assume Debian 12's libraries (PCRE2 10.42, utf8proc
+ * 2.8); with newer ones the corpus test in tests/test_tokenizer.c shows whether they still hold.
+ * Text without characters NFC could change skips utf8proc (a quick check built at load time).
  *
  * Invalid UTF-8 input: proven replaces every ill-formed sequence by U+FFFD, one U+FFFD per
  * "maximal subpart" (the W3C/Unicode practice; exactly what Python's
