@@ -81,11 +81,15 @@ FUZZ_FLAGS  = -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-omit-fram
               -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -D_GNU_SOURCE -Iinclude -Isrc
 FUZZ_ST_SRC  = fuzz/fuzz_safetensors.c src/safetensors.c src/tensor.c src/util.c
 FUZZ_CFG_SRC = fuzz/fuzz_config.c src/config.c src/safetensors.c src/tensor.c src/util.c
+FUZZ_GGUF_SRC = fuzz/fuzz_gguf.c src/gguf.c src/tensor.c src/util.c
 .PHONY: fuzz
-fuzz: $(BUILD)/fuzz/fuzz_safetensors $(BUILD)/fuzz/fuzz_config
+fuzz: $(BUILD)/fuzz/fuzz_safetensors $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_gguf
 $(BUILD)/fuzz/fuzz_safetensors: $(FUZZ_ST_SRC) src/safetensors.h src/tensor.h src/util.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(FUZZ_ST_SRC) -ljansson -lm
 $(BUILD)/fuzz/fuzz_config: $(FUZZ_CFG_SRC) src/config.h src/model.h src/safetensors.h src/util.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(FUZZ_CFG_SRC) -ljansson -lm
+$(BUILD)/fuzz/fuzz_gguf: $(FUZZ_GGUF_SRC) src/gguf.h src/quant.h src/tensor.h src/util.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(FUZZ_GGUF_SRC) -lm

@@ -3,12 +3,22 @@
 
 #include <string.h>
 
+#include "quant.h"
+
 const char* pv_dtype_name(enum pv_dtype t)
 {
 	switch (t) {
 	case PV_F32: return "f32";
 	case PV_F16: return "f16";
 	case PV_BF16: return "bf16";
+	case PV_Q8_0: return "q8_0";
+	case PV_Q4_0: return "q4_0";
+	case PV_Q4_1: return "q4_1";
+	case PV_Q5_0: return "q5_0";
+	case PV_Q5_1: return "q5_1";
+	case PV_Q4_K: return "q4_k";
+	case PV_Q5_K: return "q5_k";
+	case PV_Q6_K: return "q6_k";
 	default: return "?";
 	}
 }
@@ -58,12 +68,27 @@ static float element(const struct pv_tensor* t, int64_t i)
 	}
 }
 
+/* Quantized rows are cols / block blocks; an element is read by dequantizing its block. */
 float pv_tensor_get(const struct pv_tensor* t, int64_t row, int64_t col)
 {
+	if (pv_dtype_is_quant(t->type)) {
+		float blk[PV_QK_K];
+		const int64_t bs = pv_dtype_block(t->type);
+		const unsigned char* r = (const unsigned char*)t->data + (size_t)row * pv_dtype_row_bytes(t->type, t->cols);
+		pv_dequant_block(t->type, r + (size_t)(col / bs) * pv_dtype_block_bytes(t->type), blk);
+		return blk[col % bs];
+	}
 	return element(t, row * t->cols + col);
 }
 
 void pv_tensor_row_f32(const struct pv_tensor* t, int64_t row, float* dst)
 {
+	if (pv_dtype_is_quant(t->type)) {
+		const int64_t bs = pv_dtype_block(t->type);
+		const size_t bb = pv_dtype_block_bytes(t->type);
+		const unsigned char* r = (const unsigned char*)t->data + (size_t)row * pv_dtype_row_bytes(t->type, t->cols);
+		for (int64_t b = 0; b < t->cols / bs; b++) pv_dequant_block(t->type, r + (size_t)b * bb, dst + b * bs);
+		return;
+	}
 	for (int64_t c = 0; c < t->cols; c++) dst[c] = element(t, row * t->cols + c);
 }
