@@ -12,6 +12,7 @@
  * {"messages": [...], "tools": [...]}.
  */
 #include "chat.h"
+#include "proven.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -139,9 +140,18 @@ static char* find_template(const char* path)
 		return NULL;
 	}
 	if (ends_with(path, ".gguf")) {
-		fprintf(stderr, "proven template: %s: reading the template from a GGUF file is not supported yet; "
-		                "pass --dialect qwen3|qwen3.5|qwen2.5\n", path);
-		return NULL;
+		/* tokenizer.chat_template, through the model loader (the file is only mapped) */
+		char err[512];
+		pv_model* m = NULL;
+		if (pv_model_open(&m, path, NULL, err, sizeof err)) {
+			fprintf(stderr, "proven template: cannot load %s: %s\n", path, err);
+			return NULL;
+		}
+		const char* t = pv_model_chat_template(m);
+		char* copy = t ? strdup(t) : NULL;
+		pv_model_close(m);
+		if (!copy) fprintf(stderr, "proven template: %s has no tokenizer.chat_template\n", path);
+		return copy;
 	}
 	if (ends_with(path, ".jinja")) return slurp(path, NULL);
 	if (ends_with(path, "tokenizer_config.json") || ends_with(path, "chat_template.json")) {

@@ -5,6 +5,7 @@
  * --no-special tokenizes the text of special tokens (<|im_start|>, ...) as ordinary text.
  */
 #include "cli.h"
+#include "proven.h"
 #include "tokenizer.h"
 
 #include <jansson.h>
@@ -81,13 +82,21 @@ int cmd_tokenize(int argc, char** argv)
 		return 2;
 	}
 	size_t pl = strlen(path);
-	if (pl >= 5 && !strcmp(path + pl - 5, ".gguf")) {
-		fprintf(stderr, "proven tokenize: %s: GGUF tokenizers are not yet supported; give a tokenizer.json or its directory\n", path);
-		return 1;
-	}
 	char err[1024];
-	struct pv_tok* t;
-	if (pv_tok_open_json(&t, path, err, sizeof err)) {
+	struct pv_tok* t = NULL;
+	pv_model* gm = NULL; /* a GGUF's tokenizer lives in its metadata: load the (mapped) model */
+	if (pl >= 5 && !strcmp(path + pl - 5, ".gguf")) {
+		if (pv_model_open(&gm, path, NULL, err, sizeof err)) {
+			fprintf(stderr, "proven tokenize: cannot load %s: %s\n", path, err);
+			return 1;
+		}
+		t = (struct pv_tok*)pv_model_tokenizer(gm);
+		if (!t) {
+			fprintf(stderr, "proven tokenize: %s has no tokenizer metadata\n", path);
+			pv_model_close(gm);
+			return 1;
+		}
+	} else if (pv_tok_open_json(&t, path, err, sizeof err)) {
 		fprintf(stderr, "proven tokenize: cannot load tokenizer: %s\n", err);
 		return 1;
 	}
@@ -95,7 +104,7 @@ int cmd_tokenize(int argc, char** argv)
 	char* in = read_stdin(&n);
 	if (!in) {
 		fprintf(stderr, "proven tokenize: cannot read standard input\n");
-		pv_tok_free(t);
+		if (gm) pv_model_close(gm); else pv_tok_free(t);
 		return 1;
 	}
 	int rc = 0;
@@ -124,7 +133,7 @@ int cmd_tokenize(int argc, char** argv)
 		}
 	}
 	free(in);
-	pv_tok_free(t);
+	if (gm) pv_model_close(gm); else pv_tok_free(t);
 	if (fflush(stdout) || ferror(stdout)) {
 		fprintf(stderr, "proven tokenize: write error on standard output\n");
 		return 1;
