@@ -17,17 +17,54 @@ LDFLAGS += $(SAN)
 
 LIB_SRC  := $(wildcard src/*.c)
 CLI_SRC  := $(wildcard cli/*.c)
-TEST_SRC := $(wildcard tests/test_*.c)
+TEST_SRC := $(filter-out tests/test_cuda.c,$(wildcard tests/test_*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
+# CUDA backend (src/cuda/*.cu, sm_90a): built when nvcc is on PATH (CUDA=auto) or with CUDA=1;
+# CUDA=0 leaves it out (src/cuda/stub.c answers "no CUDA backend"). With CUDA the binaries link
+# the CUDA runtime and jansson/pcre2/utf8proc statically, so they run on a GPU machine that has
+# only glibc and the driver. Its tests are one program, build/cuda/test_cuda, run by
+# `make test-cuda` on a GPU machine (never by `make test`).
+CUDA    ?= auto
+NVCC    ?= nvcc
+ifeq ($(CUDA),auto)
+CUDA_ON := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+else
+CUDA_ON := $(CUDA)
+endif
+ifeq ($(CUDA_ON),1)
+CUDA_HOME   ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC) 2>/dev/null)))
+NVCCFLAGS    = -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -fmad=false -Werror all-warnings \
+               -Xcompiler -Wall,-Werror -D_GNU_SOURCE -Iinclude -Isrc -MMD -MP
+CU_SRC      := $(wildcard src/cuda/*.cu)
+LIB_OBJ     += $(CU_SRC:%.cu=$(BUILD)/%.o)
+CFLAGS_BASE += -DPV_HAVE_CUDA
+LDLIBS       = -Wl,-Bstatic -ljansson -lpcre2-8 -lutf8proc -lstdc++ -Wl,-Bdynamic \
+               -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lm -pthread
+CUDA_TEST   := $(BUILD)/cuda/test_cuda
+else
+LIB_OBJ     += $(BUILD)/src/cuda/stub.o
+CUDA_TEST   :=
+endif
+
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+# the archive is rebuilt when the CUDA setting changes (its object list does)
+$(BUILD)/.cuda-$(CUDA_ON):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.cuda-*
+	@touch $@
+
 # Files named *_avx2.c hold the AVX2/FMA kernels; they are chosen at run time.
 $(BUILD)/src/%_avx2.o: CFLAGS_EXTRA = -mavx2 -mfma -mf16c
 
-.PHONY: all test run asan clean deps check-deps bench FORCE
-all: $(BUILD)/proven $(TESTS)
+.PHONY: all test run asan clean deps check-deps bench FORCE test-cuda
+all: $(BUILD)/proven $(TESTS) $(CUDA_TEST)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -39,9 +76,9 @@ $(BUILD)/cli/buildinfo.o: CFLAGS_EXTRA = -DPV_GIT_COMMIT='"$(shell git rev-parse
 	-DPV_BUILD_FLAGS='"$(strip $(CFLAGS_BASE) $(CFLAGS))"'
 FORCE:
 
-$(BUILD)/libproven.a: $(LIB_OBJ)
+$(BUILD)/libproven.a: $(LIB_OBJ) $(BUILD)/.cuda-$(CUDA_ON)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(LIB_OBJ)
 
 $(BUILD)/proven: $(CLI_OBJ) $(BUILD)/libproven.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -49,6 +86,16 @@ $(BUILD)/proven: $(CLI_OBJ) $(BUILD)/libproven.a
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libproven.a tests/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
+
+$(BUILD)/cuda/test_cuda: tests/test_cuda.c $(BUILD)/libproven.a tests/harness.h tests/fixture.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
+
+# The GPU tests (on a machine with a CUDA device; without one they fail, never pass silently).
+test-cuda:
+	@[ "$(CUDA_ON)" = 1 ] || { echo "make test-cuda: this build has no CUDA backend (no nvcc; CUDA=$(CUDA))"; exit 1; }
+	$(MAKE) $(BUILD)/cuda/test_cuda
+	./$(BUILD)/cuda/test_cuda
 
 # Debian packages the build needs; installed only when missing.
 deps:
@@ -63,7 +110,7 @@ run: deps
 	./tools/run-main.sh $(BUILD)
 
 asan: deps
-	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" CUDA=0 all
 	ASAN_OPTIONS=detect_leaks=1 ./tests/run.sh build-asan
 
 bench: deps
@@ -73,7 +120,7 @@ bench: deps
 clean:
 	rm -rf build build-asan
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(CUDA_TEST:%=%.d)
 
 # libFuzzer targets for the hostile-input parsers (clang only); see fuzz/*.c for how to run them.
 FUZZ_CC    ?= clang

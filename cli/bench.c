@@ -3,6 +3,7 @@
  * as one JSON line carrying the build identity. A benchmark, never a test: nothing is asserted.
  */
 #include "cli.h"
+#include "cuda_backend.h"
 #include "proven.h"
 #include "tokenizer.h"
 
@@ -83,13 +84,36 @@ static double tokenizer_mb_s(const struct pv_tok* tok, int* n_ids)
 	return rc ? 0 : len / dt / 1e6;
 }
 
+/* `proven bench --backend cuda --membw`: the device-to-device copy bandwidth alone. */
+static int membw_only(void)
+{
+	char err[512];
+	struct pv_cuda_device d;
+	double gbs = 0;
+	if (pv_cuda_device_info(&d, err, sizeof(err)) || pv_cuda_membw((size_t)4 << 30, 20, &gbs, err, sizeof(err))) {
+		fprintf(stderr, "proven bench: %s\n", err);
+		return 1;
+	}
+	printf("| gpu | test | GB/s |\n| --- | --- | ---: |\n| %s | cudaMemcpy D2D 4 GiB, (read + write) / time, median of 20 | %.1f |\n", d.name,
+	       gbs);
+	printf("{\"gpu\":");
+	json_str(stdout, d.name);
+	printf(",\"test\":\"d2d_copy\",\"bytes\":%llu,\"d2d_gb_s\":%.3f,\"driver_cuda\":%d,\"runtime\":%d,\"nvcc\":\"%d.%d\","
+	       "\"sm_clock_mhz\":%d,\"mem_clock_mhz\":%d,\"bus_width\":%d,\"sms\":%d}\n",
+	       (unsigned long long)((size_t)4 << 30), gbs, d.driver_version, d.runtime_version, d.nvcc_major, d.nvcc_minor,
+	       d.sm_clock_mhz, d.mem_clock_mhz, d.bus_width, d.sm_count);
+	return 0;
+}
+
 int cmd_bench(int argc, char** argv)
 {
 	const char* dir = NULL;
-	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0;
+	const char* backend = "cpu";
+	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0, membw = 0;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
 		if (!strcmp(a, "--json-only")) { json_only = 1; continue; }
+		if (!strcmp(a, "--membw")) { membw = 1; continue; }
 		if (i + 1 >= argc) { fprintf(stderr, "proven bench: unknown option or missing value: %s\n", a); return 2; }
 		if (!strcmp(a, "--model")) dir = argv[++i];
 		else if (!strcmp(a, "--pp")) pp = cli_int(a, argv[++i], 1, 1 << 20);
@@ -97,12 +121,33 @@ int cmd_bench(int argc, char** argv)
 		else if (!strcmp(a, "--reps")) reps = cli_int(a, argv[++i], 1, 100);
 		else if (!strcmp(a, "--threads")) threads = cli_int(a, argv[++i], 1, 1024);
 		else if (!strcmp(a, "--ctx")) ctx = cli_int(a, argv[++i], 1, 1 << 24);
+		else if (!strcmp(a, "--backend")) backend = argv[++i];
 		else { fprintf(stderr, "proven bench: unknown option %s\n", a); return 2; }
+	}
+	if (strcmp(backend, "cpu") && strcmp(backend, "cuda")) {
+		fprintf(stderr, "proven bench: --backend must be cpu or cuda\n");
+		return 2;
+	}
+	const int cuda = !strcmp(backend, "cuda");
+	if (membw) {
+		if (!cuda) { fprintf(stderr, "proven bench: --membw needs --backend cuda\n"); return 2; }
+		return membw_only();
 	}
 	if (!dir) { fprintf(stderr, "proven bench: --model DIR is required\n"); return 2; }
 	char err[512];
+	/* CUDA: the device, and the copy bandwidth the decode speed is compared with (same run) */
+	struct pv_cuda_device dev;
+	double d2d = 0;
+	memset(&dev, 0, sizeof(dev));
+	if (cuda && (pv_cuda_device_info(&dev, err, sizeof(err)) ||
+	             pv_cuda_membw(dev.mem_free / 4 < ((size_t)4 << 30) ? (size_t)(dev.mem_free / 4) : ((size_t)4 << 30), 10, &d2d,
+	                           err, sizeof(err)))) {
+		fprintf(stderr, "proven bench: %s\n", err);
+		return 1;
+	}
 	pv_model* m = NULL;
-	if (pv_model_open(&m, dir, NULL, err, sizeof(err))) {
+	struct pv_model_params mp = { .verbose = cuda && !json_only, .backend = backend };
+	if (pv_model_open(&m, dir, &mp, err, sizeof(err))) {
 		fprintf(stderr, "proven bench: cannot load model: %s\n", err);
 		return 1;
 	}
@@ -131,21 +176,41 @@ int cmd_bench(int argc, char** argv)
 		rng = rng * 1664525u + 1013904223u;
 		toks[i] = (int32_t)((rng >> 8) % (uint32_t)V);
 	}
-	/* warm-up: touch every weight page once */
+	/* warm-up: touch every weight page once (CUDA: and capture the decode graph) */
 	if (pv_session_eval(s, toks, 1, lg, PV_LOGITS_LAST)) goto fail;
+	if (cuda && pv_session_eval(s, toks, 1, NULL, PV_LOGITS_LAST)) goto fail;
+	struct pv_cuda_session_stats cs0, cs1;
+	memset(&cs0, 0, sizeof(cs0));
+	memset(&cs1, 0, sizeof(cs1));
 	for (int r = 0; r < reps; r++) {
 		if (pv_session_rollback(s, 0)) goto fail;
 		double t0 = cli_now();
 		if (pv_session_eval(s, toks, pp, lg, PV_LOGITS_LAST)) goto fail;
 		double t1 = cli_now();
 		int tok = pv_argmax(lg, V);
+		if (cuda) pv_cuda_session_stats(s, &cs0);
 		for (int i = 0; i < tg; i++) {
-			if (pv_session_eval(s, &tok, 1, lg, PV_LOGITS_LAST)) goto fail;
-			tok = pv_argmax(lg, V);
+			if (cuda) {
+				/* greedy on the GPU: the host reads back only the argmax id */
+				if (pv_session_eval(s, &tok, 1, NULL, PV_LOGITS_LAST)) goto fail;
+				tok = pv_cuda_last_token(s);
+				if (tok < 0) break;
+			} else {
+				if (pv_session_eval(s, &tok, 1, lg, PV_LOGITS_LAST)) goto fail;
+				tok = pv_argmax(lg, V);
+			}
 		}
 		double t2 = cli_now();
+		if (cuda) pv_cuda_session_stats(s, &cs1);
 		pps[r] = pp / (t1 - t0);
 		tgs[r] = tg / (t2 - t1);
+	}
+	if (cuda && pv_cuda_session_error(s)) {
+		fprintf(stderr, "proven bench: %s\n", pv_cuda_session_error(s));
+		pv_session_free(s);
+		pv_model_close(m);
+		free(toks); free(lg); free(pps); free(tgs);
+		return 1;
 	}
 	double tok_mbs = 0;
 	int tok_ids = 0;
@@ -158,7 +223,36 @@ int cmd_bench(int argc, char** argv)
 	mean_sd(tgs, reps, &tgm, &tgs_sd);
 	char cpu[256];
 	cpu_model(cpu, sizeof(cpu));
-	if (!json_only) {
+	/* CUDA: bytes per decode token (weights without the embedding lookup, plus the KV cache at
+	 * the mean position of the decode phase), achieved bandwidth, launches, syncs, memory */
+	struct pv_cuda_model_stats ms;
+	memset(&ms, 0, sizeof(ms));
+	double kv_tok = 0, gbs = 0, share = 0, launches = 0, syncs = 0;
+	if (cuda) {
+		pv_cuda_model_stats(m, &ms);
+		kv_tok = 2.0 * in->n_attn_layers * (double)in->n_kv_heads * in->head_dim * 4.0 * (pp + (tg + 1) / 2.0);
+		gbs = (ms.bytes_per_token + kv_tok) * tgm / 1e9;
+		share = d2d > 0 ? gbs / d2d : 0;
+		double n_tok = (double)tg;
+		launches = (double)(cs1.graph_launches - cs0.graph_launches) / n_tok;
+		syncs = (double)(cs1.syncs - cs0.syncs) / n_tok;
+	}
+	if (!json_only && cuda) {
+		printf("| model | arch | params | backend | test | t/s |\n");
+		printf("| --- | --- | ---: | --- | --- | ---: |\n");
+		printf("| %s | %s | %.2f M | cuda (%s) | pp%d | %.2f ± %.2f |\n", dir, in->arch_name, in->n_params / 1e6, dev.name, pp,
+		       ppm, pps_sd);
+		printf("| %s | %s | %.2f M | cuda (%s) | tg%d | %.2f ± %.2f |\n", dir, in->arch_name, in->n_params / 1e6, dev.name, tg,
+		       tgm, tgs_sd);
+		printf("decode: %.1f MB/token weights + %.1f MB KV -> %.1f GB/s = %.1f%% of the %.1f GB/s D2D copy; "
+		       "%.2f graph launches, %llu kernels, %.2f host syncs per token\n",
+		       ms.bytes_per_token / 1e6, kv_tok / 1e6, gbs, 100 * share, d2d, launches, (unsigned long long)cs1.graph_kernels,
+		       syncs);
+		printf("GPU memory: weights %.1f MiB, session %.1f MiB, in use %.1f MiB of %.1f MiB; %d reps\n",
+		       ms.weight_bytes / 1048576.0, cs1.session_bytes / 1048576.0, cs1.used_after_init / 1048576.0,
+		       dev.mem_total / 1048576.0, reps);
+	}
+	if (!json_only && !cuda) {
 		printf("| model | arch | params | backend | threads | test | t/s |\n");
 		printf("| --- | --- | ---: | --- | ---: | --- | ---: |\n");
 		printf("| %s | %s | %.2f M | cpu (%s) | %d | pp%d | %.2f ± %.2f |\n", dir, in->arch_name, in->n_params / 1e6,
@@ -171,16 +265,29 @@ int cmd_bench(int argc, char** argv)
 	}
 	printf("{\"model\":");
 	json_str(stdout, dir);
-	printf(",\"arch\":\"%s\",\"n_params\":%lld,\"weight_dtype\":\"%s\",\"backend\":\"cpu\",\"isa\":\"%s\",\"threads\":%d,"
+	printf(",\"arch\":\"%s\",\"n_params\":%lld,\"weight_dtype\":\"%s\",\"backend\":\"%s\",\"isa\":\"%s\",\"threads\":%d,"
 	       "\"n_ctx\":%d,\"pp\":%d,\"tg\":%d,\"reps\":%d,\"pp_tok_s\":%.3f,\"pp_tok_s_sd\":%.3f,\"tg_tok_s\":%.3f,"
 	       "\"tg_tok_s_sd\":%.3f,\"peak_rss_mib\":%.1f,\"build_commit\":\"%s\",\"compiler\":",
-	       in->arch_name, (long long)in->n_params, in->dtype, pv_ops_isa(), threads, ctx, pp, tg, reps, ppm, pps_sd, tgm,
-	       tgs_sd, peak_mib, pv_build_commit);
+	       in->arch_name, (long long)in->n_params, in->dtype, backend, pv_ops_isa(), threads, ctx, pp, tg, reps, ppm, pps_sd,
+	       tgm, tgs_sd, peak_mib, pv_build_commit);
 	json_str(stdout, pv_build_compiler);
 	printf(",\"flags\":");
 	json_str(stdout, pv_build_flags);
 	printf(",\"cpu\":");
 	json_str(stdout, cpu);
+	if (cuda) {
+		printf(",\"gpu\":");
+		json_str(stdout, dev.name);
+		printf(",\"cc\":\"%d.%d\",\"sms\":%d,\"driver_cuda\":%d,\"runtime\":%d,\"nvcc\":\"%d.%d\",\"sm_clock_mhz\":%d,"
+		       "\"mem_clock_mhz\":%d,\"d2d_gb_s\":%.3f,\"weight_bytes_per_token\":%llu,\"kv_bytes_per_token\":%.0f,"
+		       "\"tg_gb_s\":%.3f,\"tg_bw_share\":%.4f,\"graph_launches_per_token\":%.3f,\"kernels_per_token\":%llu,"
+		       "\"syncs_per_token\":%.3f,\"tg_logits_copied\":false,\"gpu_weights_mib\":%.1f,\"gpu_session_mib\":%.1f,"
+		       "\"gpu_used_mib\":%.1f,\"upload_s\":%.3f",
+		       dev.cc_major, dev.cc_minor, dev.sm_count, dev.driver_version, dev.runtime_version, dev.nvcc_major, dev.nvcc_minor,
+		       dev.sm_clock_mhz, dev.mem_clock_mhz, d2d, (unsigned long long)ms.bytes_per_token, kv_tok, gbs, share, launches,
+		       (unsigned long long)cs1.graph_kernels, syncs, ms.weight_bytes / 1048576.0, cs1.session_bytes / 1048576.0,
+		       cs1.used_after_init / 1048576.0, ms.upload_s);
+	}
 	if (tok_mbs > 0) printf(",\"tokenizer_mb_s\":%.3f", tok_mbs);
 	printf("}\n");
 	pv_session_free(s);

@@ -2,6 +2,7 @@
  * generate.c: `proven info` and `proven generate`.
  */
 #include "cli.h"
+#include "cuda_backend.h"
 #include "proven.h"
 
 #include <stdio.h>
@@ -16,7 +17,7 @@
 		}                                                                  \
 	} while (0)
 
-static pv_model* open_model(const char* dir, int verbose)
+static pv_model* open_model(const char* dir, int verbose, const char* backend)
 {
 	if (!dir) {
 		fprintf(stderr, "proven: --model DIR is required\n");
@@ -24,7 +25,7 @@ static pv_model* open_model(const char* dir, int verbose)
 	}
 	char err[512];
 	pv_model* m = NULL;
-	struct pv_model_params mp = { .verbose = verbose };
+	struct pv_model_params mp = { .verbose = verbose, .backend = backend };
 	if (pv_model_open(&m, dir, &mp, err, sizeof(err))) {
 		fprintf(stderr, "proven: cannot load model: %s\n", err);
 		return NULL;
@@ -41,7 +42,7 @@ int cmd_info(int argc, char** argv)
 		else if (!strcmp(argv[i], "--ctx")) { NEED_VALUE(i); ctx = cli_int("--ctx", argv[++i], 1, 1 << 24); }
 		else { fprintf(stderr, "proven info: unknown option %s\n", argv[i]); return 2; }
 	}
-	pv_model* m = open_model(dir, 0);
+	pv_model* m = open_model(dir, 0, NULL);
 	if (!m) return 1;
 	const struct pv_model_info* in = pv_model_get_info(m);
 	struct pv_session_params sp = { .n_ctx = ctx };
@@ -98,7 +99,7 @@ static int write_logits(const char* path, const float* data, int T, int V)
 
 int cmd_generate(int argc, char** argv)
 {
-	const char *dir = NULL, *ids_arg = NULL, *dump = NULL, *stop_arg = NULL;
+	const char *dir = NULL, *ids_arg = NULL, *dump = NULL, *stop_arg = NULL, *backend = NULL;
 	int max_tokens = 16, threads = 0, ctx = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--model")) { NEED_VALUE(i); dir = argv[++i]; }
@@ -108,6 +109,7 @@ int cmd_generate(int argc, char** argv)
 		else if (!strcmp(argv[i], "--threads")) { NEED_VALUE(i); threads = cli_int("--threads", argv[++i], 1, 1024); }
 		else if (!strcmp(argv[i], "--ctx")) { NEED_VALUE(i); ctx = cli_int("--ctx", argv[++i], 1, 1 << 24); }
 		else if (!strcmp(argv[i], "--stop-ids")) { NEED_VALUE(i); stop_arg = argv[++i]; }
+		else if (!strcmp(argv[i], "--backend")) { NEED_VALUE(i); backend = argv[++i]; }
 		else { fprintf(stderr, "proven generate: unknown option %s\n", argv[i]); return 2; }
 	}
 	if (!ids_arg) {
@@ -125,7 +127,13 @@ int cmd_generate(int argc, char** argv)
 		free(prompt);
 		return 2;
 	}
-	pv_model* m = open_model(dir, 0);
+	if (backend && strcmp(backend, "cpu") && strcmp(backend, "cuda")) {
+		fprintf(stderr, "proven generate: --backend must be cpu or cuda\n");
+		free(prompt);
+		free(stop);
+		return 2;
+	}
+	pv_model* m = open_model(dir, 0, backend);
 	if (!m) {
 		free(prompt);
 		free(stop);
@@ -176,6 +184,10 @@ int cmd_generate(int argc, char** argv)
 		if (stopped) break;
 	}
 	double t2 = cli_now();
+	if (backend && !strcmp(backend, "cuda") && pv_cuda_session_error(s)) {
+		fprintf(stderr, "proven generate: %s\n", pv_cuda_session_error(s));
+		goto done;
+	}
 	for (int i = 0; i < n_out; i++) printf(i ? ",%d" : "%d", out[i]);
 	printf("\n");
 	fprintf(stderr, "proven: prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)\n", np,

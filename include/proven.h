@@ -68,7 +68,9 @@ struct pv_model_info {
 };
 
 struct pv_model_params {
-	int verbose; /* 1: progress and summary lines on stderr while loading */
+	int verbose;         /* 1: progress and summary lines on stderr while loading                */
+	const char* backend; /* NULL or "cpu": the CPU; "cuda": weights uploaded to the GPU at open,
+	                      * sessions run there (fails when the build has no CUDA backend)       */
 };
 
 struct pv_session_params {

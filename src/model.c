@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <sys/stat.h>
 
+#include "backend.h"
 #include "config.h"
+#include "cuda_backend.h"
 #include "gguf_load.h"
 #include "hf_load.h"
 #include "model.h"
@@ -84,6 +86,17 @@ static void print_summary(const struct pv_model* m, const struct pv_load_stats* 
 	        st->n_shards == 1 ? "" : "s", secs);
 }
 
+/* params->backend: the CPU (NULL, "cpu") or "cuda" (weights uploaded now). */
+static int attach_backend(struct pv_model* m, const struct pv_model_params* params, char* err, size_t errlen)
+{
+	const char* b = params ? params->backend : NULL;
+	if (!b || !strcmp(b, "cpu")) return 0;
+	if (strcmp(b, "cuda")) return pv_errf(err, errlen, "unknown backend \"%s\" (cpu or cuda)", b);
+	if (!pv_backend_cuda())
+		return pv_errf(err, errlen, "backend cuda: this build of proven has no CUDA backend (rebuild with nvcc on PATH)");
+	return pv_cuda_model_init(m, params->verbose, err, errlen);
+}
+
 int pv_model_open(pv_model** out, const char* path, const struct pv_model_params* params, char* err,
                   size_t errlen)
 {
@@ -110,6 +123,10 @@ int pv_model_open(pv_model** out, const char* path, const struct pv_model_params
 		}
 		fill_info(m, &st);
 		if (verbose) print_summary(m, &st, now_s() - t0);
+		if (attach_backend(m, params, err, errlen)) {
+			pv_model_close(m);
+			return -1;
+		}
 		*out = m;
 		return 0;
 	}
@@ -132,6 +149,10 @@ int pv_model_open(pv_model** out, const char* path, const struct pv_model_params
 	}
 	fill_info(m, &st);
 	if (verbose) print_summary(m, &st, now_s() - t0);
+	if (attach_backend(m, params, err, errlen)) {
+		pv_model_close(m);
+		return -1;
+	}
 	*out = m;
 	return 0;
 }
@@ -139,6 +160,7 @@ int pv_model_open(pv_model** out, const char* path, const struct pv_model_params
 void pv_model_close(pv_model* m)
 {
 	if (!m) return;
+	if (m->backend && m->backend->model_free) m->backend->model_free(m); /* device weights */
 	pv_hf_close(m->files); /* unmaps the shards and frees every array bound into m->w */
 	pv_gguf_model_free(m->gguf);
 	pv_model_text_free(m);

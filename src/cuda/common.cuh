@@ -1,0 +1,166 @@
+/*
+ * common.cuh: what the CUDA backend's files share: the engine's C headers, checked CUDA calls,
+ * the device copies of the model (struct dmodel) and of a session (struct dsession), the launch
+ * entry points of each kernel file, and the fixed reduction trees every kernel uses.
+ *
+ * Exactness rules for every kernel here (src/cuda/README.md):
+ *   - a reduction's order depends only on the length reduced (hidden size, head dim, row length,
+ *     number of keys), never on how many rows a call has, on the grid, or on the graph;
+ *   - warp sums are xor butterflies (every lane ends with the same, fixed tree), block sums add
+ *     the warps' results in warp order on one thread; no atomics;
+ *   - the build uses -fmad=false: a*b+c is a multiply and an add, as on the CPU; fused
+ *     multiply-adds appear only where fmaf() is written.
+ */
+#ifndef PV_CUDA_COMMON_CUH
+#define PV_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+extern "C" {
+#include "backend.h"
+#include "cuda_backend.h"
+#include "session.h"
+#include "util.h"
+}
+
+/* ---- checked calls ------------------------------------------------------------------------ */
+
+/* Formats "CUDA backend: <what>: <cuda error>" into err and returns -1. */
+int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e);
+
+/* CU(call, err, errlen): returns -1 from the enclosing function with a message on failure. */
+#define CU(call, err, errlen)                                                        \
+	do {                                                                         \
+		cudaError_t cu_e_ = (call);                                           \
+		if (cu_e_ != cudaSuccess) return pv_cuda_fail(err, errlen, #call, cu_e_); \
+	} while (0)
+
+/* After a kernel launch: launch errors (bad configuration, too much shared memory). */
+#define CU_LAUNCHED(what, err, errlen) CU(cudaGetLastError(), err, errlen)
+
+/* ---- device weights ----------------------------------------------------------------------- */
+
+/*
+ * A weight matrix in device memory, in its stored type. Float types and Q4_K are the stored
+ * bytes; Q8_0, Q4_0 and Q6_K are split into planes (structure of arrays) so every load is
+ * aligned; the values are the same bytes, rearranged (upload.cu):
+ *   Q8_0: plane 0 qs [rows][nb*32] int8,   plane 1 d [rows][nb] f16
+ *   Q4_0: plane 0 qs [rows][nb*16] nibbles, plane 1 d [rows][nb] f16
+ *   Q6_K: plane 0 ql|qh [rows][nb*192],  plane 1 scales [rows][nb*16], plane 2 d [rows][nb] f16
+ */
+#define PV_CUDA_MAX_PLANES 3
+struct dmat {
+	int type;                               /* enum pv_dtype; -1: absent                   */
+	int64_t rows, cols;
+	unsigned char* p[PV_CUDA_MAX_PLANES];   /* plane base pointers                         */
+	size_t stride[PV_CUDA_MAX_PLANES];      /* bytes per row of each plane                 */
+	int n_planes;
+	uint64_t bytes;                         /* all planes                                  */
+};
+
+struct dlayer {
+	const float *attn_norm, *ffn_norm;      /* [H]                                         */
+	const float *bq, *bk, *bv;              /* Qwen2 biases or NULL                        */
+	const float *q_norm, *k_norm;           /* [hd] or NULL                                */
+	struct dmat wq, wk, wv, wo;
+	struct dmat gate, up, down;             /* dense SwiGLU                                */
+};
+
+struct dmodel {
+	unsigned char* arena;                   /* one cudaMalloc for every weight             */
+	size_t arena_bytes, arena_used;
+	struct dmat embed, lm_head;             /* lm_head aliases embed when tied             */
+	const float* final_norm;
+	struct dlayer* layers;                  /* host array of device pointers               */
+	struct pv_cuda_model_stats st;
+};
+
+/* upload.cu */
+int pv_cuda_plan_mat(const struct pv_tensor* t, struct dmat* d, char* err, size_t errlen);
+struct pv_stager;
+/* staging buffers of min(bytes, 64 MiB) (at least 4 KiB); a plane row must fit */
+int pv_stager_new(struct pv_stager** out, cudaStream_t st, size_t bytes, char* err, size_t errlen);
+int pv_stager_upload_mat(struct pv_stager* sg, const struct pv_tensor* t, const struct dmat* d, char* err, size_t errlen);
+int pv_stager_finish(struct pv_stager* sg, char* err, size_t errlen);
+void pv_stager_free(struct pv_stager* sg);
+int pv_cuda_select_device(char* err, size_t errlen);
+
+/* ---- the per-step device struct (positions and tokens read by every kernel) ---------------- */
+
+#define PV_CUDA_ROWS 16        /* rows per device step (the multi-row kernels' maximum)        */
+struct dstep {
+	int pos0;                  /* position of row 0                                            */
+	int n;                     /* rows                                                         */
+	int tokens[PV_CUDA_ROWS];
+};
+
+/* ---- kernel launchers (each returns 0 or -1 with a message) -------------------------------- */
+
+/* gemv.cu: y_s[t*ldy_s + o] = sum_i xin[t][i] * W_s[o][i] (+ bias_s[o]) for every output s, t < T.
+ * xin = x (xmode 0) or silu(x) * x2 (xmode 1, the SwiGLU product), elementwise, ld ldx. All
+ * outputs must share cols; outputs of one weight type and kernel share one launch. */
+struct gemv_out {
+	const struct dmat* w;
+	float* y;
+	int ldy;
+	const float* bias;
+};
+enum { PV_X_PLAIN = 0, PV_X_SWIGLU = 1 };
+int pv_cuda_gemv(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
+                 int xmode, int T, int* n_launch, char* err, size_t errlen);
+
+/* norm_rope.cu */
+int pv_cuda_embed(cudaStream_t st, const struct dmat* E, const struct dstep* step, float* x, int H, int n,
+                  char* err, size_t errlen);
+/* x[t] += delta[t] (unless delta is NULL); xn[t] = rmsnorm(x[t]) * w, rows t < n. */
+int pv_cuda_add_rmsnorm(cudaStream_t st, float* x, const float* delta, float* xn, const float* w, int H, float eps,
+                        int n, char* err, size_t errlen);
+struct qkv_post_args {
+	const float *qraw, *kraw, *vraw;  /* projections (biases added): [n][ldq], [n][kvd], [n][kvd] */
+	int ldq;                          /* nh*hd, or nh*2*hd with the output gate                  */
+	int gated;                        /* q_proj rows are [q_h | gate_h] per head                 */
+	const float *q_norm, *k_norm;     /* [hd] or NULL                                            */
+	const float *cos, *sin;           /* [n_ctx][R/2]                                            */
+	float *q, *gate;                  /* out: [n][nh*hd] roped query, [n][nh*hd] gate            */
+	float *kc, *vc;                   /* this layer's cache [n_ctx][kvd]                         */
+	int nh, nkv, hd, R;
+	float eps;
+	const struct dstep* step;
+};
+int pv_cuda_qkv_post(cudaStream_t st, const struct qkv_post_args* a, int n, char* err, size_t errlen);
+/* ids[t] = argmax of logits[t][0..V) (lowest index on ties), t < n */
+int pv_cuda_argmax(cudaStream_t st, const float* logits, int V, int n, int* ids, char* err, size_t errlen);
+
+/* attention.cu */
+#define PV_ATT_SPLIT 256       /* keys per split: fixed, so the layout never depends on n      */
+struct attn_args {
+	const float* q;            /* [n][nh*hd]                                                    */
+	const float *kc, *vc;      /* [n_ctx][nkv*hd]                                               */
+	const float* gate;         /* [n][nh*hd] or NULL: o *= sigmoid(gate)                        */
+	float* o;                  /* [n][nh*hd]                                                    */
+	float *part_o, *part_ml;   /* [n][nh][n_split][hd], [n][nh][n_split][2]                     */
+	int nh, nkv, hd, n_split;
+	const struct dstep* step;
+};
+int pv_cuda_attention(cudaStream_t st, const struct attn_args* a, int n, char* err, size_t errlen);
+int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, size_t errlen);
+
+/* ---- fixed reduction trees ------------------------------------------------------------------ */
+
+__device__ __forceinline__ float pv_warp_sum(float v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) v = v + __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float pv_warp_max(float v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+#endif

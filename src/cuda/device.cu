@@ -1,0 +1,94 @@
+/*
+ * device.cu: what the benchmark reports about the GPU: its identity and clocks, and the
+ * device-to-device copy bandwidth that decode speed is measured against.
+ */
+#include "common.cuh"
+
+#include <stdlib.h>
+#include <string.h>
+
+int pv_cuda_device_info(struct pv_cuda_device* d, char* err, size_t errlen)
+{
+	memset(d, 0, sizeof(*d));
+	if (pv_cuda_select_device(err, errlen)) return -1;
+	int dev = 0, v = 0;
+	CU(cudaGetDevice(&dev), err, errlen);
+	d->device = dev;
+	cudaDeviceProp p;
+	CU(cudaGetDeviceProperties(&p, dev), err, errlen);
+	snprintf(d->name, sizeof d->name, "%s", p.name);
+	d->cc_major = p.major;
+	d->cc_minor = p.minor;
+	d->sm_count = p.multiProcessorCount;
+	d->l2_bytes = p.l2CacheSize;
+	d->bus_width = p.memoryBusWidth;
+	CU(cudaDeviceGetAttribute(&v, cudaDevAttrClockRate, dev), err, errlen);
+	d->sm_clock_mhz = v / 1000;
+	CU(cudaDeviceGetAttribute(&v, cudaDevAttrMemoryClockRate, dev), err, errlen);
+	d->mem_clock_mhz = v / 1000;
+	CU(cudaDriverGetVersion(&d->driver_version), err, errlen);
+	CU(cudaRuntimeGetVersion(&d->runtime_version), err, errlen);
+	d->nvcc_major = __CUDACC_VER_MAJOR__;
+	d->nvcc_minor = __CUDACC_VER_MINOR__;
+	size_t fr = 0, tot = 0;
+	CU(cudaMemGetInfo(&fr, &tot), err, errlen);
+	d->mem_free = fr;
+	d->mem_total = tot;
+	return 0;
+}
+
+static int cmp_float(const void* a, const void* b)
+{
+	float x = *(const float*)a, y = *(const float*)b;
+	return x < y ? -1 : x > y;
+}
+
+int pv_cuda_membw(size_t bytes, int reps, double* gb_s, char* err, size_t errlen)
+{
+	*gb_s = 0;
+	if (reps < 1 || reps > 1000 || bytes < 1024) return pv_errf(err, errlen, "membw: bad parameters");
+	if (pv_cuda_select_device(err, errlen)) return -1;
+	unsigned char *a = NULL, *b = NULL;
+	cudaEvent_t e0 = NULL, e1 = NULL;
+	float* ms = (float*)calloc((size_t)reps, sizeof(float));
+	int rc = -1;
+	cudaError_t e;
+#define STEP(call)                                                   \
+	do {                                                         \
+		e = (call);                                          \
+		if (e != cudaSuccess) {                              \
+			pv_cuda_fail(err, errlen, #call, e);         \
+			goto done;                                   \
+		}                                                    \
+	} while (0)
+	if (!ms) {
+		pv_errf(err, errlen, "out of memory");
+		goto done;
+	}
+	STEP(cudaMalloc((void**)&a, bytes));
+	STEP(cudaMalloc((void**)&b, bytes));
+	STEP(cudaMemset(a, 0x5a, bytes)); /* not zeros: nothing may run faster on zeros */
+	STEP(cudaMemset(b, 0xa5, bytes));
+	STEP(cudaEventCreate(&e0));
+	STEP(cudaEventCreate(&e1));
+	STEP(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice)); /* warm-up */
+	for (int r = 0; r < reps; r++) {
+		STEP(cudaEventRecord(e0, 0));
+		STEP(r & 1 ? cudaMemcpyAsync(a, b, bytes, cudaMemcpyDeviceToDevice, 0)
+		           : cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0));
+		STEP(cudaEventRecord(e1, 0));
+		STEP(cudaEventSynchronize(e1));
+		STEP(cudaEventElapsedTime(&ms[r], e0, e1));
+	}
+	qsort(ms, (size_t)reps, sizeof(float), cmp_float);
+	*gb_s = 2.0 * (double)bytes / (ms[reps / 2] * 1e-3) / 1e9;
+	rc = 0;
+#undef STEP
+done:
+	if (e0) cudaEventDestroy(e0);
+	if (e1) cudaEventDestroy(e1);
+	if (a) cudaFree(a);
+	if (b) cudaFree(b);
+	free(ms);
+	return rc;
+}

@@ -1,0 +1,246 @@
+/*
+ * norm_rope.cu: the small per-row kernels: embedding lookup (exact dequantization of one row),
+ * residual add fused with RMSNorm, the attention input stage (q/k RMSNorm, RoPE, the output
+ * gate split, the KV-cache write), and the argmax of logits rows.
+ *
+ * Each kernel works on one row (or one head of one row) per block or warp, with a fixed thread
+ * count, so every reduction has an order set by its length alone. The elementwise arithmetic is
+ * forward.c's, operation for operation (the build has -fmad=false, so nothing is fused).
+ */
+#include "common.cuh"
+
+#include <cuda_fp16.h>
+#include <float.h>
+
+namespace {
+
+__device__ __forceinline__ float f16f(unsigned int h) { return __half2float(__ushort_as_half((unsigned short)h)); }
+
+__device__ __forceinline__ unsigned int u16at(const unsigned char* p) { return (unsigned int)p[0] | (unsigned int)p[1] << 8; }
+
+struct EmbArgs {
+	const unsigned char *p0, *p1, *p2;
+	size_t s0, s1, s2;
+	int type;
+	int H;
+	const struct dstep* step;
+	float* x;
+};
+
+/* Element (row, c) of a device matrix: the value pv_dequant_block gives (quant.h). */
+__device__ float dq(const EmbArgs& a, int64_t row, int c)
+{
+	const unsigned char* r0 = a.p0 + (size_t)row * a.s0;
+	switch (a.type) {
+	case PV_F32: return reinterpret_cast<const float*>(r0)[c];
+	case PV_F16: return f16f(u16at(r0 + 2 * (size_t)c));
+	case PV_BF16: return __uint_as_float(u16at(r0 + 2 * (size_t)c) << 16);
+	case PV_Q8_0: {
+		const float d = f16f(u16at(a.p1 + (size_t)row * a.s1 + (size_t)(c / 32) * 2));
+		return __fmul_rn((float)(int)(signed char)r0[c], d);
+	}
+	case PV_Q4_0: {
+		const int b = c / 32, j = c % 32;
+		const float d = f16f(u16at(a.p1 + (size_t)row * a.s1 + (size_t)b * 2));
+		const int byte = r0[(size_t)b * 16 + (j & 15)];
+		const int q = j < 16 ? byte & 0xf : byte >> 4;
+		return __fmul_rn((float)(q - 8), d);
+	}
+	case PV_Q4_K: {
+		const unsigned char* b = r0 + (size_t)(c / 256) * 144;
+		const int w = c % 256, s = w / 32, l = w % 32;
+		const float d = f16f(u16at(b)), dmin = f16f(u16at(b + 2));
+		const unsigned char* q = b + 4;
+		int sc, m;
+		if (s < 4) {
+			sc = q[s] & 63;
+			m = q[s + 4] & 63;
+		} else {
+			sc = (q[s + 4] & 0xf) | ((q[s - 4] >> 6) << 4);
+			m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+		}
+		const int v = (b[16 + 32 * (s >> 1) + l] >> (4 * (s & 1))) & 0xf;
+		const float d1 = __fmul_rn(d, (float)sc), m1 = __fmul_rn(dmin, (float)m);
+		return __fsub_rn(__fmul_rn(d1, (float)v), m1);
+	}
+	case PV_Q6_K: {
+		const int sb = c / 256, w = c % 256, h = w / 128, k = (w % 128) / 32, l = w % 32;
+		const unsigned char* ql = r0 + (size_t)sb * 192 + 64 * h;
+		const unsigned char* qh = r0 + (size_t)sb * 192 + 128 + 32 * h;
+		const signed char* sc = reinterpret_cast<const signed char*>(a.p1 + (size_t)row * a.s1 + (size_t)sb * 16 + 8 * h);
+		const float d = f16f(u16at(a.p2 + (size_t)row * a.s2 + (size_t)sb * 2));
+		const int qlb = ql[l + 32 * (k & 1)];
+		const int nib = k < 2 ? (qlb & 0xf) : (qlb >> 4);
+		const int q = (nib | ((qh[l] >> (2 * k)) & 3) << 4) - 32;
+		return __fmul_rn(__fmul_rn(d, (float)sc[l / 16 + 2 * k]), (float)q);
+	}
+	default: return __int_as_float(0x7fc00000); /* never: types are checked at upload */
+	}
+}
+
+__global__ void embed_kernel(EmbArgs a)
+{
+	const int t = blockIdx.y;
+	const int tok = a.step->tokens[t];
+	for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.H; c += gridDim.x * blockDim.x)
+		a.x[(size_t)t * a.H + c] = dq(a, tok, c);
+}
+
+constexpr int NORM_THREADS = 512;
+
+/* sum over the block in a fixed order: per-warp butterflies, then the warps in order */
+__device__ float block_sum(float v, float* red)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	v = pv_warp_sum(v);
+	if (lane == 0) red[warp] = v;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		float s = red[0];
+		for (int i = 1; i < NORM_THREADS / 32; i++) s = s + red[i];
+		red[NORM_THREADS / 32] = s;
+	}
+	__syncthreads();
+	return red[NORM_THREADS / 32];
+}
+
+__global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(float* x, const float* delta, float* xn,
+                                                                   const float* w, int H, float eps)
+{
+	__shared__ float red[NORM_THREADS / 32 + 1];
+	const int t = blockIdx.x;
+	float* xr = x + (size_t)t * H;
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < H; i += NORM_THREADS) {
+		float v = xr[i];
+		if (delta) {
+			v = v + delta[(size_t)t * H + i];
+			xr[i] = v;
+		}
+		ss = ss + v * v;
+	}
+	ss = block_sum(ss, red);
+	const float r = 1.0f / sqrtf(ss / (float)H + eps); /* pv_rmsnorm */
+	for (int i = threadIdx.x; i < H; i += NORM_THREADS) xn[(size_t)t * H + i] = (xr[i] * r) * w[i];
+}
+
+/* One warp per head vector: q heads, then k heads, then v heads, of row blockIdx.y. */
+constexpr int POST_WARPS = 8;
+
+__global__ void __launch_bounds__(POST_WARPS * 32) qkv_post_kernel(const __grid_constant__ qkv_post_args a)
+{
+	__shared__ float buf[POST_WARPS][256];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int item = blockIdx.x * POST_WARPS + warp, t = blockIdx.y;
+	const int hd = a.hd, kvd = a.nkv * hd, qd = a.nh * hd;
+	if (item >= a.nh + 2 * a.nkv) return;
+	const int pos = a.step->pos0 + t;
+	float* v = buf[warp];
+
+	if (item >= a.nh + a.nkv) { /* v: copy into the cache */
+		const int h = item - a.nh - a.nkv;
+		for (int d = lane; d < hd; d += 32)
+			a.vc[(size_t)pos * kvd + (size_t)h * hd + d] = a.vraw[(size_t)t * kvd + (size_t)h * hd + d];
+		return;
+	}
+	const int isq = item < a.nh, h = isq ? item : item - a.nh;
+	const float* src = isq ? a.qraw + (size_t)t * a.ldq + (size_t)h * (a.gated ? 2 * hd : hd)
+	                       : a.kraw + (size_t)t * kvd + (size_t)h * hd;
+	float* dst = isq ? a.q + (size_t)t * qd + (size_t)h * hd : a.kc + (size_t)pos * kvd + (size_t)h * hd;
+	const float* nw = isq ? a.q_norm : a.k_norm;
+	if (isq && a.gated)
+		for (int d = lane; d < hd; d += 32) a.gate[(size_t)t * qd + (size_t)h * hd + d] = src[hd + d];
+
+	float ss = 0.0f;
+	for (int d = lane; d < hd; d += 32) {
+		const float x = src[d];
+		v[d] = x;
+		ss = ss + x * x;
+	}
+	if (nw) {
+		ss = pv_warp_sum(ss);
+		const float r = 1.0f / sqrtf(ss / (float)hd + a.eps);
+		for (int d = lane; d < hd; d += 32) v[d] = (v[d] * r) * nw[d];
+	}
+	__syncwarp();
+	/* NeoX RoPE over the first R dims (forward.c rope_neox) */
+	const int half = a.R / 2;
+	const float* cs = a.cos + (size_t)pos * half;
+	const float* sn = a.sin + (size_t)pos * half;
+	for (int i = lane; i < half; i += 32) {
+		const float x0 = v[i], x1 = v[i + half];
+		dst[i] = x0 * cs[i] - x1 * sn[i];
+		dst[i + half] = x1 * cs[i] + x0 * sn[i];
+	}
+	for (int d = a.R + lane; d < hd; d += 32) dst[d] = v[d];
+}
+
+constexpr int ARGMAX_THREADS = 1024;
+
+__global__ void __launch_bounds__(ARGMAX_THREADS) argmax_kernel(const float* logits, int V, int* ids)
+{
+	__shared__ float bv[ARGMAX_THREADS];
+	__shared__ int bi[ARGMAX_THREADS];
+	const float* l = logits + (size_t)blockIdx.x * V;
+	float best = -FLT_MAX;
+	int idx = -1;
+	for (int i = threadIdx.x; i < V; i += ARGMAX_THREADS) {
+		const float v = l[i];
+		if (idx < 0 || v > best) {
+			best = v;
+			idx = i;
+		}
+	}
+	bv[threadIdx.x] = best;
+	bi[threadIdx.x] = idx;
+	__syncthreads();
+	for (int o = ARGMAX_THREADS / 2; o > 0; o >>= 1) {
+		if (threadIdx.x < o) {
+			const float v = bv[threadIdx.x + o];
+			const int i = bi[threadIdx.x + o];
+			if (i >= 0 && (bi[threadIdx.x] < 0 || v > bv[threadIdx.x] || (v == bv[threadIdx.x] && i < bi[threadIdx.x]))) {
+				bv[threadIdx.x] = v;
+				bi[threadIdx.x] = i;
+			}
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) ids[blockIdx.x] = bi[0];
+}
+
+} // namespace
+
+int pv_cuda_embed(cudaStream_t st, const struct dmat* E, const struct dstep* step, float* x, int H, int n, char* err,
+                  size_t errlen)
+{
+	EmbArgs a = { E->p[0], E->p[1], E->p[2], E->stride[0], E->stride[1], E->stride[2], E->type, H, step, x };
+	dim3 grid((unsigned)((H + 255) / 256), (unsigned)n);
+	embed_kernel<<<grid, 256, 0, st>>>(a);
+	CU_LAUNCHED("embed", err, errlen);
+	return 0;
+}
+
+int pv_cuda_add_rmsnorm(cudaStream_t st, float* x, const float* delta, float* xn, const float* w, int H, float eps, int n,
+                        char* err, size_t errlen)
+{
+	add_rmsnorm_kernel<<<(unsigned)n, NORM_THREADS, 0, st>>>(x, delta, xn, w, H, eps);
+	CU_LAUNCHED("add_rmsnorm", err, errlen);
+	return 0;
+}
+
+int pv_cuda_qkv_post(cudaStream_t st, const struct qkv_post_args* a, int n, char* err, size_t errlen)
+{
+	if (a->hd > 256 || a->R > a->hd) return pv_errf(err, errlen, "CUDA backend: head dim %d (rope %d) above 256", a->hd, a->R);
+	const int items = a->nh + 2 * a->nkv;
+	dim3 grid((unsigned)((items + POST_WARPS - 1) / POST_WARPS), (unsigned)n);
+	qkv_post_kernel<<<grid, POST_WARPS * 32, 0, st>>>(*a);
+	CU_LAUNCHED("qkv_post", err, errlen);
+	return 0;
+}
+
+int pv_cuda_argmax(cudaStream_t st, const float* logits, int V, int n, int* ids, char* err, size_t errlen)
+{
+	argmax_kernel<<<(unsigned)n, ARGMAX_THREADS, 0, st>>>(logits, V, ids);
+	CU_LAUNCHED("argmax", err, errlen);
+	return 0;
+}

@@ -1,0 +1,552 @@
+/*
+ * session.cu: a session on the GPU (backend.h): device memory for the KV cache, rope tables and
+ * scratch; the forward pass as a sequence of kernel launches; the CUDA graph that replays it for
+ * one-row calls; counters; and the backend table.
+ *
+ * A call of n rows runs in steps of at most PV_CUDA_ROWS (16) rows. Each step's positions and
+ * token ids travel in a struct dstep the kernels read from device memory, so the same launches
+ * serve any position: a one-row step is captured once into a graph (the copy of the step struct
+ * from pinned memory, every kernel, the copy of the argmax id back) and replayed per token.
+ * Direct launches and the graph run the same kernels with the same arguments, so their results
+ * are bitwise equal; a row's result never depends on the other rows of its step (gemv.cu,
+ * attention.cu), so a verification step of 16 rows gives each row the logits it gets alone.
+ *
+ * Prompts longer than 16 rows also use 16-row steps (correct, not fast): a cuBLAS prefill is the
+ * next step, at the one marked place in forward() below.
+ */
+#include "common.cuh"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void pv_cuda_model_free(struct pv_model* m);
+
+namespace {
+
+struct dsession {
+	cudaStream_t st;
+	unsigned char* mem; /* one allocation for everything below */
+	size_t mem_bytes;
+	float **kc, **vc;   /* host arrays [n_layers] of device pointers (NULL: no KV) */
+	float *cos, *sin;
+	float *x, *xn, *delta;
+	float *qraw, *kraw, *vraw, *q, *gate, *o;
+	float *part_o, *part_ml;
+	float *ffg, *ffu;
+	float* logits;
+	int* ids;
+	struct dstep* step_dev;   /* direct launches */
+	struct dstep* gstep_dev;  /* the graph's */
+	struct dstep* step_host;  /* pinned, [n_slots] */
+	struct dstep* gstep_host; /* pinned */
+	int* ids_host;            /* pinned, [PV_CUDA_ROWS] */
+	int n_slots;
+	int n_split, ldq, ffn;
+	cudaGraph_t graph;
+	cudaGraphExec_t gexec;
+	int graphs_on;
+	int failed;
+	int last_token;
+	struct pv_cuda_session_stats stats;
+};
+
+struct dsession* DS(const struct pv_session* s) { return (struct dsession*)s->dev; }
+const struct dmodel* DM(const struct pv_session* s) { return (const struct dmodel*)s->m->dev; }
+
+/* ---- the forward pass as launches --------------------------------------------------------- */
+
+/* Rows [0, n) of one step at step->pos0: every layer, then (lm) the final norm, the LM head and
+ * the argmax for rows [lr0, n). */
+int enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, char* err, size_t errlen)
+{
+	const struct pv_config* c = &s->m->cfg;
+	const struct dmodel* dm = DM(s);
+	struct dsession* d = DS(s);
+	cudaStream_t st = d->st;
+	const int H = c->hidden, qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
+	int nl = 0; /* kernels launched */
+	int rc = -1;
+
+	if (pv_cuda_embed(st, &dm->embed, step, d->x, H, n, err, errlen)) goto out;
+	nl++;
+	for (int l = 0; l < c->n_layers; l++) {
+		const struct dlayer* L = &dm->layers[l];
+		if (pv_cuda_add_rmsnorm(st, d->x, l ? d->delta : NULL, d->xn, L->attn_norm, H, c->rms_eps, n, err, errlen)) goto out;
+		nl++;
+		{
+			struct gemv_out o[3] = { { &L->wq, d->qraw, d->ldq, L->bq }, { &L->wk, d->kraw, kvd, L->bk }, { &L->wv, d->vraw, kvd, L->bv } };
+			if (pv_cuda_gemv(st, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, &nl, err, errlen)) goto out;
+		}
+		{
+			struct qkv_post_args a;
+			a.qraw = d->qraw;
+			a.kraw = d->kraw;
+			a.vraw = d->vraw;
+			a.ldq = d->ldq;
+			a.gated = c->attn_gate;
+			a.q_norm = L->q_norm;
+			a.k_norm = L->k_norm;
+			a.cos = d->cos;
+			a.sin = d->sin;
+			a.q = d->q;
+			a.gate = d->gate;
+			a.kc = d->kc[l];
+			a.vc = d->vc[l];
+			a.nh = c->n_heads;
+			a.nkv = c->n_kv_heads;
+			a.hd = c->head_dim;
+			a.R = c->rope_dim;
+			a.eps = c->rms_eps;
+			a.step = step;
+			if (pv_cuda_qkv_post(st, &a, n, err, errlen)) goto out;
+			nl++;
+		}
+		{
+			struct attn_args a;
+			a.q = d->q;
+			a.kc = d->kc[l];
+			a.vc = d->vc[l];
+			a.gate = c->attn_gate ? d->gate : NULL;
+			a.o = d->o;
+			a.part_o = d->part_o;
+			a.part_ml = d->part_ml;
+			a.nh = c->n_heads;
+			a.nkv = c->n_kv_heads;
+			a.hd = c->head_dim;
+			a.n_split = d->n_split;
+			a.step = step;
+			if (pv_cuda_attention(st, &a, n, err, errlen)) goto out;
+			nl += 2;
+		}
+		{
+			struct gemv_out o[1] = { { &L->wo, d->delta, H, NULL } };
+			if (pv_cuda_gemv(st, o, 1, d->o, NULL, qd, PV_X_PLAIN, n, &nl, err, errlen)) goto out;
+		}
+		if (pv_cuda_add_rmsnorm(st, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen)) goto out;
+		nl++;
+		{
+			struct gemv_out o[2] = { { &L->gate, d->ffg, d->ffn, NULL }, { &L->up, d->ffu, d->ffn, NULL } };
+			if (pv_cuda_gemv(st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, &nl, err, errlen)) goto out;
+		}
+		{
+			struct gemv_out o[1] = { { &L->down, d->delta, H, NULL } };
+			if (pv_cuda_gemv(st, o, 1, d->ffg, d->ffu, d->ffn, PV_X_SWIGLU, n, &nl, err, errlen)) goto out;
+		}
+	}
+	if (lm) {
+		const int rows = n - lr0;
+		if (pv_cuda_add_rmsnorm(st, d->x + (size_t)lr0 * H, d->delta + (size_t)lr0 * H, d->xn, dm->final_norm, H, c->rms_eps,
+		                        rows, err, errlen))
+			goto out;
+		nl++;
+		struct gemv_out o[1] = { { &dm->lm_head, d->logits, c->vocab, NULL } };
+		if (pv_cuda_gemv(st, o, 1, d->xn, NULL, H, PV_X_PLAIN, rows, &nl, err, errlen)) goto out;
+		if (pv_cuda_argmax(st, d->logits, c->vocab, rows, d->ids, err, errlen)) goto out;
+		nl++;
+	}
+	rc = 0;
+out:
+	d->stats.direct_kernels += (uint64_t)nl;
+	return rc;
+}
+
+int count_kernels(cudaGraph_t g, uint64_t* out)
+{
+	size_t n = 0;
+	*out = 0;
+	if (cudaGraphGetNodes(g, NULL, &n) != cudaSuccess) return -1;
+	cudaGraphNode_t* nodes = (cudaGraphNode_t*)calloc(n ? n : 1, sizeof(cudaGraphNode_t));
+	if (!nodes) return -1;
+	if (cudaGraphGetNodes(g, nodes, &n) != cudaSuccess) {
+		free(nodes);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		cudaGraphNodeType t;
+		if (cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel) ++*out;
+	}
+	free(nodes);
+	return 0;
+}
+
+/* Captures the one-row step: copy in the step struct, the kernels, copy out the argmax id. */
+int capture(struct pv_session* s, char* err, size_t errlen)
+{
+	struct dsession* d = DS(s);
+	CU(cudaStreamBeginCapture(d->st, cudaStreamCaptureModeThreadLocal), err, errlen);
+	uint64_t before = d->stats.direct_kernels;
+	int rc = 0;
+	cudaError_t e = cudaMemcpyAsync(d->gstep_dev, d->gstep_host, sizeof(struct dstep), cudaMemcpyHostToDevice, d->st);
+	if (e != cudaSuccess) rc = pv_cuda_fail(err, errlen, "graph step copy", e);
+	if (!rc) rc = enqueue_step(s, d->gstep_dev, 1, 1, 0, err, errlen);
+	if (!rc) {
+		e = cudaMemcpyAsync(d->ids_host, d->ids, sizeof(int), cudaMemcpyDeviceToHost, d->st);
+		if (e != cudaSuccess) rc = pv_cuda_fail(err, errlen, "graph id copy", e);
+	}
+	d->stats.direct_kernels = before; /* captured, not launched */
+	cudaGraph_t g = NULL;
+	e = cudaStreamEndCapture(d->st, &g);
+	if (rc) {
+		if (g) cudaGraphDestroy(g);
+		return -1;
+	}
+	if (e != cudaSuccess) return pv_cuda_fail(err, errlen, "cudaStreamEndCapture", e);
+	d->graph = g;
+	CU(cudaGraphInstantiate(&d->gexec, g, 0), err, errlen);
+	if (count_kernels(g, &d->stats.graph_kernels)) return pv_errf(err, errlen, "CUDA backend: cannot read the graph's nodes");
+	d->stats.graph_captures++;
+	return 0;
+}
+
+void fail(struct pv_session* s, float* logits, size_t n_floats)
+{
+	struct dsession* d = DS(s);
+	if (!d->failed) {
+		d->failed = 1;
+		/* leave the stream empty for session_free */
+		cudaStreamSynchronize(d->st);
+	}
+	if (logits)
+		for (size_t i = 0; i < n_floats; i++) logits[i] = __builtin_nanf("");
+}
+
+void cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit, int chunked)
+{
+	(void)chunked; /* no DeltaNet layers on this backend yet (session_init refuses them) */
+	struct dsession* d = DS(s);
+	const int V = s->m->cfg.vocab;
+	const size_t n_logit_floats = logits && first_logit < n ? (size_t)(n - first_logit) * V : 0;
+	char* err = s->err;
+	const size_t errlen = sizeof(s->err);
+	if (d->failed) {
+		fail(s, logits, n_logit_floats);
+		return;
+	}
+	d->stats.forwards++;
+	d->stats.tokens += (uint64_t)n;
+	d->last_token = -1;
+	int have_id = 0;
+	cudaError_t e;
+#define STEP(call, what)                                         \
+	do {                                                     \
+		e = (call);                                      \
+		if (e != cudaSuccess) {                          \
+			pv_cuda_fail(err, errlen, what, e);      \
+			fail(s, logits, n_logit_floats);         \
+			return;                                  \
+		}                                                \
+	} while (0)
+
+	if (n == 1 && d->graphs_on) {
+		if (!d->gexec && capture(s, err, errlen)) {
+			fail(s, logits, n_logit_floats);
+			return;
+		}
+		d->gstep_host->pos0 = s->len;
+		d->gstep_host->n = 1;
+		d->gstep_host->tokens[0] = tokens[0];
+		STEP(cudaGraphLaunch(d->gexec, d->st), "cudaGraphLaunch");
+		d->stats.graph_launches++;
+		d->stats.graph_tokens++;
+		have_id = 1;
+		if (n_logit_floats) {
+			STEP(cudaMemcpyAsync(logits, d->logits, sizeof(float) * V, cudaMemcpyDeviceToHost, d->st), "logits copy");
+			d->stats.memcpys++;
+		}
+	} else {
+		/* Steps of at most 16 rows. (Prompt hook: long calls would go to a cuBLAS prefill here;
+		 * its results need only agree within tolerance, like the CPU's chunked DeltaNet.) */
+		int slot = 0;
+		for (int c0 = 0; c0 < n; c0 += PV_CUDA_ROWS, slot++) {
+			const int rows = n - c0 < PV_CUDA_ROWS ? n - c0 : PV_CUDA_ROWS;
+			/* LM rows: those the caller asked for; a one-row call always (as the graph does) */
+			int lr0 = rows, lm = 0;
+			if (logits && first_logit < c0 + rows) lr0 = first_logit > c0 ? first_logit - c0 : 0;
+			if (n == 1) lr0 = 0;
+			lm = lr0 < rows;
+			if (slot >= d->n_slots) {
+				pv_errf(err, errlen, "CUDA backend: %d rows exceed the session's step slots", n);
+				fail(s, logits, n_logit_floats);
+				return;
+			}
+			struct dstep* h = &d->step_host[slot];
+			h->pos0 = s->len + c0;
+			h->n = rows;
+			for (int i = 0; i < rows; i++) h->tokens[i] = tokens[c0 + i];
+			STEP(cudaMemcpyAsync(d->step_dev, h, sizeof(*h), cudaMemcpyHostToDevice, d->st), "step copy");
+			d->stats.memcpys++;
+			if (enqueue_step(s, d->step_dev, rows, lm, lr0, err, errlen)) {
+				fail(s, logits, n_logit_floats);
+				return;
+			}
+			if (lm && logits && c0 + lr0 >= first_logit) {
+				STEP(cudaMemcpyAsync(logits + (size_t)(c0 + lr0 - first_logit) * V, d->logits, sizeof(float) * V * (size_t)(rows - lr0),
+				                     cudaMemcpyDeviceToHost, d->st),
+				     "logits copy");
+				d->stats.memcpys++;
+			}
+			if (lm && c0 + rows == n) {
+				STEP(cudaMemcpyAsync(d->ids_host, d->ids + (rows - lr0 - 1), sizeof(int), cudaMemcpyDeviceToHost, d->st), "id copy");
+				d->stats.memcpys++;
+				have_id = 1;
+			}
+		}
+	}
+	STEP(cudaStreamSynchronize(d->st), "cudaStreamSynchronize");
+	d->stats.syncs++;
+	if (have_id) d->last_token = d->ids_host[0];
+#undef STEP
+}
+
+/* ---- session memory ----------------------------------------------------------------------- */
+
+void session_free(struct pv_session* s)
+{
+	struct dsession* d = DS(s);
+	if (!d) return;
+	if (d->st) cudaStreamSynchronize(d->st);
+	if (d->gexec) cudaGraphExecDestroy(d->gexec);
+	if (d->graph) cudaGraphDestroy(d->graph);
+	if (d->mem) cudaFree(d->mem);
+	if (d->step_host) cudaFreeHost(d->step_host);
+	if (d->st) cudaStreamDestroy(d->st);
+	free(d->kc);
+	free(d->vc);
+	free(d);
+	s->dev = NULL;
+}
+
+struct carve {
+	size_t off;
+	unsigned char* base;
+};
+
+template <typename T>
+T* take(struct carve* cv, size_t count)
+{
+	size_t bytes = (count * sizeof(T) + 255) / 256 * 256;
+	T* p = cv->base ? (T*)(cv->base + cv->off) : NULL;
+	cv->off += bytes;
+	return p;
+}
+
+/* Lays out (base NULL: only sizes) every device buffer of the session. */
+void layout(struct pv_session* s, struct carve* cv)
+{
+	const struct pv_config* c = &s->m->cfg;
+	struct dsession* d = DS(s);
+	const size_t B = PV_CUDA_ROWS, H = (size_t)c->hidden, qd = (size_t)pv_cfg_q_dim(c), kvd = (size_t)pv_cfg_kv_dim(c);
+	const size_t half = (size_t)c->rope_dim / 2;
+	for (int l = 0; l < c->n_layers; l++) {
+		d->kc[l] = d->vc[l] = NULL;
+		if (c->layer_kind[l] != PV_LAYER_ATTN) continue;
+		d->kc[l] = take<float>(cv, (size_t)s->n_ctx * kvd);
+		d->vc[l] = take<float>(cv, (size_t)s->n_ctx * kvd);
+	}
+	d->cos = take<float>(cv, (size_t)s->n_ctx * half);
+	d->sin = take<float>(cv, (size_t)s->n_ctx * half);
+	d->x = take<float>(cv, B * H);
+	d->xn = take<float>(cv, B * H);
+	d->delta = take<float>(cv, B * H);
+	d->qraw = take<float>(cv, B * (size_t)d->ldq);
+	d->kraw = take<float>(cv, B * kvd);
+	d->vraw = take<float>(cv, B * kvd);
+	d->q = take<float>(cv, B * qd);
+	d->gate = take<float>(cv, B * qd);
+	d->o = take<float>(cv, B * qd);
+	d->part_o = take<float>(cv, B * (size_t)c->n_heads * (size_t)d->n_split * (size_t)c->head_dim);
+	d->part_ml = take<float>(cv, B * (size_t)c->n_heads * (size_t)d->n_split * 2);
+	d->ffg = take<float>(cv, B * (size_t)d->ffn);
+	d->ffu = take<float>(cv, B * (size_t)d->ffn);
+	d->logits = take<float>(cv, B * (size_t)c->vocab);
+	d->ids = take<int>(cv, B);
+	d->step_dev = take<struct dstep>(cv, 1);
+	d->gstep_dev = take<struct dstep>(cv, 1);
+}
+
+int session_init(struct pv_session* s, char* err, size_t errlen)
+{
+	const struct pv_config* c = &s->m->cfg;
+	if (!s->m->dev) return pv_errf(err, errlen, "CUDA backend: the model's weights are not on the GPU");
+	for (int l = 0; l < c->n_layers; l++) {
+		if (c->layer_kind[l] == PV_LAYER_LINEAR)
+			return pv_errf(err, errlen, "CUDA backend: Gated DeltaNet layers not implemented yet (layer %d of %s)", l,
+			               pv_model_get_info(s->m)->arch_name);
+		if (c->layer_moe[l])
+			return pv_errf(err, errlen, "CUDA backend: MoE layers not implemented yet (layer %d of %s)", l,
+			               pv_model_get_info(s->m)->arch_name);
+	}
+	if (pv_cuda_select_device(err, errlen)) return -1;
+	struct dsession* d = (struct dsession*)pv_xcalloc(1, sizeof(*d));
+	s->dev = d;
+	d->graphs_on = 1;
+	d->last_token = -1;
+	d->n_split = (s->n_ctx + PV_ATT_SPLIT - 1) / PV_ATT_SPLIT;
+	d->ldq = (c->attn_gate ? 2 : 1) * pv_cfg_q_dim(c);
+	d->ffn = c->intermediate > 0 ? c->intermediate : 1;
+	d->n_slots = (s->max_batch + PV_CUDA_ROWS - 1) / PV_CUDA_ROWS;
+	if (c->head_dim > 256 || c->rope_dim > c->head_dim || c->rope_dim < 2)
+		return pv_errf(err, errlen, "CUDA backend: head dim %d / rope dim %d not supported", c->head_dim, c->rope_dim);
+	if (pv_cuda_attention_check(c->n_heads, c->n_kv_heads, c->head_dim, d->n_split, err, errlen)) return -1;
+	d->kc = (float**)pv_xcalloc((size_t)c->n_layers, sizeof(float*));
+	d->vc = (float**)pv_xcalloc((size_t)c->n_layers, sizeof(float*));
+
+	CU(cudaStreamCreateWithFlags(&d->st, cudaStreamNonBlocking), err, errlen);
+	struct carve cv = { 0, NULL };
+	layout(s, &cv);
+	d->mem_bytes = cv.off;
+	cudaError_t e = cudaMalloc((void**)&d->mem, d->mem_bytes);
+	if (e != cudaSuccess) {
+		d->mem = NULL;
+		size_t fr = 0, tot = 0;
+		cudaMemGetInfo(&fr, &tot);
+		return pv_errf(err, errlen, "CUDA backend: cannot allocate %.2f GiB for a session of context %d (%.2f GiB free): %s",
+		               d->mem_bytes / 1073741824.0, s->n_ctx, fr / 1073741824.0, cudaGetErrorString(e));
+	}
+	cv = (struct carve){ 0, d->mem };
+	layout(s, &cv);
+	CU(cudaMemsetAsync(d->mem, 0, d->mem_bytes, d->st), err, errlen);
+	/* pinned: step slots for direct launches, the graph's step, the ids */
+	size_t hb = sizeof(struct dstep) * (size_t)(d->n_slots + 1) + sizeof(int) * PV_CUDA_ROWS;
+	CU(cudaHostAlloc((void**)&d->step_host, hb, cudaHostAllocDefault), err, errlen);
+	memset(d->step_host, 0, hb);
+	d->gstep_host = d->step_host + d->n_slots;
+	d->ids_host = (int*)(d->gstep_host + 1);
+
+	/* rope tables: computed on the host exactly as the CPU backend does (cpu_backend.c) */
+	{
+		const int half = c->rope_dim / 2;
+		const size_t nt = (size_t)s->n_ctx * half;
+		float* tab = (float*)malloc(2 * nt * sizeof(float) + 1);
+		if (!tab) return pv_errf(err, errlen, "out of memory for the rope tables");
+		for (int i = 0; i < half; i++) {
+			float inv = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->rope_dim);
+			for (int pos = 0; pos < s->n_ctx; pos++) {
+				float ang = (float)pos * inv;
+				tab[(size_t)pos * half + i] = cosf(ang);
+				tab[nt + (size_t)pos * half + i] = sinf(ang);
+			}
+		}
+		/* on the session's stream, after the memset (a non-blocking stream does not wait for
+		 * the legacy default stream) */
+		e = cudaMemcpyAsync(d->cos, tab, nt * sizeof(float), cudaMemcpyHostToDevice, d->st);
+		if (e == cudaSuccess) e = cudaMemcpyAsync(d->sin, tab + nt, nt * sizeof(float), cudaMemcpyHostToDevice, d->st);
+		cudaError_t e2 = cudaStreamSynchronize(d->st);
+		if (e == cudaSuccess) e = e2;
+		free(tab);
+		if (e != cudaSuccess) return pv_cuda_fail(err, errlen, "rope tables", e);
+	}
+	CU(cudaStreamSynchronize(d->st), err, errlen);
+	d->stats.session_bytes = d->mem_bytes;
+	size_t fr = 0, tot = 0;
+	CU(cudaMemGetInfo(&fr, &tot), err, errlen);
+	d->stats.used_after_init = tot - fr;
+	return 0;
+}
+
+/* Attention-only models keep no recurrent state: a rollback is a truncation (session.c), so
+ * there is nothing to save. DeltaNet layers (refused by session_init) will copy their S and
+ * conv state device to device here. */
+void state_save(struct pv_session* s, int slot) { (void)s, (void)slot; }
+void state_load(struct pv_session* s, int slot) { (void)s, (void)slot; }
+void state_reset(struct pv_session* s) { (void)s; }
+
+int backend_model_init(struct pv_model* m, char* err, size_t errlen) { return pv_cuda_model_init(m, 0, err, errlen); }
+
+const struct pv_backend cuda_backend = {
+	"cuda",
+	backend_model_init,
+	pv_cuda_model_free,
+	session_init,
+	session_free,
+	cuda_forward,
+	state_save,
+	state_load,
+	state_reset,
+};
+
+} // namespace
+
+extern "C" const struct pv_backend* pv_backend_cuda(void) { return &cuda_backend; }
+
+int pv_cuda_session_stats(const struct pv_session* s, struct pv_cuda_session_stats* st)
+{
+	if (!s || s->be != &cuda_backend || !s->dev) return -1;
+	*st = DS(s)->stats;
+	return 0;
+}
+
+const char* pv_cuda_session_error(const struct pv_session* s)
+{
+	if (!s || s->be != &cuda_backend || !s->dev) return "not a CUDA session";
+	return DS(s)->failed ? s->err : NULL;
+}
+
+int pv_cuda_last_token(const struct pv_session* s)
+{
+	if (!s || s->be != &cuda_backend || !s->dev) return -1;
+	return DS(s)->last_token;
+}
+
+void pv_cuda_set_graphs(struct pv_session* s, int on)
+{
+	if (s && s->be == &cuda_backend && s->dev) DS(s)->graphs_on = on != 0;
+}
+
+/* ---- tests: one matrix through the forward pass's kernels ----------------------------------- */
+
+int pv_cuda_test_matmul(const struct pv_tensor* W, const float* x, int T, float* y, char* err, size_t errlen)
+{
+	if (pv_cuda_select_device(err, errlen)) return -1;
+	struct dmat d;
+	if (pv_cuda_plan_mat(W, &d, err, errlen)) return -1;
+	unsigned char* mem = NULL;
+	float *dx = NULL, *dy = NULL;
+	cudaStream_t st = NULL;
+	struct pv_stager* sg = NULL;
+	int rc = -1;
+	const size_t xb = sizeof(float) * (size_t)T * (size_t)W->cols, yb = sizeof(float) * (size_t)T * (size_t)W->rows;
+	cudaError_t e;
+#define STEP(call)                                         \
+	do {                                               \
+		e = (call);                                \
+		if (e != cudaSuccess) {                    \
+			pv_cuda_fail(err, errlen, #call, e); \
+			goto done;                         \
+		}                                          \
+	} while (0)
+	STEP(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	STEP(cudaMalloc((void**)&mem, d.bytes));
+	{
+		size_t off = 0;
+		for (int p = 0; p < d.n_planes; p++) {
+			d.p[p] = mem + off;
+			off += (d.stride[p] * (size_t)d.rows + 255) / 256 * 256;
+		}
+	}
+	STEP(cudaMalloc((void**)&dx, xb));
+	STEP(cudaMalloc((void**)&dy, yb));
+	STEP(cudaMemsetAsync(dy, 0xff, yb, st)); /* NaN: every output must be written */
+	STEP(cudaMemcpyAsync(dx, x, xb, cudaMemcpyHostToDevice, st));
+	STEP(cudaStreamSynchronize(st));
+	if (pv_stager_new(&sg, st, d.bytes, err, errlen) || pv_stager_upload_mat(sg, W, &d, err, errlen) || pv_stager_finish(sg, err, errlen))
+		goto done;
+	for (int t0 = 0; t0 < T; t0 += PV_CUDA_ROWS) {
+		const int rows = T - t0 < PV_CUDA_ROWS ? T - t0 : PV_CUDA_ROWS;
+		struct gemv_out o = { &d, dy + (size_t)t0 * W->rows, (int)W->rows, NULL };
+		if (pv_cuda_gemv(st, &o, 1, dx + (size_t)t0 * W->cols, NULL, (int)W->cols, PV_X_PLAIN, rows, NULL, err, errlen)) goto done;
+	}
+	STEP(cudaMemcpyAsync(y, dy, yb, cudaMemcpyDeviceToHost, st));
+	STEP(cudaStreamSynchronize(st));
+	rc = 0;
+#undef STEP
+done:
+	pv_stager_free(sg);
+	if (st) cudaStreamSynchronize(st);
+	if (st) cudaStreamDestroy(st);
+	if (mem) cudaFree(mem);
+	if (dx) cudaFree(dx);
+	if (dy) cudaFree(dy);
+	return rc;
+}

@@ -1,0 +1,109 @@
+/*
+ * cuda_backend.h: the CUDA backend as the C library sees it. This header is the only way C code
+ * reaches src/cuda/ (CUDA C++ compiled by nvcc). Without CUDA (make CUDA=0, or no nvcc when the
+ * library was built) src/cuda/stub.c provides these functions: pv_backend_cuda() returns NULL
+ * and everything else fails with "built without CUDA".
+ *
+ * What the backend does (src/cuda/README.md has the design and the exactness argument):
+ *   - weights are uploaded once, in their stored types, when pv_model_params.backend is "cuda";
+ *   - a session holds the KV cache (f32, like the CPU), rope tables computed on the host exactly as
+ *     the CPU backend computes them, and all scratch on the GPU;
+ *   - every kernel reduces in an order fixed by the row length alone, so a row's logits never
+ *     depend on how many rows share a call (batch invariance), on the graph or the direct path;
+ *   - a one-token call replays a CUDA graph captured once per session: per token the host writes
+ *     the token id and position to pinned memory, launches the graph and synchronises once.
+ */
+#ifndef PV_CUDA_BACKEND_H
+#define PV_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct pv_backend;
+struct pv_model;
+struct pv_session;
+struct pv_tensor;
+
+/* The backend table, or NULL when the library was built without CUDA. */
+const struct pv_backend* pv_backend_cuda(void);
+
+/* Uploads m's weights (verbose: a progress line and a summary on stderr) and makes the CUDA
+ * backend m's backend: sessions created afterwards run on the GPU. Fails without side effects
+ * on m (other than a message) when there is no device, memory runs out or a weight type has no
+ * CUDA kernel. pv_model_close frees the device copy through the backend's model_free. */
+int pv_cuda_model_init(struct pv_model* m, int verbose, char* err, size_t errlen);
+
+/* The device. */
+struct pv_cuda_device {
+	char name[256];
+	int device;             /* ordinal in use (0)                                   */
+	int cc_major, cc_minor;
+	int sm_count;
+	int driver_version;     /* cudaDriverGetVersion: 13000 = CUDA 13.0              */
+	int runtime_version;    /* cudaRuntimeGetVersion                                */
+	int nvcc_major, nvcc_minor; /* the compiler that built src/cuda                 */
+	int sm_clock_mhz;       /* peak SM clock                                        */
+	int mem_clock_mhz;      /* peak memory clock                                    */
+	int bus_width;          /* memory bus width, bits                               */
+	int l2_bytes;
+	uint64_t mem_total, mem_free;
+};
+int pv_cuda_device_info(struct pv_cuda_device* d, char* err, size_t errlen);
+
+/* Device-to-device copy bandwidth: cudaMemcpy of `bytes` (e.g. 4 GiB), median of `reps` timed
+ * copies after a warm-up; *gb_s = (bytes read + bytes written) / time, in GB/s (1e9). */
+int pv_cuda_membw(size_t bytes, int reps, double* gb_s, char* err, size_t errlen);
+
+/* What the model put on the GPU. */
+struct pv_cuda_model_stats {
+	uint64_t weight_bytes;     /* device bytes of every uploaded weight                     */
+	uint64_t bytes_per_token;  /* weights one decode token reads: every layer matrix and the
+	                            * LM head (the embedding matrix when tied), the f32 vectors;
+	                            * the embedding lookup (one row) is not counted             */
+	uint64_t used_before;      /* device memory in use (total - free) before the upload      */
+	uint64_t used_after;       /* ... and after                                              */
+	double upload_s;
+};
+int pv_cuda_model_stats(const struct pv_model* m, struct pv_cuda_model_stats* st);
+
+/* Counters of one session (since it was created). */
+struct pv_cuda_session_stats {
+	uint64_t forwards;         /* backend forward calls                                     */
+	uint64_t tokens;           /* rows evaluated                                            */
+	uint64_t graph_tokens;     /* one-row calls served by the graph                          */
+	uint64_t graph_launches;   /* cudaGraphLaunch calls                                     */
+	uint64_t graph_captures;   /* graphs captured (1 per session)                           */
+	uint64_t graph_kernels;    /* kernel nodes in the decode graph                           */
+	uint64_t direct_kernels;   /* kernels launched outside graphs                           */
+	uint64_t syncs;            /* host synchronisations (cudaStreamSynchronize)             */
+	uint64_t memcpys;          /* cudaMemcpyAsync calls issued by the host outside graphs   */
+	uint64_t session_bytes;    /* device memory this session allocated                      */
+	uint64_t used_after_init;  /* device memory in use after the session was created        */
+};
+int pv_cuda_session_stats(const struct pv_session* s, struct pv_cuda_session_stats* st);
+
+/* NULL while the session is healthy; else the CUDA error that stopped it. The backend's forward
+ * cannot return an error (backend.h), so a failed step leaves this message (also in
+ * pv_session_error), fills the requested logits with NaN, and every later step fails the same way. */
+const char* pv_cuda_session_error(const struct pv_session* s);
+
+/* Argmax (lowest index on ties, as pv_argmax) of the last logits row the last call computed on
+ * the GPU; -1 if none. A one-row call always computes it, with or without host logits, so greedy
+ * decoding can pass logits = NULL and read only this id. */
+int pv_cuda_last_token(const struct pv_session* s);
+
+/* Tests: 0 evaluates one-row calls with direct launches instead of the graph (default 1). */
+void pv_cuda_set_graphs(struct pv_session* s, int on);
+
+/* Tests: y[t*W->rows + o] = sum_i x[t*W->cols + i] * W[o, i] for t < T (any T >= 1), through the
+ * same upload and GEMV kernels as the forward pass (T is split into steps of at most 16 rows). */
+int pv_cuda_test_matmul(const struct pv_tensor* W, const float* x, int T, float* y, char* err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

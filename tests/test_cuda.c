@@ -1,0 +1,571 @@
+/*
+ * test_cuda.c: the CUDA backend on a GPU (make test-cuda). Without a CUDA device it prints
+ * "no CUDA device" and fails: it can never pass silently.
+ *
+ *   gemv:        every weight type's GEMV against the CPU's pv_matmul_rows (tolerance below) and
+ *                bitwise batch invariance (each row of a 1..16-row call equals that row alone)
+ *   conformance: each fixture the backend supports against transformers' logits (the same TOL_REL
+ *                as test_conformance) and the CPU engine's (TOL_CPU), greedy ids identical
+ *   exactness:   on the GPU, bitwise: 8 and 16 rows in one call == one call per row; rollback;
+ *                the checkpoint ring; the graph path == direct launches; one graph launch and one
+ *                host sync per decoded token
+ *   quantized:   a fixture with its matrices quantized (Q8_0, Q4_0: every matrix whose width is
+ *                a whole number of blocks, the embedding included) against the CPU on the same
+ *                weights, greedy ids identical
+ *   refused:     DeltaNet and MoE fixtures fail at session creation with a clear message
+ *
+ * Tolerances. CUDA and CPU compute the same float32 operations on the same weights in another
+ * summation order (and CUDA's expf differs from glibc's by an ulp or two), so results differ by
+ * rounding only: for a GEMV output, |gpu - cpu| <= TOL_DOT * sum_i |w_i x_i| (float32 reordering
+ * error is at most ~n eps of that sum, typically sqrt(n) eps); for logits, the largest
+ * |cuda - cpu| over a row divided by max(1, max |cpu logit|) must stay under TOL_CPU.
+ */
+#include "backend.h"
+#include "cuda_backend.h"
+#include "fixture.h"
+#include "harness.h"
+#include "model.h"
+#include "ops.h"
+#include "proven.h"
+#include "quant.h"
+
+#include <math.h>
+
+#define TOL_REL 2e-4 /* against transformers, as test_conformance                        */
+#define TOL_CPU 1e-4 /* against the CPU engine (summation order only; calibrate on a GPU)  */
+#define TOL_DOT 1e-4 /* GEMV, relative to sum |w x|                                       */
+
+static double g_worst_dot, g_worst_cpu, g_worst_ref;
+
+/* ------------------------------------------------------------------------------ gemv --- */
+
+static uint32_t g_rng = 0x12345678u;
+static float frand(void)
+{
+	g_rng = g_rng * 1664525u + 1013904223u;
+	return ((g_rng >> 8) / 16777216.0f) * 2.0f - 1.0f;
+}
+
+static uint16_t to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	u += 0x7fff + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+/* A random [rows, cols] matrix of type t (raw bytes, malloc'd). */
+static void* make_matrix(enum pv_dtype t, int rows, int cols)
+{
+	size_t rb = pv_dtype_row_bytes(t, cols);
+	unsigned char* w = malloc(rb * (size_t)rows);
+	float* f = malloc(sizeof(float) * (size_t)cols);
+	for (int r = 0; r < rows; r++) {
+		float scale = 0.05f * (1 + r % 7);
+		for (int c = 0; c < cols; c++) f[c] = frand() * scale;
+		unsigned char* dst = w + rb * (size_t)r;
+		if (t == PV_F32) memcpy(dst, f, rb);
+		else if (t == PV_BF16)
+			for (int c = 0; c < cols; c++) {
+				uint16_t h = to_bf16(f[c]);
+				memcpy(dst + 2 * c, &h, 2);
+			}
+		else if (t == PV_F16)
+			for (int c = 0; c < cols; c++) {
+				uint16_t h = pv_f32_to_f16(f[c]);
+				memcpy(dst + 2 * c, &h, 2);
+			}
+		else if (pv_quant_row(t, f, dst, cols)) {
+			free(f);
+			free(w);
+			return NULL;
+		}
+	}
+	free(f);
+	return w;
+}
+
+static void gemv_case(enum pv_dtype t, int rows, int cols)
+{
+	char err[512];
+	void* w = make_matrix(t, rows, cols);
+	CHECK(w != NULL, "%s: cannot make a [%d, %d] matrix", pv_dtype_name(t), rows, cols);
+	if (!w) return;
+	struct pv_tensor W = { w, t, rows, cols };
+	const int T = 16;
+	float* x = malloc(sizeof(float) * (size_t)T * cols);
+	for (int i = 0; i < T * cols; i++) x[i] = frand();
+	float* ycpu = malloc(sizeof(float) * (size_t)T * rows);
+	float* y16 = malloc(sizeof(float) * (size_t)T * rows);
+	float* y1 = malloc(sizeof(float) * (size_t)rows);
+	float* yk = malloc(sizeof(float) * (size_t)T * rows);
+	float* wf = malloc(sizeof(float) * (size_t)cols);
+	pv_matmul_rows(NULL, ycpu, rows, x, cols, T, &W, 0, rows);
+
+	int rc = pv_cuda_test_matmul(&W, x, T, y16, err, sizeof(err));
+	CHECK(rc == 0, "%s [%d, %d]: %s", pv_dtype_name(t), rows, cols, err);
+	if (rc) goto done;
+	/* against the CPU, relative to sum |w x| */
+	double worst = 0;
+	for (int r = 0; r < rows; r++) {
+		pv_tensor_row_f32(&W, r, wf);
+		for (int k = 0; k < T; k++) {
+			double mag = 0;
+			for (int c = 0; c < cols; c++) mag += fabs((double)wf[c] * x[(size_t)k * cols + c]);
+			double e = fabs((double)y16[(size_t)k * rows + r] - ycpu[(size_t)k * rows + r]) / (mag > 1e-30 ? mag : 1e-30);
+			if (!(e <= worst)) worst = e;
+		}
+	}
+	if (!(worst <= g_worst_dot)) g_worst_dot = worst;
+	CHECK(worst <= TOL_DOT, "%s [%d, %d]: GPU vs CPU error %.3g of sum |w x| > %g", pv_dtype_name(t), rows, cols, worst, TOL_DOT);
+	/* batch invariance: every row alone, and calls of 2, 3, 5, 8, 9 rows */
+	int same = 1;
+	for (int k = 0; k < T && same; k++) {
+		rc = pv_cuda_test_matmul(&W, x + (size_t)k * cols, 1, y1, err, sizeof(err));
+		same = rc == 0 && !memcmp(y1, y16 + (size_t)k * rows, sizeof(float) * rows);
+	}
+	CHECK(same, "%s [%d, %d]: a row computed alone differs from the same row in a 16-row call", pv_dtype_name(t), rows, cols);
+	static const int Ts[] = { 2, 3, 5, 8, 9 };
+	for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
+		rc = pv_cuda_test_matmul(&W, x, Ts[i], yk, err, sizeof(err));
+		CHECK(rc == 0 && !memcmp(yk, y16, sizeof(float) * (size_t)Ts[i] * rows), "%s [%d, %d]: a %d-row call differs from the 16-row call",
+		      pv_dtype_name(t), rows, cols, Ts[i]);
+	}
+	printf("  gemv %-5s [%5d, %5d]  max |gpu - cpu| / sum|wx| %.2e\n", pv_dtype_name(t), rows, cols, worst);
+done:
+	free(w);
+	free(x);
+	free(ycpu);
+	free(y16);
+	free(y1);
+	free(yk);
+	free(wf);
+}
+
+static void test_gemv(void)
+{
+	static const enum pv_dtype types[] = { PV_BF16, PV_F16, PV_F32, PV_Q8_0, PV_Q4_0, PV_Q4_K, PV_Q6_K };
+	static const int rows[] = { 1, 37, 300 };
+	static const int cols_k[] = { 256, 512, 2816 };
+	static const int cols_odd[] = { 24, 80, 203 };
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+		enum pv_dtype t = types[ti];
+		for (size_t ri = 0; ri < 3; ri++) {
+			for (size_t ci = 0; ci < 3; ci++) gemv_case(t, rows[ri], cols_k[ci]);
+			if (!pv_dtype_is_quant(t))
+				for (size_t ci = 0; ci < 3; ci++) gemv_case(t, rows[ri], cols_odd[ci]);
+		}
+	}
+	gemv_case(PV_BF16, 4096, 4096);
+	gemv_case(PV_Q4_K, 1024, 12288);
+}
+
+/* ------------------------------------------------------------------------ fixtures --- */
+
+static double row_err(const float* a, const float* ref, int V, double* refmax)
+{
+	double e = 0, mx = 0;
+	for (int i = 0; i < V; i++) {
+		double d = fabs((double)a[i] - ref[i]);
+		if (!(d <= e)) e = d;
+		if (fabs(ref[i]) > mx) mx = fabs(ref[i]);
+	}
+	*refmax = mx;
+	return e;
+}
+
+/* max over rows of (max |a - ref|) / max(1, max |ref|) */
+static double rel_err(const float* a, const float* ref, int n, int V)
+{
+	double worst = 0;
+	for (int t = 0; t < n; t++) {
+		double mx, e = row_err(a + (size_t)t * V, ref + (size_t)t * V, V, &mx);
+		double rel = e / (mx > 1 ? mx : 1);
+		if (!(rel <= worst)) worst = rel;
+	}
+	return worst;
+}
+
+static pv_session* new_session(pv_model* m, int ctx, int ckpts)
+{
+	char err[256];
+	pv_session* s = NULL;
+	struct pv_session_params p = { .n_ctx = ctx, .n_checkpoints = ckpts };
+	if (pv_session_new(&s, m, &p, err, sizeof(err))) fprintf(stderr, "session: %s\n", err);
+	return s;
+}
+
+static int eval_ok(pv_session* s, const int32_t* t, int n, float* lg, int mode)
+{
+	if (pv_session_eval(s, t, n, lg, mode)) {
+		fprintf(stderr, "eval: %s\n", pv_session_error(s));
+		return 0;
+	}
+	const char* e = pv_cuda_session_error(s);
+	if (e && strcmp(e, "not a CUDA session")) {
+		fprintf(stderr, "cuda: %s\n", e);
+		return 0;
+	}
+	return 1;
+}
+
+/* One case of the fixture (prompt, greedy, [append, greedy]) on the CUDA session gs and on the
+ * CPU session cs, teacher-forced with the reference ids. */
+static void conformance_case(const char* name, json_t* c, const char* refpath, pv_session* gs, pv_session* cs, int V)
+{
+	const char* cname = json_string_value(json_object_get(c, "name"));
+	char tname[64];
+	snprintf(tname, sizeof(tname), "logits_%s", cname);
+	int R = 0, C = 0;
+	float* lref = fx_read_f32(refpath, tname, &R, &C);
+	CHECK(lref && C == V, "%s/%s: reference logits missing", name, cname);
+	if (!lref || C != V) {
+		free(lref);
+		return;
+	}
+	int multi = !strcmp(cname, "multiturn");
+	int np, n1, na = 0, n2 = 0;
+	int32_t* prompt = fx_ids(json_object_get(c, "prompt"), &np);
+	int32_t* g1 = fx_ids(json_object_get(c, multi ? "generated1" : "generated"), &n1);
+	int32_t* app = multi ? fx_ids(json_object_get(c, "append"), &na) : NULL;
+	int32_t* g2 = multi ? fx_ids(json_object_get(c, "generated2"), &n2) : NULL;
+	int maxn = np > na ? np : na;
+	float* lg = malloc(sizeof(float) * (size_t)V * maxn);
+	float* lc = malloc(sizeof(float) * (size_t)V * maxn);
+	double e_ref = 0, e_cpu = 0;
+	int ids_ok = 1, ok = 1;
+	int row = 0;
+	for (int phase = 0; phase < (multi ? 2 : 1) && ok; phase++) {
+		const int32_t* in = phase ? app : prompt;
+		int nin = phase ? na : np;
+		const int32_t* gen = phase ? g2 : g1;
+		int ngen = phase ? n2 : n1;
+		ok = eval_ok(gs, in, nin, lg, PV_LOGITS_ALL) && eval_ok(cs, in, nin, lc, PV_LOGITS_ALL);
+		if (!ok) break;
+		double e = rel_err(lg, lref + (size_t)row * V, nin, V);
+		e_ref = e > e_ref ? e : e_ref;
+		e = rel_err(lg, lc, nin, V);
+		e_cpu = e > e_cpu ? e : e_cpu;
+		row += nin;
+		for (int i = 0; i < ngen && ok; i++) {
+			/* the previous row: the call's last row, then each one-row call's */
+			int tok = pv_argmax(lg + (size_t)(i ? 0 : nin - 1) * V, V);
+			ids_ok &= tok == gen[i];
+			int32_t feed = gen[i]; /* teacher-forced, so the rows stay comparable after a miss */
+			ok = eval_ok(gs, &feed, 1, lg, PV_LOGITS_LAST) && eval_ok(cs, &feed, 1, lc, PV_LOGITS_LAST);
+			if (!ok) break;
+			ids_ok &= pv_cuda_last_token(gs) == pv_argmax(lg, V);
+			e = rel_err(lg, lref + (size_t)row * V, 1, V);
+			e_ref = e > e_ref ? e : e_ref;
+			e = rel_err(lg, lc, 1, V);
+			e_cpu = e > e_cpu ? e : e_cpu;
+			row++;
+		}
+	}
+	CHECK(ok, "%s/%s: evaluation failed", name, cname);
+	CHECK(ids_ok, "%s/%s: greedy ids differ from transformers' (or the GPU argmax from the logits')", name, cname);
+	CHECK(e_ref <= TOL_REL, "%s/%s: CUDA vs transformers rel error %.3g > %g", name, cname, e_ref, TOL_REL);
+	CHECK(e_cpu <= TOL_CPU, "%s/%s: CUDA vs CPU rel error %.3g > %g", name, cname, e_cpu, TOL_CPU);
+	if (e_ref > g_worst_ref) g_worst_ref = e_ref;
+	if (e_cpu > g_worst_cpu) g_worst_cpu = e_cpu;
+	printf("  %-16s %-9s vs transformers rel %.3e   vs CPU rel %.3e\n", name, cname, e_ref, e_cpu);
+	free(prompt); free(g1); free(app); free(g2); free(lref); free(lg); free(lc);
+}
+
+/* Batch invariance, rollback, the checkpoint ring, graph vs direct, counters: bitwise. */
+static void exactness(const char* name, pv_model* m, const int32_t* prompt, int np, int V)
+{
+	int32_t d[16];
+	for (int i = 0; i < 16; i++) d[i] = prompt[(i * 7 + 3) % np];
+	float* a = malloc(sizeof(float) * V * 16);
+	float* b = malloc(sizeof(float) * V * 16);
+
+	for (int D = 8; D <= 16; D += 8) {
+		pv_session* s1 = new_session(m, np + 40, 4);
+		pv_session* s2 = new_session(m, np + 40, 4);
+		if (!s1 || !s2) {
+			CHECK(0, "%s: sessions", name);
+			pv_session_free(s1);
+			pv_session_free(s2);
+			continue;
+		}
+		int ok = eval_ok(s1, prompt, np, NULL, PV_LOGITS_ALL) && eval_ok(s2, prompt, np, NULL, PV_LOGITS_ALL) &&
+		         eval_ok(s1, d, D, a, PV_LOGITS_ALL);
+		for (int i = 0; i < D && ok; i++) ok = eval_ok(s2, &d[i], 1, b + (size_t)i * V, PV_LOGITS_LAST);
+		CHECK(ok && !memcmp(a, b, sizeof(float) * V * D), "%s: a %d-row call differs from %d one-row calls (GPU)", name, D, D);
+		pv_session_free(s1);
+		pv_session_free(s2);
+	}
+
+	/* rollback: as test_conformance's exactness() */
+	pv_session* s1 = new_session(m, np + 32, 4);
+	pv_session* s2 = new_session(m, np + 32, 4);
+	pv_session* s3 = new_session(m, np + 32, 4);
+	if (s1 && s2 && s3) {
+		eval_ok(s1, prompt, np, NULL, PV_LOGITS_ALL);
+		eval_ok(s2, prompt, np, NULL, PV_LOGITS_ALL);
+		eval_ok(s1, d, 8, a, PV_LOGITS_ALL);
+		eval_ok(s2, d, 8, b, PV_LOGITS_ALL);
+		pv_session_checkpoint(s1);
+		eval_ok(s1, d, 8, a, PV_LOGITS_ALL);
+		CHECK(pv_session_rollback(s1, np + 8 + 3) == 0, "%s: rollback: %s", name, pv_session_error(s1));
+		eval_ok(s2, d, 3, NULL, PV_LOGITS_ALL);
+		int t1 = d[5], t2 = d[5], same = 1;
+		for (int i = 0; i < 6; i++) {
+			same &= eval_ok(s1, &t1, 1, a, PV_LOGITS_LAST) && eval_ok(s2, &t2, 1, b, PV_LOGITS_LAST);
+			same &= !memcmp(a, b, sizeof(float) * V);
+			t1 = pv_argmax(a, V);
+			t2 = pv_argmax(b, V);
+		}
+		CHECK(same, "%s: decoding after rollback differs from a session that never saw the rolled-back rows (GPU)", name);
+		CHECK(pv_session_rollback(s1, 5) == 0, "%s: rollback to 5: %s", name, pv_session_error(s1));
+		eval_ok(s3, prompt, 5, NULL, PV_LOGITS_ALL);
+		same = eval_ok(s1, &d[0], 1, a, PV_LOGITS_LAST) && eval_ok(s3, &d[0], 1, b, PV_LOGITS_LAST);
+		CHECK(same && !memcmp(a, b, sizeof(float) * V), "%s: rollback to length 5 then decode differs (GPU)", name);
+	} else {
+		CHECK(0, "%s: sessions", name);
+	}
+	pv_session_free(s1);
+	pv_session_free(s2);
+	pv_session_free(s3);
+
+	/* the checkpoint ring (2 slots, 3 checkpoints) */
+	{
+		pv_session* r = new_session(m, np + 32, 2);
+		pv_session* f = new_session(m, np + 32, 2);
+		if (r && f) {
+			for (int k = 0; k < 3; k++) {
+				eval_ok(r, &d[k], 1, NULL, PV_LOGITS_LAST);
+				pv_session_checkpoint(r);
+			}
+			eval_ok(r, d, 4, NULL, PV_LOGITS_ALL);
+			CHECK(pv_session_rollback(r, 3) == 0, "%s: ring rollback: %s", name, pv_session_error(r));
+			eval_ok(f, d, 3, NULL, PV_LOGITS_ALL);
+			int same = eval_ok(r, &d[7], 1, a, PV_LOGITS_LAST) && eval_ok(f, &d[7], 1, b, PV_LOGITS_LAST);
+			CHECK(same && !memcmp(a, b, sizeof(float) * V), "%s: rollback through the checkpoint ring differs (GPU)", name);
+		}
+		pv_session_free(r);
+		pv_session_free(f);
+	}
+
+	/* the graph vs direct launches, and the per-token counters */
+	{
+		pv_session* g = new_session(m, np + 32, 4);
+		pv_session* n = new_session(m, np + 32, 4);
+		if (g && n) {
+			pv_cuda_set_graphs(n, 0);
+			int ok = eval_ok(g, prompt, np, a, PV_LOGITS_LAST) && eval_ok(n, prompt, np, b, PV_LOGITS_LAST);
+			struct pv_cuda_session_stats s0, s1st;
+			pv_cuda_session_stats(g, &s0);
+			int tok = pv_argmax(a, V), same = ok;
+			const int steps = 12;
+			for (int i = 0; i < steps && ok; i++) {
+				ok = eval_ok(g, &tok, 1, a, PV_LOGITS_LAST) && eval_ok(n, &tok, 1, b, PV_LOGITS_LAST);
+				same &= ok && !memcmp(a, b, sizeof(float) * V);
+				same &= pv_cuda_last_token(g) == pv_cuda_last_token(n) && pv_cuda_last_token(g) == pv_argmax(a, V);
+				tok = pv_argmax(a, V);
+			}
+			/* greedy without host logits: only the id comes back */
+			for (int i = 0; i < 4 && ok; i++) {
+				ok = eval_ok(g, &tok, 1, NULL, PV_LOGITS_LAST) && eval_ok(n, &tok, 1, b, PV_LOGITS_LAST);
+				same &= ok && pv_cuda_last_token(g) == pv_argmax(b, V);
+				tok = pv_argmax(b, V);
+			}
+			pv_cuda_session_stats(g, &s1st);
+			CHECK(same, "%s: graph replay differs from direct launches", name);
+			double steps_all = steps + 4;
+			CHECK(s1st.graph_launches - s0.graph_launches == (uint64_t)steps_all && s1st.syncs - s0.syncs == (uint64_t)steps_all &&
+			          s1st.graph_captures == 1 && s1st.graph_kernels > 0,
+			      "%s: per token %.2f graph launches, %.2f syncs, %llu captures (want 1, 1, 1)", name,
+			      (s1st.graph_launches - s0.graph_launches) / steps_all, (s1st.syncs - s0.syncs) / steps_all,
+			      (unsigned long long)s1st.graph_captures);
+			printf("  %-16s graph: %llu kernels, %.2f launches and %.2f syncs per token\n", name,
+			       (unsigned long long)s1st.graph_kernels, (s1st.graph_launches - s0.graph_launches) / steps_all,
+			       (s1st.syncs - s0.syncs) / steps_all);
+		} else {
+			CHECK(0, "%s: sessions", name);
+		}
+		pv_session_free(g);
+		pv_session_free(n);
+	}
+	free(a);
+	free(b);
+}
+
+static void fixture(const char* name)
+{
+	char dir[600], path[700], err[512];
+	snprintf(dir, sizeof(dir), "%s/%s", fx_root(), name);
+	snprintf(path, sizeof(path), "%s/reference.json", dir);
+	json_t* ref = json_load_file(path, 0, NULL);
+	CHECK(ref != NULL, "%s: no reference.json", name);
+	if (!ref) return;
+	pv_model *gm = NULL, *cm = NULL;
+	struct pv_model_params gp = { .backend = "cuda" };
+	int rc = pv_model_open(&gm, dir, &gp, err, sizeof(err));
+	CHECK(rc == 0, "%s: open on cuda: %s", name, err);
+	if (rc || pv_model_open(&cm, dir, NULL, err, sizeof(err))) {
+		pv_model_close(gm);
+		json_decref(ref);
+		return;
+	}
+	const struct pv_model_info* in = pv_model_get_info(gm);
+	int V = in->vocab, T = 0;
+	json_t* cases = json_object_get(ref, "cases");
+	for (size_t i = 0; i < json_array_size(cases); i++) {
+		json_t* c = json_array_get(cases, i);
+		const char* ks[] = { "prompt", "generated", "generated1", "append", "generated2" };
+		int t = 0;
+		for (int k = 0; k < 5; k++) t += (int)json_array_size(json_object_get(c, ks[k]));
+		T = t > T ? t : T;
+	}
+	int unsupported = in->n_linear_layers > 0 || in->n_experts > 0;
+	pv_session* gs = NULL;
+	struct pv_session_params sp = { .n_ctx = T + 8 };
+	rc = pv_session_new(&gs, gm, &sp, err, sizeof(err));
+	if (unsupported) {
+		CHECK(rc != 0 && strstr(err, "not implemented yet"), "%s: a %s session should be refused clearly (got: %s)", name,
+		      in->n_linear_layers ? "Gated DeltaNet" : "MoE", rc ? err : "accepted");
+		printf("  %-16s refused as expected: %s\n", name, err);
+		pv_session_free(gs);
+	} else {
+		CHECK(rc == 0, "%s: session: %s", name, err);
+		pv_session_free(gs);
+		snprintf(path, sizeof(path), "%s/reference.safetensors", dir);
+		for (size_t i = 0; i < json_array_size(cases); i++) {
+			pv_session* g = new_session(gm, T + 8, 4);
+			pv_session* c = new_session(cm, T + 8, 4);
+			if (g && c) conformance_case(name, json_array_get(cases, i), path, g, c, V);
+			else CHECK(0, "%s: sessions", name);
+			pv_session_free(g);
+			pv_session_free(c);
+		}
+		int np;
+		int32_t* prompt = fx_ids(json_object_get(json_array_get(cases, 0), "prompt"), &np);
+		exactness(name, gm, prompt, np, V);
+		free(prompt);
+	}
+	pv_model_close(gm);
+	pv_model_close(cm);
+	json_decref(ref);
+}
+
+/* ----------------------------------------------------------------------- quantized --- */
+
+/* Replaces every matrix of m whose width is a whole number of t's blocks by a quantized copy
+ * (kept in *bufs for freeing). Returns how many were replaced. */
+static int quantize_model(struct pv_model* m, enum pv_dtype t, void** bufs, int max)
+{
+	int n = 0;
+	struct pv_tensor* mats[64];
+	int nm = 0;
+	mats[nm++] = &m->w.embed;
+	int tied = m->w.lm_head.data == m->w.embed.data;
+	if (!tied) mats[nm++] = &m->w.lm_head;
+	for (int l = 0; l < m->cfg.n_layers && nm + 7 <= 64; l++) {
+		struct pv_layer* L = &m->w.layers[l];
+		struct pv_tensor* ls[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down };
+		for (int k = 0; k < 7; k++) mats[nm++] = ls[k];
+	}
+	float* row = malloc(sizeof(float) * 65536);
+	for (int i = 0; i < nm && n < max; i++) {
+		struct pv_tensor* W = mats[i];
+		if (!W->data || W->cols % pv_dtype_block(t) || W->cols > 65536) continue;
+		size_t rb = pv_dtype_row_bytes(t, W->cols);
+		unsigned char* q = malloc(rb * (size_t)W->rows);
+		int ok = 1;
+		for (int64_t r = 0; r < W->rows && ok; r++) {
+			pv_tensor_row_f32(W, r, row);
+			ok = pv_quant_row(t, row, q + rb * (size_t)r, W->cols) == 0;
+		}
+		if (!ok) {
+			free(q);
+			continue;
+		}
+		W->data = q;
+		W->type = t;
+		bufs[n++] = q;
+	}
+	if (tied) m->w.lm_head = m->w.embed;
+	free(row);
+	return n;
+}
+
+static void quantized(const char* name, enum pv_dtype t)
+{
+	char dir[600], path[700], err[512];
+	snprintf(dir, sizeof(dir), "%s/%s", fx_root(), name);
+	snprintf(path, sizeof(path), "%s/reference.json", dir);
+	json_t* ref = json_load_file(path, 0, NULL);
+	pv_model* m = NULL;
+	if (!ref || pv_model_open(&m, dir, NULL, err, sizeof(err))) {
+		CHECK(0, "%s: cannot open", name);
+		json_decref(ref);
+		return;
+	}
+	void* bufs[128];
+	int nq = quantize_model(m, t, bufs, 128);
+	CHECK(nq > 0, "%s: no matrix could be quantized to %s", name, pv_dtype_name(t));
+	int rc = pv_cuda_model_init(m, 0, err, sizeof(err));
+	CHECK(rc == 0, "%s/%s: upload: %s", name, pv_dtype_name(t), err);
+	if (!rc) {
+		int V = m->cfg.vocab, np;
+		int32_t* prompt = fx_ids(json_object_get(json_array_get(json_object_get(ref, "cases"), 0), "prompt"), &np);
+		pv_session* g = new_session(m, np + 40, 4);
+		const struct pv_backend* cuda = m->backend;
+		m->backend = NULL; /* the same weights on the CPU */
+		pv_session* c = new_session(m, np + 40, 4);
+		m->backend = cuda;
+		float* lg = malloc(sizeof(float) * (size_t)V * np);
+		float* lc = malloc(sizeof(float) * (size_t)V * np);
+		int ok = g && c && eval_ok(g, prompt, np, lg, PV_LOGITS_ALL) && eval_ok(c, prompt, np, lc, PV_LOGITS_ALL);
+		double e = ok ? rel_err(lg, lc, np, V) : 1;
+		int tg = pv_argmax(lg + (size_t)(np - 1) * V, V), tc = pv_argmax(lc + (size_t)(np - 1) * V, V), same = tg == tc;
+		for (int i = 0; i < 16 && ok; i++) {
+			ok = eval_ok(g, &tg, 1, lg, PV_LOGITS_LAST) && eval_ok(c, &tc, 1, lc, PV_LOGITS_LAST);
+			double ei = rel_err(lg, lc, 1, V);
+			e = ei > e ? ei : e;
+			tg = pv_argmax(lg, V);
+			tc = pv_argmax(lc, V);
+			same &= tg == tc;
+		}
+		CHECK(ok, "%s/%s: evaluation failed", name, pv_dtype_name(t));
+		CHECK(same, "%s/%s: greedy ids differ between CUDA and CPU", name, pv_dtype_name(t));
+		CHECK(e <= TOL_CPU, "%s/%s: CUDA vs CPU rel error %.3g > %g", name, pv_dtype_name(t), e, TOL_CPU);
+		if (e > g_worst_cpu) g_worst_cpu = e;
+		printf("  %-16s %-5s (%d matrices quantized) vs CPU rel %.3e\n", name, pv_dtype_name(t), nq, e);
+		pv_session_free(g);
+		pv_session_free(c);
+		free(lg);
+		free(lc);
+		free(prompt);
+	}
+	pv_model_close(m);
+	for (int i = 0; i < nq; i++) free(bufs[i]);
+	json_decref(ref);
+}
+
+int main(void)
+{
+	char err[512];
+	struct pv_cuda_device d;
+	if (pv_cuda_device_info(&d, err, sizeof(err))) {
+		printf("test_cuda: no CUDA device: %s\n", err);
+		printf("test_cuda: 0 passed, 1 failed\n");
+		return 1;
+	}
+	printf("test_cuda: %s (sm_%d%d, %d SMs, driver CUDA %d, runtime %d)\n", d.name, d.cc_major, d.cc_minor, d.sm_count,
+	       d.driver_version, d.runtime_version);
+	test_gemv();
+	static char names[64][128];
+	int n = fx_list(fx_root(), names, 64);
+	CHECK(n >= 6, "expected the committed fixtures under %s, found %d", fx_root(), n);
+	for (int i = 0; i < n; i++) fixture(names[i]);
+	quantized("qwen3", PV_Q8_0);
+	quantized("qwen3", PV_Q4_0);
+	quantized("qwen2", PV_Q8_0);
+	printf("test_cuda: worst gemv error %.3e of sum |w x| (tol %g); worst logits rel error vs CPU %.3e (tol %g), "
+	       "vs transformers %.3e (tol %g)\n",
+	       g_worst_dot, TOL_DOT, g_worst_cpu, TOL_CPU, g_worst_ref, TOL_REL);
+	TEST_END("test_cuda");
+}

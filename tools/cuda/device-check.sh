@@ -1,0 +1,124 @@
+#!/bin/bash
+# device-check.sh: one device call's worth of CUDA checks, on the GPU machine, from the repo root,
+# with binaries built on the development machine (make; carried as build/proven and
+# build/cuda/test_cuda). Prints a compact table last; logs go to $OUT (at most 8 files).
+#
+#   tools/cuda/device-check.sh            everything (about 5-8 minutes)
+#   tools/cuda/device-check.sh quick      tests, bandwidth, fixtures and qwen3-1.7b only
+#
+# Steps: nvidia-smi; build/cuda/test_cuda (the CUDA tests: `make test-cuda` without make);
+# the device-to-device copy bandwidth; `proven bench --backend cuda` on the dense fixtures, on
+# Qwen3-1.7B-shaped bf16 and on Qwen3-8B-shaped bf16, q8_0, q4_0, q4_k and q6_k models made here
+# with random weights (tools/cuda/make_model.py), each deleted after its bench. Model files go to
+# /dev/shm when it has room (disk-free, no second copy in the page cache), else /tmp.
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/pv-device-check}
+mkdir -p "$OUT"
+MODE=${1:-full}
+B=build
+T0=$(date +%s)
+BUDGET=${PV_BUDGET_S:-480} # skip further 8B models past this many seconds
+JSON=$OUT/bench.jsonl
+LOG=$OUT/bench.log
+: >"$JSON"
+: >"$LOG"
+status=0
+
+say() { printf '%s\n' "$*" | tee -a "$OUT/summary.txt"; }
+elapsed() { echo $(($(date +%s) - T0)); }
+
+for f in $B/proven $B/cuda/test_cuda; do
+	[ -x "$f" ] || { echo "device-check: $f missing: build with nvcc here (make), carry build/proven and build/cuda/test_cuda"; exit 2; }
+done
+W=/tmp/pv-models
+if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2 {print $4}')" -gt 25000000 ]; then W=/dev/shm/pv-models; fi
+mkdir -p "$W"
+
+# 1. the card as found (never changed)
+{
+	nvidia-smi
+	nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,power.limit,temperature.gpu,memory.used,memory.total --format=csv
+} >"$OUT/nvidia-smi.txt" 2>&1
+say "== $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null)"
+
+# 2. the CUDA tests
+t=$(date +%s)
+$B/cuda/test_cuda >"$OUT/test_cuda.log" 2>&1
+rc=$?
+[ $rc = 0 ] || status=1
+say "== test_cuda: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/test_cuda.log" | tail -1) ($(($(date +%s) - t)) s)"
+grep -E '^FAIL' "$OUT/test_cuda.log" | head -15 | tee -a "$OUT/summary.txt"
+grep -E 'worst|graph:' "$OUT/test_cuda.log" | head -8 | tee -a "$OUT/summary.txt"
+
+# 3. copy bandwidth alone
+$B/proven bench --backend cuda --membw >>"$LOG" 2>&1 && grep '"d2d_copy"' "$LOG" | tail -1 >>"$JSON"
+
+# 4. benches
+bench() { # name model [args...]
+	local name=$1 model=$2
+	shift 2
+	local t=$(date +%s)
+	if $B/proven bench --backend cuda --model "$model" "$@" --json-only >"$OUT/.b" 2>>"$LOG"; then
+		sed "s/^{/{\"name\":\"$name\",/" "$OUT/.b" | grep '^{' >>"$JSON"
+		echo "bench $name ok ($(($(date +%s) - t)) s)" >>"$LOG"
+	else
+		status=1
+		say "== bench $name FAILED: $(tail -2 "$LOG" | tr '\n' ' ')"
+	fi
+	rm -f "$OUT/.b"
+}
+make_model() { # preset dtype out
+	local t=$(date +%s)
+	if python3 tools/cuda/make_model.py --preset "$1" --dtype "$2" --out "$3" >>"$LOG" 2>&1; then
+		echo "made $1 $2 in $(($(date +%s) - t)) s" >>"$LOG"
+		return 0
+	fi
+	status=1
+	say "== make_model $1 $2 FAILED: $(tail -2 "$LOG" | tr '\n' ' ')"
+	return 1
+}
+
+for fx in qwen2 qwen3 qwen3_odd; do
+	bench "fixture-$fx" tests/fixtures/$fx --pp 64 --tg 128 --reps 3
+done
+if make_model qwen3-1.7b bf16 "$W/q17"; then
+	bench qwen3-1.7b-bf16 "$W/q17" --pp 128 --tg 128 --reps 3
+	rm -rf "$W/q17"
+fi
+if [ "$MODE" != quick ]; then
+	for dt in bf16 q8_0 q4_k q4_0 q6_k; do
+		if [ "$(elapsed)" -gt "$BUDGET" ]; then
+			say "== skipped qwen3-8b $dt: $(elapsed) s elapsed (budget $BUDGET s)"
+			continue
+		fi
+		m="$W/q8b-$dt"
+		[ $dt = bf16 ] || m="$m.gguf"
+		if make_model qwen3-8b $dt "$m"; then
+			bench "qwen3-8b-$dt" "$m" --pp 128 --tg 128 --reps 3
+			rm -rf "$m"
+		fi
+	done
+fi
+rm -rf "$W"
+
+# 5. the table
+python3 - "$JSON" <<'EOF' | tee -a "$OUT/summary.txt"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+bw = [r for r in rows if r.get("test") == "d2d_copy"]
+if bw:
+    r = bw[0]
+    print(f"D2D copy: {r['d2d_gb_s']:.0f} GB/s ({r['gpu']}, SM clock {r['sm_clock_mhz']} MHz, mem {r['mem_clock_mhz']} MHz, "
+          f"driver CUDA {r['driver_cuda']}, nvcc {r['nvcc']})")
+print(f"{'model':<22}{'dtype':>7}{'tg t/s':>9}{'pp t/s':>9}{'MB/tok':>8}{'GB/s':>7}{'%d2d':>6}{'kern':>6}{'graph':>6}{'sync':>5}{'GPU MiB':>9}")
+for r in rows:
+    if "tg_tok_s" not in r:
+        continue
+    mb = (r["weight_bytes_per_token"] + r["kv_bytes_per_token"]) / 1e6
+    print(f"{r['name']:<22}{r['weight_dtype']:>7}{r['tg_tok_s']:>9.1f}{r['pp_tok_s']:>9.1f}{mb:>8.1f}{r['tg_gb_s']:>7.0f}"
+          f"{100 * r['tg_bw_share']:>6.1f}{r['kernels_per_token']:>6}{r['graph_launches_per_token']:>6.2f}"
+          f"{r['syncs_per_token']:>5.2f}{r['gpu_used_mib']:>9.0f}")
+EOF
+say "== device-check: status $status, $(elapsed) s"
+exit $status
