@@ -48,6 +48,7 @@
 /* quant_avx2.c */
 void pv_qmm_avx2(enum pv_dtype t, float* y, int ldy, const float* x, int ldx, int T,
                  const unsigned char* w, size_t row_bytes, int64_t n, int64_t o0, int64_t o1);
+void pv_qdequant_avx2(enum pv_dtype t, const unsigned char* w, float* out, int64_t n);
 #else
 #define PV_HAVE_QAVX2 0
 #endif
@@ -616,7 +617,7 @@ static void qmm_task(void* ctx, int task, int thread)
 		int64_t nr = b - r < j->buf_rows ? b - r : j->buf_rows;
 		const unsigned char* src = (const unsigned char*)W->data + (size_t)r * rb;
 		for (int64_t i = 0; i < nr; i++)
-			pv_dequant_row(W->type, src + (size_t)i * rb, buf + (size_t)i * (size_t)W->cols, W->cols);
+			pv_qdequant_avx2(W->type, src + (size_t)i * rb, buf + (size_t)i * (size_t)W->cols, W->cols);
 		struct pv_tensor v = { buf, PV_F32, nr, W->cols };
 		pv_matmul_rows(NULL, y + r, j->ldy, x, j->ldx, nt, &v, 0, nr);
 	}
