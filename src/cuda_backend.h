@@ -6,8 +6,10 @@
  *
  * What the backend does (src/cuda/README.md has the design and the exactness argument):
  *   - weights are uploaded once, in their stored types, when pv_model_params.backend is "cuda";
- *   - a session holds the KV cache (f32, like the CPU), rope tables computed on the host exactly as
- *     the CPU backend computes them, and all scratch on the GPU;
+ *   - every Qwen layer kind: attention (Qwen2 biases, q/k norm, partial RoPE, output gate),
+ *     Gated DeltaNet (recurrent form), dense SwiGLU and MoE (routing on the GPU, shared expert);
+ *   - a session holds the KV cache (f32, like the CPU), the DeltaNet states and checkpoint slots,
+ *     rope tables computed on the host exactly as the CPU backend computes them, all scratch;
  *   - every kernel reduces in an order fixed by the row length alone, so a row's logits never
  *     depend on how many rows share a call (batch invariance), on the graph or the direct path;
  *   - a one-token call replays a CUDA graph captured once per session: per token the host writes

@@ -62,10 +62,20 @@ struct dmat {
 
 struct dlayer {
 	const float *attn_norm, *ffn_norm;      /* [H]                                         */
+	/* Gated DeltaNet */
+	struct dmat in_qkv, in_z, in_b, in_a;   /* Qwen3.5 (and GGUF Qwen3-Next: in_ba)        */
+	struct dmat in_qkvz, in_ba;             /* Qwen3-Next, key-group-major                  */
+	struct dmat out_proj;
+	const float *conv_w, *ssm_a, *dt_bias, *lin_norm;
 	const float *bq, *bk, *bv;              /* Qwen2 biases or NULL                        */
 	const float *q_norm, *k_norm;           /* [hd] or NULL                                */
 	struct dmat wq, wk, wv, wo;
 	struct dmat gate, up, down;             /* dense SwiGLU                                */
+	/* MoE: the router, every expert's matrices stacked (expert e: rows e*Ie .. e*Ie+Ie-1, or
+	 * e*H .. for down), the shared expert and its gate vector */
+	struct dmat router, ex_gate, ex_up, ex_down;
+	struct dmat sh_gate, sh_up, sh_down;
+	const float* sh_gate_w;                 /* [H] or NULL                                 */
 };
 
 struct dmodel {
@@ -82,7 +92,9 @@ int pv_cuda_plan_mat(const struct pv_tensor* t, struct dmat* d, char* err, size_
 struct pv_stager;
 /* staging buffers of min(bytes, 64 MiB) (at least 4 KiB); a plane row must fit */
 int pv_stager_new(struct pv_stager** out, cudaStream_t st, size_t bytes, char* err, size_t errlen);
-int pv_stager_upload_mat(struct pv_stager* sg, const struct pv_tensor* t, const struct dmat* d, char* err, size_t errlen);
+/* t's rows into d's rows row0 .. row0 + t->rows - 1 */
+int pv_stager_upload_mat(struct pv_stager* sg, const struct pv_tensor* t, const struct dmat* d, int64_t row0, char* err,
+                         size_t errlen);
 int pv_stager_finish(struct pv_stager* sg, char* err, size_t errlen);
 void pv_stager_free(struct pv_stager* sg);
 int pv_cuda_select_device(char* err, size_t errlen);
@@ -110,6 +122,15 @@ struct gemv_out {
 enum { PV_X_PLAIN = 0, PV_X_SWIGLU = 1 };
 int pv_cuda_gemv(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
                  int xmode, int T, int* n_launch, char* err, size_t errlen);
+/* Gathered (MoE): w holds n_experts stacked matrices; slot q < slots multiplies expert sel[q]
+ * (device memory, so a graph can replay it) with activation row q / k (q with x_by_slot) and
+ * writes output row q (y + q * ldy). T must be 1: each slot is one row's product. */
+struct gemv_gather {
+	const int* sel;
+	int slots, k, n_experts, x_by_slot;
+};
+int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
+                        int xmode, int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen);
 
 /* norm_rope.cu */
 int pv_cuda_embed(cudaStream_t st, const struct dmat* E, const struct dstep* step, float* x, int H, int n,
@@ -132,6 +153,42 @@ struct qkv_post_args {
 int pv_cuda_qkv_post(cudaStream_t st, const struct qkv_post_args* a, int n, char* err, size_t errlen);
 /* ids[t] = argmax of logits[t][0..V) (lowest index on ties), t < n */
 int pv_cuda_argmax(cudaStream_t st, const float* logits, int V, int n, int* ids, char* err, size_t errlen);
+
+/* deltanet.cu: conv + the recurrent delta rule + gated norm, rows in order */
+struct delta_args {
+	const float* mix;          /* [n][ld_mix] q|k|v projections, or Qwen3-Next's raw qkvz rows  */
+	int ld_mix;
+	int qkvz;                  /* mix is key-group-major [q_g | k_g | v_g | z_g]; z is read there */
+	const float* z;            /* [n][Hv*dv] (unless qkvz)                                      */
+	const float *b, *a;        /* [n][Hv] beta and decay inputs (unless ba_grouped)             */
+	const float* ab;           /* [n][2 Hv] key-group-major [b_g | a_g] (ba_grouped)            */
+	int ba_grouped;
+	const float *conv_w, *ssm_a, *dt_bias, *lin_norm;
+	float* conv_state;         /* [Kc-1][cd], oldest first                                      */
+	float* S;                  /* [Hv][dk][dv]                                                  */
+	float* u;                  /* scratch [n][cd]: the conv output                              */
+	float* o;                  /* [n][Hv*dv] gated-norm output                                  */
+	int Hk, Hv, dk, dv, Kc, v_tiled, n;
+	float eps;
+};
+int pv_cuda_deltanet(cudaStream_t st, const struct delta_args* a, char* err, size_t errlen);
+int pv_cuda_delta_check(int dk, int dv, int Hk, int Hv, int Kc, char* err, size_t errlen);
+int pv_cuda_delta_init(char* err, size_t errlen); /* once per session, before any capture */
+
+/* moe.cu */
+struct moe_args {
+	float* logits;             /* [n][E] router logits, replaced by the softmax                 */
+	int* idx;                  /* [n][k] selected experts                                       */
+	float* w;                  /* [n][k] their weights                                          */
+	const float* eo;           /* [n*k][H] each slot's expert output                            */
+	const float* sh;           /* [n][H] shared expert output (shared)                           */
+	const float* sh_gate;      /* [H] (shared)                                                  */
+	const float* xn;           /* [n][H] the FFN input (for the shared gate)                    */
+	float* out;                /* [n][H]                                                        */
+	int E, k, norm_topk, shared, H, n;
+};
+int pv_cuda_moe_route(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen);
+int pv_cuda_moe_combine(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen);
 
 /* attention.cu */
 #define PV_ATT_SPLIT 256       /* keys per split: fixed, so the layout never depends on n      */

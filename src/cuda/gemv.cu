@@ -55,6 +55,12 @@ struct Params {
 	int stype; /* K_SCALAR: the float type of the row */
 	const float* x;
 	const float* x2;
+	/* gathered (MoE experts): block column y is slot q = t*k + j, using expert sel[q] (rows
+	 * sel[q]*rows .. +rows of the stacked matrix), activation row q / k (or q with x_by_slot), and
+	 * writing output row q. One activation row per slot (T = 1). */
+	const int* sel;
+	int sel_k;
+	int x_by_slot;
 };
 
 /* Weight loads: read once per call, so they bypass L1. */
@@ -382,11 +388,11 @@ struct Loader<K_SCALAR> {
 	}
 };
 
-__device__ __forceinline__ float xin(const Params& p, int t, int col)
+__device__ __forceinline__ float xin(const Params& p, const float* x, const float* x2, int t, int col)
 {
-	const float a = p.x[(size_t)t * p.ldx + col];
+	const float a = x[(size_t)t * p.ldx + col];
 	if (p.xmode == PV_X_SWIGLU) {
-		const float u = p.x2[(size_t)t * p.ldx + col];
+		const float u = x2[(size_t)t * p.ldx + col];
 		return (a / (1.0f + expf(-a))) * u; /* pv_silu(gate) * up, as forward.c */
 	}
 	return a;
@@ -407,6 +413,16 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 	const Seg& s = *sp;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int64_t row0 = (int64_t)(b - s.block0) * (WARPS * R) + (int64_t)warp * R;
+	const float *x = p.x, *x2 = p.x2;
+	float* y = s.y;
+	int64_t wrow = 0; /* first weight row (gathered: the selected expert's) */
+	if (p.sel) {
+		const int q = blockIdx.y, xr = p.x_by_slot ? q : q / p.sel_k;
+		wrow = (int64_t)p.sel[q] * s.rows;
+		x += (size_t)xr * p.ldx;
+		if (x2) x2 += (size_t)xr * p.ldx;
+		y += (size_t)q * s.ldy;
+	}
 
 	float acc[R][TT];
 #pragma unroll
@@ -419,7 +435,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 		__syncthreads(); /* the previous tile is consumed */
 		for (int e = threadIdx.x; e < TT * p.tc; e += THREADS) {
 			const int t = e / p.tc, c = e - t * p.tc;
-			xs[e] = t < p.T && c < cn ? xin(p, t, c0 + c) : 0.0f;
+			xs[e] = t < p.T && c < cn ? xin(p, x, x2, t, c0 + c) : 0.0f;
 		}
 		__syncthreads();
 		const int u0 = c0 / UE, u1 = (c0 + cn) / UE;
@@ -432,7 +448,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 				typename KT::Raw raw[U];
 #pragma unroll
 				for (int k = 0; k < U; k++)
-					if (ub + 32 * k < u1) raw[k] = Loader<K>::load(s, p, row, ub + 32 * k);
+					if (ub + 32 * k < u1) raw[k] = Loader<K>::load(s, p, wrow + row, ub + 32 * k);
 #pragma unroll
 				for (int k = 0; k < U; k++)
 					if (ub + 32 * k < u1) KT::template dot<TT>(raw[k], xs, p.tc, (ub + 32 * k) * UE - c0, acc[r]);
@@ -447,7 +463,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 		for (int t = 0; t < TT; t++) {
 			const float v = pv_warp_sum(acc[r][t]);
 			if (lane == 0 && t < p.T && row < s.rows)
-				s.y[(size_t)t * s.ldy + row] = s.bias ? v + s.bias[row] : v;
+				y[(size_t)t * s.ldy + row] = s.bias ? v + s.bias[row] : v;
 		}
 	}
 }
@@ -521,7 +537,7 @@ int rows_per_block(int TT) { return WARPS * (TT <= 2 ? 1 : TT == 4 ? 2 : 4); }
 
 /* one launch over outs[0..n) (same kind and cols) */
 int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const float* x, const float* x2, int ldx,
-           int xmode, int T, char* err, size_t errlen)
+           int xmode, int T, const struct gemv_gather* ga, char* err, size_t errlen)
 {
 	const int TT = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : 16;
 	const int UE = unit_of(kind), rpb = rows_per_block(TT);
@@ -541,6 +557,11 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	p.x = x;
 	p.x2 = x2;
 	p.nseg = n;
+	if (ga) {
+		p.sel = ga->sel;
+		p.sel_k = ga->k;
+		p.x_by_slot = ga->x_by_slot;
+	}
 	int64_t blocks = 0;
 	for (int i = 0; i < n; i++) {
 		const struct dmat* w = outs[i].w;
@@ -554,13 +575,14 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 		s.y = outs[i].y;
 		s.ldy = outs[i].ldy;
 		s.bias = outs[i].bias;
-		s.rows = (int)w->rows;
+		s.rows = (int)(ga ? w->rows / ga->n_experts : w->rows); /* gathered: rows of one expert */
 		s.block0 = (int)blocks;
-		blocks += (w->rows + rpb - 1) / rpb;
+		blocks += (s.rows + rpb - 1) / rpb;
 	}
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
 	const size_t smem = (size_t)TT * (size_t)tc * sizeof(float);
-	pick(kind, TT)<<<(unsigned)blocks, THREADS, smem, st>>>(p);
+	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
+	pick(kind, TT)<<<grid, THREADS, smem, st>>>(p);
 	CU_LAUNCHED("gemv", err, errlen);
 	return 0;
 }
@@ -570,8 +592,18 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 int pv_cuda_gemv(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
                  int xmode, int T, int* n_launch, char* err, size_t errlen)
 {
-	if (T < 1 || T > PV_CUDA_ROWS || n_out < 1)
+	return pv_cuda_gemv_gather(st, outs, n_out, x, x2, ldx, xmode, T, NULL, n_launch, err, errlen);
+}
+
+int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
+                        int xmode, int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen)
+{
+	if (T < 1 || T > PV_CUDA_ROWS || n_out < 1 || (ga && (T != 1 || ga->slots < 1 || ga->k < 1 || ga->n_experts < 1)))
 		return pv_errf(err, errlen, "CUDA backend: gemv called with %d rows, %d outputs", T, n_out);
+	for (int i = 0; ga && i < n_out; i++)
+		if (outs[i].w->rows % ga->n_experts)
+			return pv_errf(err, errlen, "CUDA backend: stacked expert matrix of %lld rows for %d experts",
+			               (long long)outs[i].w->rows, ga->n_experts);
 	int done[8] = { 0 };
 	if (n_out > 8) return pv_errf(err, errlen, "CUDA backend: gemv with %d outputs", n_out);
 	for (int i = 0; i < n_out; i++) {
@@ -590,7 +622,7 @@ int pv_cuda_gemv(cudaStream_t st, const struct gemv_out* outs, int n_out, const 
 				group[g++] = outs[j];
 				done[j] = 1;
 			}
-		if (launch(st, group, g, kind, x, x2, ldx, xmode, T, err, errlen)) return -1;
+		if (launch(st, group, g, kind, x, x2, ldx, xmode, T, ga, err, errlen)) return -1;
 		if (n_launch) ++*n_launch;
 	}
 	return 0;

@@ -36,6 +36,16 @@ struct dsession {
 	float *ffg, *ffu;
 	float* logits;
 	int* ids;
+	/* Gated DeltaNet: every linear layer's S then conv state, contiguous (the CPU's layout), and
+	 * the checkpoint slots of the same size */
+	float *state, *ckpt;
+	size_t state_floats;
+	int* lin_index;        /* [n_layers]: position among the linear layers, or -1 */
+	float *lin_raw, *lin_u, *lin_z, *lin_b, *lin_a, *lin_ab, *lin_o;
+	int ld_raw;
+	/* MoE */
+	float *rlog, *top_w, *eg, *eu, *eo, *shg, *shu, *sho;
+	int* top_idx;
 	struct dstep* step_dev;   /* direct launches */
 	struct dstep* gstep_dev;  /* the graph's */
 	struct dstep* step_host;  /* pinned, [n_slots] */
@@ -56,6 +66,173 @@ const struct dmodel* DM(const struct pv_session* s) { return (const struct dmode
 
 /* ---- the forward pass as launches --------------------------------------------------------- */
 
+/* One Gated DeltaNet mixer: projections, conv + recurrence + gated norm, out_proj into delta. */
+int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n, int* nl, char* err, size_t errlen)
+{
+	const struct pv_config* c = &s->m->cfg;
+	struct dsession* d = DS(s);
+	const int H = c->hidden, Hv = c->lin_v_heads, vd = pv_cfg_value_dim(c);
+	struct delta_args a;
+	memset(&a, 0, sizeof a);
+	if (L->in_qkvz.type >= 0) {
+		struct gemv_out o[2] = { { &L->in_qkvz, d->lin_raw, d->ld_raw, NULL }, { &L->in_ba, d->lin_ab, 2 * Hv, NULL } };
+		if (pv_cuda_gemv(d->st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+		a.qkvz = 1;
+		a.ba_grouped = 1;
+	} else if (L->in_ba.type >= 0) {
+		struct gemv_out o[3] = { { &L->in_qkv, d->lin_raw, d->ld_raw, NULL }, { &L->in_z, d->lin_z, vd, NULL },
+			                 { &L->in_ba, d->lin_ab, 2 * Hv, NULL } };
+		if (pv_cuda_gemv(d->st, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+		a.ba_grouped = 1;
+	} else {
+		struct gemv_out o[4] = { { &L->in_qkv, d->lin_raw, d->ld_raw, NULL }, { &L->in_z, d->lin_z, vd, NULL },
+			                 { &L->in_b, d->lin_b, Hv, NULL }, { &L->in_a, d->lin_a, Hv, NULL } };
+		if (pv_cuda_gemv(d->st, o, 4, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	}
+	float* S = d->state + (size_t)d->lin_index[l] * pv_state_floats_per_layer(c);
+	a.mix = d->lin_raw;
+	a.ld_mix = d->ld_raw;
+	a.z = d->lin_z;
+	a.b = d->lin_b;
+	a.a = d->lin_a;
+	a.ab = d->lin_ab;
+	a.conv_w = L->conv_w;
+	a.ssm_a = L->ssm_a;
+	a.dt_bias = L->dt_bias;
+	a.lin_norm = L->lin_norm;
+	a.S = S;
+	a.conv_state = S + (size_t)Hv * c->lin_k_dim * c->lin_v_dim;
+	a.u = d->lin_u;
+	a.o = d->lin_o;
+	a.Hk = c->lin_k_heads;
+	a.Hv = Hv;
+	a.dk = c->lin_k_dim;
+	a.dv = c->lin_v_dim;
+	a.Kc = c->conv_kernel;
+	a.v_tiled = c->v_head_tiled;
+	a.n = n;
+	a.eps = c->rms_eps;
+	if (pv_cuda_deltanet(d->st, &a, err, errlen)) return -1;
+	*nl += 2;
+	struct gemv_out o[1] = { { &L->out_proj, d->delta, H, NULL } };
+	return pv_cuda_gemv(d->st, o, 1, d->lin_o, NULL, vd, PV_X_PLAIN, n, nl, err, errlen);
+}
+
+/* One attention mixer: q/k/v projections (+ biases), q/k norm + RoPE + KV write, attention (+ the
+ * output gate), o_proj into delta. */
+int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const struct dstep* step, int n, int* nl,
+                      char* err, size_t errlen)
+{
+	const struct pv_config* c = &s->m->cfg;
+	struct dsession* d = DS(s);
+	cudaStream_t st = d->st;
+	const int H = c->hidden, qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
+	{
+		struct gemv_out o[3] = { { &L->wq, d->qraw, d->ldq, L->bq }, { &L->wk, d->kraw, kvd, L->bk }, { &L->wv, d->vraw, kvd, L->bv } };
+		if (pv_cuda_gemv(st, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	}
+	{
+		struct qkv_post_args a;
+		a.qraw = d->qraw;
+		a.kraw = d->kraw;
+		a.vraw = d->vraw;
+		a.ldq = d->ldq;
+		a.gated = c->attn_gate;
+		a.q_norm = L->q_norm;
+		a.k_norm = L->k_norm;
+		a.cos = d->cos;
+		a.sin = d->sin;
+		a.q = d->q;
+		a.gate = d->gate;
+		a.kc = d->kc[l];
+		a.vc = d->vc[l];
+		a.nh = c->n_heads;
+		a.nkv = c->n_kv_heads;
+		a.hd = c->head_dim;
+		a.R = c->rope_dim;
+		a.eps = c->rms_eps;
+		a.step = step;
+		if (pv_cuda_qkv_post(st, &a, n, err, errlen)) return -1;
+		++*nl;
+	}
+	{
+		struct attn_args a;
+		a.q = d->q;
+		a.kc = d->kc[l];
+		a.vc = d->vc[l];
+		a.gate = c->attn_gate ? d->gate : NULL;
+		a.o = d->o;
+		a.part_o = d->part_o;
+		a.part_ml = d->part_ml;
+		a.nh = c->n_heads;
+		a.nkv = c->n_kv_heads;
+		a.hd = c->head_dim;
+		a.n_split = d->n_split;
+		a.step = step;
+		if (pv_cuda_attention(st, &a, n, err, errlen)) return -1;
+		*nl += 2;
+	}
+	{
+		struct gemv_out o[1] = { { &L->wo, d->delta, H, NULL } };
+		if (pv_cuda_gemv(st, o, 1, d->o, NULL, qd, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	}
+	return 0;
+}
+
+/* SwiGLU of xn: g = gate xn, u = up xn (one launch), out = down (silu(g) * u) (the product is
+ * formed while the down projection stages its input). */
+int enqueue_swiglu(struct pv_session* s, const struct dmat* gate, const struct dmat* up, const struct dmat* down, float* g,
+                   float* u, int width, float* out, int n, int* nl, char* err, size_t errlen)
+{
+	struct dsession* d = DS(s);
+	const int H = s->m->cfg.hidden;
+	struct gemv_out o[2] = { { gate, g, width, NULL }, { up, u, width, NULL } };
+	if (pv_cuda_gemv(d->st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	struct gemv_out od[1] = { { down, out, H, NULL } };
+	return pv_cuda_gemv(d->st, od, 1, g, u, width, PV_X_SWIGLU, n, nl, err, errlen);
+}
+
+/* Routed experts (+ the shared expert): router GEMV, routing on the GPU, each row's k experts as
+ * gathered GEMVs (their ids stay in device memory), the weighted sum into delta. */
+int enqueue_moe(struct pv_session* s, const struct dlayer* L, int n, int* nl, char* err, size_t errlen)
+{
+	const struct pv_config* c = &s->m->cfg;
+	struct dsession* d = DS(s);
+	const int H = c->hidden, E = c->n_experts, k = c->n_experts_used, Ie = c->moe_inter;
+	struct moe_args a;
+	memset(&a, 0, sizeof a);
+	a.logits = d->rlog;
+	a.idx = d->top_idx;
+	a.w = d->top_w;
+	a.eo = d->eo;
+	a.sh = d->sho;
+	a.sh_gate = L->sh_gate_w;
+	a.xn = d->xn;
+	a.out = d->delta;
+	a.E = E;
+	a.k = k;
+	a.norm_topk = c->norm_topk;
+	a.shared = L->sh_gate.type >= 0;
+	a.H = H;
+	a.n = n;
+	struct gemv_out r[1] = { { &L->router, d->rlog, E, NULL } };
+	if (pv_cuda_gemv(d->st, r, 1, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	if (pv_cuda_moe_route(d->st, &a, err, errlen)) return -1;
+	++*nl;
+	struct gemv_gather ga = { d->top_idx, n * k, k, E, 0 };
+	struct gemv_out gu[2] = { { &L->ex_gate, d->eg, Ie, NULL }, { &L->ex_up, d->eu, Ie, NULL } };
+	if (pv_cuda_gemv_gather(d->st, gu, 2, d->xn, NULL, H, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
+	ga.x_by_slot = 1;
+	struct gemv_out dn[1] = { { &L->ex_down, d->eo, H, NULL } };
+	if (pv_cuda_gemv_gather(d->st, dn, 1, d->eg, d->eu, Ie, PV_X_SWIGLU, 1, &ga, nl, err, errlen)) return -1;
+	if (a.shared &&
+	    enqueue_swiglu(s, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n, nl, err, errlen))
+		return -1;
+	if (pv_cuda_moe_combine(d->st, &a, err, errlen)) return -1;
+	++*nl;
+	return 0;
+}
+
 /* Rows [0, n) of one step at step->pos0: every layer, then (lm) the final norm, the LM head and
  * the argmax for rows [lr0, n). */
 int enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, char* err, size_t errlen)
@@ -64,7 +241,7 @@ int enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, 
 	const struct dmodel* dm = DM(s);
 	struct dsession* d = DS(s);
 	cudaStream_t st = d->st;
-	const int H = c->hidden, qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
+	const int H = c->hidden;
 	int nl = 0; /* kernels launched */
 	int rc = -1;
 
@@ -74,64 +251,17 @@ int enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, 
 		const struct dlayer* L = &dm->layers[l];
 		if (pv_cuda_add_rmsnorm(st, d->x, l ? d->delta : NULL, d->xn, L->attn_norm, H, c->rms_eps, n, err, errlen)) goto out;
 		nl++;
-		{
-			struct gemv_out o[3] = { { &L->wq, d->qraw, d->ldq, L->bq }, { &L->wk, d->kraw, kvd, L->bk }, { &L->wv, d->vraw, kvd, L->bv } };
-			if (pv_cuda_gemv(st, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, &nl, err, errlen)) goto out;
-		}
-		{
-			struct qkv_post_args a;
-			a.qraw = d->qraw;
-			a.kraw = d->kraw;
-			a.vraw = d->vraw;
-			a.ldq = d->ldq;
-			a.gated = c->attn_gate;
-			a.q_norm = L->q_norm;
-			a.k_norm = L->k_norm;
-			a.cos = d->cos;
-			a.sin = d->sin;
-			a.q = d->q;
-			a.gate = d->gate;
-			a.kc = d->kc[l];
-			a.vc = d->vc[l];
-			a.nh = c->n_heads;
-			a.nkv = c->n_kv_heads;
-			a.hd = c->head_dim;
-			a.R = c->rope_dim;
-			a.eps = c->rms_eps;
-			a.step = step;
-			if (pv_cuda_qkv_post(st, &a, n, err, errlen)) goto out;
-			nl++;
-		}
-		{
-			struct attn_args a;
-			a.q = d->q;
-			a.kc = d->kc[l];
-			a.vc = d->vc[l];
-			a.gate = c->attn_gate ? d->gate : NULL;
-			a.o = d->o;
-			a.part_o = d->part_o;
-			a.part_ml = d->part_ml;
-			a.nh = c->n_heads;
-			a.nkv = c->n_kv_heads;
-			a.hd = c->head_dim;
-			a.n_split = d->n_split;
-			a.step = step;
-			if (pv_cuda_attention(st, &a, n, err, errlen)) goto out;
-			nl += 2;
-		}
-		{
-			struct gemv_out o[1] = { { &L->wo, d->delta, H, NULL } };
-			if (pv_cuda_gemv(st, o, 1, d->o, NULL, qd, PV_X_PLAIN, n, &nl, err, errlen)) goto out;
+		if (c->layer_kind[l] == PV_LAYER_LINEAR) {
+			if (enqueue_deltanet(s, L, l, n, &nl, err, errlen)) goto out;
+		} else if (enqueue_attention(s, L, l, step, n, &nl, err, errlen)) {
+			goto out;
 		}
 		if (pv_cuda_add_rmsnorm(st, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen)) goto out;
 		nl++;
-		{
-			struct gemv_out o[2] = { { &L->gate, d->ffg, d->ffn, NULL }, { &L->up, d->ffu, d->ffn, NULL } };
-			if (pv_cuda_gemv(st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, &nl, err, errlen)) goto out;
-		}
-		{
-			struct gemv_out o[1] = { { &L->down, d->delta, H, NULL } };
-			if (pv_cuda_gemv(st, o, 1, d->ffg, d->ffu, d->ffn, PV_X_SWIGLU, n, &nl, err, errlen)) goto out;
+		if (c->layer_moe[l]) {
+			if (enqueue_moe(s, L, n, &nl, err, errlen)) goto out;
+		} else if (enqueue_swiglu(s, &L->gate, &L->up, &L->down, d->ffg, d->ffu, d->ffn, d->delta, n, &nl, err, errlen)) {
+			goto out;
 		}
 	}
 	if (lm) {
@@ -313,6 +443,7 @@ void session_free(struct pv_session* s)
 	if (d->st) cudaStreamDestroy(d->st);
 	free(d->kc);
 	free(d->vc);
+	free(d->lin_index);
 	free(d);
 	s->dev = NULL;
 }
@@ -361,6 +492,31 @@ void layout(struct pv_session* s, struct carve* cv)
 	d->ffu = take<float>(cv, B * (size_t)d->ffn);
 	d->logits = take<float>(cv, B * (size_t)c->vocab);
 	d->ids = take<int>(cv, B);
+	if (c->n_experts) {
+		const size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_used, Ie = (size_t)c->moe_inter;
+		const size_t Is = (size_t)(c->shared_inter > 0 ? c->shared_inter : 1);
+		d->rlog = take<float>(cv, B * E);
+		d->top_idx = take<int>(cv, B * k);
+		d->top_w = take<float>(cv, B * k);
+		d->eg = take<float>(cv, B * k * Ie);
+		d->eu = take<float>(cv, B * k * Ie);
+		d->eo = take<float>(cv, B * k * H);
+		d->shg = take<float>(cv, B * Is);
+		d->shu = take<float>(cv, B * Is);
+		d->sho = take<float>(cv, B * H);
+	}
+	if (d->state_floats) {
+		const size_t cd = (size_t)pv_cfg_conv_dim(c), vd = (size_t)pv_cfg_value_dim(c), Hv = (size_t)c->lin_v_heads;
+		d->state = take<float>(cv, d->state_floats);
+		d->ckpt = take<float>(cv, d->state_floats * (size_t)s->n_ckpt_slots);
+		d->lin_raw = take<float>(cv, B * (size_t)d->ld_raw);
+		d->lin_u = take<float>(cv, B * cd);
+		d->lin_z = take<float>(cv, B * vd);
+		d->lin_b = take<float>(cv, B * Hv);
+		d->lin_a = take<float>(cv, B * Hv);
+		d->lin_ab = take<float>(cv, B * 2 * Hv);
+		d->lin_o = take<float>(cv, B * vd);
+	}
 	d->step_dev = take<struct dstep>(cv, 1);
 	d->gstep_dev = take<struct dstep>(cv, 1);
 }
@@ -369,14 +525,6 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 {
 	const struct pv_config* c = &s->m->cfg;
 	if (!s->m->dev) return pv_errf(err, errlen, "CUDA backend: the model's weights are not on the GPU");
-	for (int l = 0; l < c->n_layers; l++) {
-		if (c->layer_kind[l] == PV_LAYER_LINEAR)
-			return pv_errf(err, errlen, "CUDA backend: Gated DeltaNet layers not implemented yet (layer %d of %s)", l,
-			               pv_model_get_info(s->m)->arch_name);
-		if (c->layer_moe[l])
-			return pv_errf(err, errlen, "CUDA backend: MoE layers not implemented yet (layer %d of %s)", l,
-			               pv_model_get_info(s->m)->arch_name);
-	}
 	if (pv_cuda_select_device(err, errlen)) return -1;
 	struct dsession* d = (struct dsession*)pv_xcalloc(1, sizeof(*d));
 	s->dev = d;
@@ -391,6 +539,16 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 	if (pv_cuda_attention_check(c->n_heads, c->n_kv_heads, c->head_dim, d->n_split, err, errlen)) return -1;
 	d->kc = (float**)pv_xcalloc((size_t)c->n_layers, sizeof(float*));
 	d->vc = (float**)pv_xcalloc((size_t)c->n_layers, sizeof(float*));
+	d->lin_index = (int*)pv_xcalloc((size_t)c->n_layers, sizeof(int));
+	for (int l = 0, k = 0; l < c->n_layers; l++) d->lin_index[l] = c->layer_kind[l] == PV_LAYER_LINEAR ? k++ : -1;
+	d->state_floats = s->state_floats; /* session.c: the linear layers' S and conv states */
+	if (d->state_floats) {
+		if (pv_cuda_delta_check(c->lin_k_dim, c->lin_v_dim, c->lin_k_heads, c->lin_v_heads, c->conv_kernel, err, errlen) ||
+		    pv_cuda_delta_init(err, errlen))
+			return -1;
+		const int wide = 2 * pv_cfg_key_dim(c) + 2 * pv_cfg_value_dim(c); /* Qwen3-Next's qkvz rows */
+		d->ld_raw = pv_cfg_conv_dim(c) > wide ? pv_cfg_conv_dim(c) : wide;
+	}
 
 	CU(cudaStreamCreateWithFlags(&d->st, cudaStreamNonBlocking), err, errlen);
 	struct carve cv = { 0, NULL };
@@ -445,12 +603,40 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 	return 0;
 }
 
-/* Attention-only models keep no recurrent state: a rollback is a truncation (session.c), so
- * there is nothing to save. DeltaNet layers (refused by session_init) will copy their S and
- * conv state device to device here. */
-void state_save(struct pv_session* s, int slot) { (void)s, (void)slot; }
-void state_load(struct pv_session* s, int slot) { (void)s, (void)slot; }
-void state_reset(struct pv_session* s) { (void)s; }
+/* The recurrent state (every linear layer's S and conv window) to / from checkpoint slot `slot`:
+ * one device-to-device copy and a sync (session.c calls these only for models with DeltaNet
+ * layers). backend.h gives them no error return: a failure marks the session failed. */
+void state_copy(struct pv_session* s, int slot, int save)
+{
+	struct dsession* d = DS(s);
+	if (d->failed || !d->state_floats) return;
+	float* ck = d->ckpt + (size_t)slot * d->state_floats;
+	const size_t bytes = d->state_floats * sizeof(float);
+	cudaError_t e = cudaMemcpyAsync(save ? ck : d->state, save ? d->state : ck, bytes, cudaMemcpyDeviceToDevice, d->st);
+	if (e == cudaSuccess) e = cudaStreamSynchronize(d->st);
+	d->stats.memcpys++;
+	d->stats.syncs++;
+	if (e != cudaSuccess) {
+		pv_cuda_fail(s->err, sizeof(s->err), save ? "checkpoint save" : "checkpoint load", e);
+		fail(s, NULL, 0);
+	}
+}
+
+void state_save(struct pv_session* s, int slot) { state_copy(s, slot, 1); }
+void state_load(struct pv_session* s, int slot) { state_copy(s, slot, 0); }
+
+void state_reset(struct pv_session* s)
+{
+	struct dsession* d = DS(s);
+	if (d->failed || !d->state_floats) return;
+	cudaError_t e = cudaMemsetAsync(d->state, 0, d->state_floats * sizeof(float), d->st);
+	if (e == cudaSuccess) e = cudaStreamSynchronize(d->st);
+	d->stats.syncs++;
+	if (e != cudaSuccess) {
+		pv_cuda_fail(s->err, sizeof(s->err), "state reset", e);
+		fail(s, NULL, 0);
+	}
+}
 
 int backend_model_init(struct pv_model* m, char* err, size_t errlen) { return pv_cuda_model_init(m, 0, err, errlen); }
 
@@ -530,7 +716,8 @@ int pv_cuda_test_matmul(const struct pv_tensor* W, const float* x, int T, float*
 	STEP(cudaMemsetAsync(dy, 0xff, yb, st)); /* NaN: every output must be written */
 	STEP(cudaMemcpyAsync(dx, x, xb, cudaMemcpyHostToDevice, st));
 	STEP(cudaStreamSynchronize(st));
-	if (pv_stager_new(&sg, st, d.bytes, err, errlen) || pv_stager_upload_mat(sg, W, &d, err, errlen) || pv_stager_finish(sg, err, errlen))
+	if (pv_stager_new(&sg, st, d.bytes, err, errlen) || pv_stager_upload_mat(sg, W, &d, 0, err, errlen) ||
+	    pv_stager_finish(sg, err, errlen))
 		goto done;
 	for (int t0 = 0; t0 < T; t0 += PV_CUDA_ROWS) {
 		const int rows = T - t0 < PV_CUDA_ROWS ? T - t0 : PV_CUDA_ROWS;

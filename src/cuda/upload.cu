@@ -170,7 +170,8 @@ static void progress(struct pv_stager* sg, int final)
 	fflush(stderr);
 }
 
-int pv_stager_upload_mat(struct pv_stager* sg, const struct pv_tensor* t, const struct dmat* d, char* err, size_t errlen)
+int pv_stager_upload_mat(struct pv_stager* sg, const struct pv_tensor* t, const struct dmat* d, int64_t row0, char* err,
+                         size_t errlen)
 {
 	const size_t src_row = pv_dtype_row_bytes(t->type, t->cols);
 	for (int p = 0; p < d->n_planes; p++) {
@@ -183,7 +184,7 @@ int pv_stager_upload_mat(struct pv_stager* sg, const struct pv_tensor* t, const 
 			if (sg->used[c]) CU(cudaEventSynchronize(sg->ev[c]), err, errlen);
 			for (int64_t r = 0; r < nr; r++)
 				extract_plane(d, p, (const unsigned char*)t->data + (size_t)(r0 + r) * src_row, sg->buf[c] + (size_t)r * stride);
-			CU(cudaMemcpyAsync(d->p[p] + (size_t)r0 * stride, sg->buf[c], (size_t)nr * stride, cudaMemcpyHostToDevice, sg->st),
+			CU(cudaMemcpyAsync(d->p[p] + (size_t)(row0 + r0) * stride, sg->buf[c], (size_t)nr * stride, cudaMemcpyHostToDevice, sg->st),
 			   err, errlen);
 			CU(cudaEventRecord(sg->ev[c], sg->st), err, errlen);
 			sg->used[c] = 1;
@@ -208,6 +209,10 @@ int pv_stager_finish(struct pv_stager* sg, char* err, size_t errlen)
 struct item {
 	const struct pv_tensor* t;  /* matrix ...                                   */
 	struct dmat* d;
+	const struct pv_expert* ex; /* ... or n_ex experts' field `which` stacked    */
+	int n_ex, which;            /*     (0 gate, 1 up, 2 down)                    */
+	struct pv_tensor stk;       /*     the stacked shape, for planning           */
+	double share;               /* of the bytes one decode token reads (k / E)   */
 	struct pv_tensor vec;       /* ... or a vector viewed as a 1-row f32 matrix  */
 	const float** vdst;
 	struct dmat vd;
@@ -240,6 +245,7 @@ static void add_mat(struct plan* pl, const struct pv_tensor* t, struct dmat* d, 
 	i->t = t;
 	i->d = d;
 	i->per_token = per_token;
+	i->share = per_token;
 }
 
 static void add_vec(struct plan* pl, const float* v, int64_t n, const float** dst)
@@ -253,9 +259,37 @@ static void add_vec(struct plan* pl, const float* v, int64_t n, const float** ds
 	i->vec.cols = n;
 	i->vdst = dst; /* t and d are &vec and &vd (see T() and D(): the array may move while it grows) */
 	i->per_token = 1;
+	i->share = 1;
 }
 
-static const struct pv_tensor* T(struct item* i) { return i->vdst ? &i->vec : i->t; }
+static const struct pv_tensor* ex_field(const struct pv_expert* e, int which)
+{
+	return which == 0 ? &e->gate : which == 1 ? &e->up : &e->down;
+}
+
+/* n experts' `which` matrices as one stacked matrix; all must share type and shape */
+static int add_experts(struct plan* pl, const struct pv_expert* ex, int n, int which, int k, struct dmat* d, char* err,
+                       size_t errlen)
+{
+	d->type = -1;
+	const struct pv_tensor* f = ex_field(&ex[0], which);
+	for (int e = 0; e < n; e++) {
+		const struct pv_tensor* g = ex_field(&ex[e], which);
+		if (!g->data || g->type != f->type || g->rows != f->rows || g->cols != f->cols)
+			return pv_errf(err, errlen, "CUDA backend: expert %d's matrices differ in type or shape from expert 0's", e);
+	}
+	struct item* i = grow(pl);
+	i->d = d;
+	i->ex = ex;
+	i->n_ex = n;
+	i->which = which;
+	i->stk = *f;
+	i->stk.rows = f->rows * n;
+	i->share = (double)k / n;
+	return 0;
+}
+
+static const struct pv_tensor* T(struct item* i) { return i->vdst ? &i->vec : i->ex ? &i->stk : i->t; }
 static struct dmat* D(struct item* i) { return i->vdst ? &i->vd : i->d; }
 
 static void model_free(struct pv_model* m)
@@ -283,36 +317,66 @@ int pv_cuda_model_init(struct pv_model* m, int verbose, char* err, size_t errlen
 	int rc = -1;
 	size_t fr = 0, tot = 0;
 	double t0 = now_s();
+	int tied = 0;
 
 	if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) dm->st.used_before = tot - fr;
 	add_mat(&pl, &m->w.embed, &dm->embed, 0);
 	add_vec(&pl, m->w.final_norm, c->hidden, &dm->final_norm);
 	for (int l = 0; l < c->n_layers; l++) {
 		const struct pv_layer* L = &m->w.layers[l];
-		struct dlayer* D = &dm->layers[l];
+		struct dlayer* DL = &dm->layers[l];
 		int qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
-		add_vec(&pl, L->attn_norm, c->hidden, &D->attn_norm);
-		add_vec(&pl, L->ffn_norm, c->hidden, &D->ffn_norm);
-		D->wq.type = D->wk.type = D->wv.type = D->wo.type = D->gate.type = D->up.type = D->down.type = -1;
+		add_vec(&pl, L->attn_norm, c->hidden, &DL->attn_norm);
+		add_vec(&pl, L->ffn_norm, c->hidden, &DL->ffn_norm);
+		struct dmat* all[] = { &DL->wq, &DL->wk, &DL->wv, &DL->wo, &DL->gate, &DL->up, &DL->down, &DL->in_qkv, &DL->in_z,
+			               &DL->in_b, &DL->in_a, &DL->in_qkvz, &DL->in_ba, &DL->out_proj };
+		for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) all[k]->type = -1;
 		if (c->layer_kind[l] == PV_LAYER_ATTN) {
-			add_mat(&pl, &L->wq, &D->wq, 1);
-			add_mat(&pl, &L->wk, &D->wk, 1);
-			add_mat(&pl, &L->wv, &D->wv, 1);
-			add_mat(&pl, &L->wo, &D->wo, 1);
-			add_vec(&pl, L->bq, qd, &D->bq);
-			add_vec(&pl, L->bk, kvd, &D->bk);
-			add_vec(&pl, L->bv, kvd, &D->bv);
-			add_vec(&pl, L->q_norm, c->head_dim, &D->q_norm);
-			add_vec(&pl, L->k_norm, c->head_dim, &D->k_norm);
+			add_mat(&pl, &L->wq, &DL->wq, 1);
+			add_mat(&pl, &L->wk, &DL->wk, 1);
+			add_mat(&pl, &L->wv, &DL->wv, 1);
+			add_mat(&pl, &L->wo, &DL->wo, 1);
+			add_vec(&pl, L->bq, qd, &DL->bq);
+			add_vec(&pl, L->bk, kvd, &DL->bk);
+			add_vec(&pl, L->bv, kvd, &DL->bv);
+			add_vec(&pl, L->q_norm, c->head_dim, &DL->q_norm);
+			add_vec(&pl, L->k_norm, c->head_dim, &DL->k_norm);
+		} else {
+			add_mat(&pl, &L->in_qkv, &DL->in_qkv, 1);
+			add_mat(&pl, &L->in_z, &DL->in_z, 1);
+			add_mat(&pl, &L->in_b, &DL->in_b, 1);
+			add_mat(&pl, &L->in_a, &DL->in_a, 1);
+			add_mat(&pl, &L->in_qkvz, &DL->in_qkvz, 1);
+			add_mat(&pl, &L->in_ba, &DL->in_ba, 1);
+			add_mat(&pl, &L->out_proj, &DL->out_proj, 1);
+			add_vec(&pl, L->conv_w, (int64_t)pv_cfg_conv_dim(c) * c->conv_kernel, &DL->conv_w);
+			add_vec(&pl, L->ssm_a, c->lin_v_heads, &DL->ssm_a);
+			add_vec(&pl, L->dt_bias, c->lin_v_heads, &DL->dt_bias);
+			add_vec(&pl, L->lin_norm, c->lin_v_dim, &DL->lin_norm);
 		}
-		/* Gated DeltaNet and MoE weights: not uploaded yet (session_init refuses such models) */
+		struct dmat* moe[] = { &DL->router, &DL->ex_gate, &DL->ex_up, &DL->ex_down, &DL->sh_gate, &DL->sh_up, &DL->sh_down };
+		for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++) moe[k]->type = -1;
 		if (!c->layer_moe[l]) {
-			add_mat(&pl, &L->ffn_gate, &D->gate, 1);
-			add_mat(&pl, &L->ffn_up, &D->up, 1);
-			add_mat(&pl, &L->ffn_down, &D->down, 1);
+			add_mat(&pl, &L->ffn_gate, &DL->gate, 1);
+			add_mat(&pl, &L->ffn_up, &DL->up, 1);
+			add_mat(&pl, &L->ffn_down, &DL->down, 1);
+		} else {
+			add_mat(&pl, &L->router, &DL->router, 1);
+			if (add_experts(&pl, L->experts, c->n_experts, 0, c->n_experts_used, &DL->ex_gate, err, errlen) ||
+			    add_experts(&pl, L->experts, c->n_experts, 1, c->n_experts_used, &DL->ex_up, err, errlen) ||
+			    add_experts(&pl, L->experts, c->n_experts, 2, c->n_experts_used, &DL->ex_down, err, errlen))
+				goto fail;
+			if (L->shexp.gate.data) {
+				add_mat(&pl, &L->shexp.gate, &DL->sh_gate, 1);
+				add_mat(&pl, &L->shexp.up, &DL->sh_up, 1);
+				add_mat(&pl, &L->shexp.down, &DL->sh_down, 1);
+				add_vec(&pl, L->shexp_gate, c->hidden, &DL->sh_gate_w);
+			} else {
+				DL->sh_gate_w = NULL;
+			}
 		}
 	}
-	const int tied = m->w.lm_head.data == m->w.embed.data;
+	tied = m->w.lm_head.data == m->w.embed.data;
 	if (!tied) add_mat(&pl, &m->w.lm_head, &dm->lm_head, 1);
 
 	/* sizes, one arena */
@@ -336,7 +400,7 @@ int pv_cuda_model_init(struct pv_model* m, int verbose, char* err, size_t errlen
 			dm->arena_used += align256(d->stride[p] * (size_t)d->rows);
 		}
 		if (pl.it[i].vdst) *pl.it[i].vdst = (const float*)d->p[0];
-		if (pl.it[i].per_token) dm->st.bytes_per_token += d->bytes;
+		dm->st.bytes_per_token += (uint64_t)(pl.it[i].share * (double)d->bytes);
 	}
 	if (tied) {
 		dm->lm_head = dm->embed;
@@ -352,8 +416,17 @@ int pv_cuda_model_init(struct pv_model* m, int verbose, char* err, size_t errlen
 	if (pv_stager_new(&sg, st, dm->arena_bytes, err, errlen)) goto fail;
 	sg->verbose = verbose;
 	sg->total = dm->arena_bytes;
-	for (int i = 0; i < pl.n; i++)
-		if (pv_stager_upload_mat(sg, T(&pl.it[i]), D(&pl.it[i]), err, errlen)) goto fail;
+	for (int i = 0; i < pl.n; i++) {
+		struct item* it = &pl.it[i];
+		if (!it->ex) {
+			if (pv_stager_upload_mat(sg, T(it), D(it), 0, err, errlen)) goto fail;
+			continue;
+		}
+		for (int e = 0; e < it->n_ex; e++) {
+			const struct pv_tensor* f = ex_field(&it->ex[e], it->which);
+			if (pv_stager_upload_mat(sg, f, it->d, (int64_t)e * f->rows, err, errlen)) goto fail;
+		}
+	}
 	if (pv_stager_finish(sg, err, errlen)) goto fail;
 	dm->st.upload_s = now_s() - t0;
 	if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) dm->st.used_after = tot - fr;

@@ -7,9 +7,10 @@
 #   tools/cuda/device-check.sh quick      tests, bandwidth, fixtures and qwen3-1.7b only
 #
 # Steps: nvidia-smi; build/cuda/test_cuda (the CUDA tests: `make test-cuda` without make);
-# the device-to-device copy bandwidth; `proven bench --backend cuda` on the dense fixtures, on
-# Qwen3-1.7B-shaped bf16 and on Qwen3-8B-shaped bf16, q8_0, q4_0, q4_k and q6_k models made here
-# with random weights (tools/cuda/make_model.py), each deleted after its bench. Model files go to
+# the device-to-device copy bandwidth; `proven bench --backend cuda` on fixtures (dense, hybrid,
+# MoE), on Qwen3-1.7B-shaped bf16, Qwen3.5-0.8B-shaped bf16 (tools/bench/make_model.py) and on
+# Qwen3-8B-shaped bf16, q8_0, q4_0, q4_k and q6_k models made here with random weights
+# (tools/cuda/make_model.py), each deleted after its bench. Model files go to
 # /dev/shm when it has room (disk-free, no second copy in the page cache), else /tmp.
 set -u
 cd "$(dirname "$0")/../.."
@@ -79,7 +80,7 @@ make_model() { # preset dtype out
 	return 1
 }
 
-for fx in qwen2 qwen3 qwen3_odd; do
+for fx in qwen2 qwen3 qwen3_odd qwen3_5 qwen3_moe qwen3_next; do
 	bench "fixture-$fx" tests/fixtures/$fx --pp 64 --tg 128 --reps 3
 done
 if make_model qwen3-1.7b bf16 "$W/q17"; then
@@ -87,6 +88,16 @@ if make_model qwen3-1.7b bf16 "$W/q17"; then
 	rm -rf "$W/q17"
 fi
 if [ "$MODE" != quick ]; then
+	# a Gated DeltaNet hybrid with real shapes (bf16, N(0, 0.02) weights; numpy, ~1.6 GB)
+	t=$(date +%s)
+	if python3 tools/bench/make_model.py --preset qwen3.5-0.8b --out "$W/q35" >>"$LOG" 2>&1; then
+		echo "made qwen3.5-0.8b in $(($(date +%s) - t)) s" >>"$LOG"
+		bench qwen3.5-0.8b-bf16 "$W/q35" --pp 128 --tg 128 --reps 3
+	else
+		status=1
+		say "== make_model qwen3.5-0.8b FAILED: $(tail -2 "$LOG" | tr '\n' ' ')"
+	fi
+	rm -rf "$W/q35"
 	for dt in bf16 q8_0 q4_k q4_0 q6_k; do
 		if [ "$(elapsed)" -gt "$BUDGET" ]; then
 			say "== skipped qwen3-8b $dt: $(elapsed) s elapsed (budget $BUDGET s)"

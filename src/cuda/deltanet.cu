@@ -1,0 +1,175 @@
+/*
+ * deltanet.cu: Gated DeltaNet layers (deltanet.c, qwen-models.md §6.4), recurrent form only.
+ *
+ * After the projections (gemv.cu):
+ *   conv:      per channel, rows in order: silu(causal depthwise conv over [conv state; rows]),
+ *              then the state becomes the last Kc-1 inputs (deltanet.c conv_silu)
+ *   recurrent: one block per value head; thread j owns column j of the head's state S [dk][dv]
+ *              (kept in shared memory for the call); rows in order: l2norm q (scaled 1/sqrt(dk)) and k, beta, decay,
+ *              S = decay S; d = beta (v - S^T k); S += k d^T; o = S^T q; then the gated norm
+ *              w * rmsnorm(o) * silu(z) (deltanet.c delta_recurrent and the layer's epilogue)
+ * The recurrent form is the decode form on the CPU too; every reduction (over dk for S^T k and
+ * S^T q, over a head for the norms) runs in a fixed order, and rows are processed one after the
+ * other, so a row's result is the same in a call of any size (batch invariance). Prompts use
+ * the recurrent form as well: the CPU's chunked form agrees with it within float rounding.
+ *
+ * Qwen3-Next's in_proj_qkvz / in_proj_ba are key-group-major ([q_g | k_g | v_g | z_g] and
+ * [b_g | a_g] per key head g): the kernels read them through an index map instead of unscrambling.
+ */
+#include "common.cuh"
+
+namespace {
+
+constexpr int DK_MAX = 128;
+constexpr int THREADS = 128;
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* column in a row of the projection for conv channel ch (Qwen3.5 order q | k | v) */
+__device__ __forceinline__ int src_col(const delta_args& a, int ch)
+{
+	if (!a.qkvz) return ch;
+	const int kd = a.Hk * a.dk, r = a.Hv / a.Hk, gw = 2 * a.dk + 2 * r * a.dv;
+	if (ch < kd) return (ch / a.dk) * gw + ch % a.dk;
+	if (ch < 2 * kd) return ((ch - kd) / a.dk) * gw + a.dk + (ch - kd) % a.dk;
+	const int c = ch - 2 * kd;
+	return (c / (r * a.dv)) * gw + 2 * a.dk + c % (r * a.dv);
+}
+
+__global__ void conv_kernel(const __grid_constant__ delta_args a)
+{
+	const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+	const int cd = 2 * a.Hk * a.dk + a.Hv * a.dv, K = a.Kc, P = K - 1;
+	if (ch >= cd) return;
+	const int sc = src_col(a, ch);
+	const float* w = a.conv_w + (size_t)ch * K;
+	for (int t = 0; t < a.n; t++) {
+		float acc = 0.0f;
+		for (int tau = 0; tau < K; tau++) {
+			const int src = t - P + tau; /* negative rows come from the state */
+			const float xv = src < 0 ? a.conv_state[(size_t)(P + src) * cd + ch] : a.mix[(size_t)src * a.ld_mix + sc];
+			acc = acc + w[tau] * xv;
+		}
+		a.u[(size_t)t * cd + ch] = silu(acc);
+	}
+	/* the new state: rows n .. n+P-1 of [state ; mixed]; row p is written after it is read */
+	for (int p = 0; p < P; p++) {
+		const int ci = a.n + p;
+		a.conv_state[(size_t)p * cd + ch] = ci < P ? a.conv_state[(size_t)ci * cd + ch] : a.mix[(size_t)(ci - P) * a.ld_mix + sc];
+	}
+}
+
+/* fixed-order block sum: warp butterflies, then the warps in order */
+__device__ float block_sum(float v, float* red)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	v = pv_warp_sum(v);
+	__syncthreads(); /* red is reused */
+	if (lane == 0) red[warp] = v;
+	__syncthreads();
+	float s = red[0];
+	for (int i = 1; i < THREADS / 32; i++) s = s + red[i];
+	return s;
+}
+
+__global__ void __launch_bounds__(THREADS) recurrent_kernel(const __grid_constant__ delta_args a)
+{
+	__shared__ float qs[DK_MAX], ks[DK_MAX], red[THREADS / 32];
+	extern __shared__ float sS[]; /* [dk][THREADS]: thread j's column of S (bank j % 32) */
+	const int h = blockIdx.x, j = threadIdx.x;
+	const int dk = a.dk, dv = a.dv, Hk = a.Hk, Hv = a.Hv, r = Hv / Hk;
+	const int kd = Hk * dk, cd = 2 * kd + Hv * dv, vd = Hv * dv;
+	const int kh = a.v_tiled ? h % Hk : h / r;
+	const bool col = j < dv;
+	float* S = a.S + (size_t)h * dk * dv;
+	float* s = sS + j;
+	for (int i = 0; i < dk; i++) s[i * THREADS] = col ? S[(size_t)i * dv + j] : 0.0f;
+	const float qscale = 1.0f / sqrtf((float)dk);
+
+	for (int t = 0; t < a.n; t++) {
+		const float* u = a.u + (size_t)t * cd;
+		/* l2norm (HF: x * rsqrt(sum x^2 + 1e-6)), q also scaled by 1/sqrt(dk) */
+		const float qv = j < dk ? u[(size_t)kh * dk + j] : 0.0f;
+		const float kv = j < dk ? u[kd + (size_t)kh * dk + j] : 0.0f;
+		const float ssq = block_sum(qv * qv, red);
+		const float ssk = block_sum(kv * kv, red);
+		if (j < dk) {
+			qs[j] = qv * (qscale / sqrtf(ssq + 1e-6f));
+			ks[j] = kv * (1.0f / sqrtf(ssk + 1e-6f));
+		}
+		__syncthreads();
+		float b, g;
+		if (a.ba_grouped) {
+			const int grp = h / r, jj = h % r;
+			b = a.ab[(size_t)t * 2 * Hv + grp * 2 * r + jj];
+			g = a.ab[(size_t)t * 2 * Hv + grp * 2 * r + r + jj];
+		} else {
+			b = a.b[(size_t)t * Hv + h];
+			g = a.a[(size_t)t * Hv + h];
+		}
+		const float beta = sigm(b);
+		const float decay = expf(a.ssm_a[h] * softplus(g + a.dt_bias[h]));
+		const float v = col ? u[2 * kd + (size_t)h * dv + j] : 0.0f;
+		float m = 0.0f;
+		for (int i = 0; i < dk; i++) {
+			const float x = s[i * THREADS] * decay;
+			s[i * THREADS] = x;
+			m = m + ks[i] * x;
+		}
+		const float d = beta * (v - m);
+		float o = 0.0f;
+		for (int i = 0; i < dk; i++) {
+			const float x = s[i * THREADS] + ks[i] * d;
+			s[i * THREADS] = x;
+			o = o + qs[i] * x;
+		}
+		/* gated RMSNorm over the head: w * rmsnorm(o) * silu(z) */
+		const float ss = block_sum(col ? o * o : 0.0f, red);
+		if (col) {
+			const float rr = 1.0f / sqrtf(ss / (float)dv + a.eps);
+			float y = (o * rr) * a.lin_norm[j];
+			float z;
+			if (a.qkvz) {
+				const int gw = 2 * dk + 2 * r * dv, e = h * dv + j;
+				z = a.mix[(size_t)t * a.ld_mix + (e / (r * dv)) * gw + 2 * dk + r * dv + e % (r * dv)];
+			} else {
+				z = a.z[(size_t)t * vd + (size_t)h * dv + j];
+			}
+			a.o[(size_t)t * vd + (size_t)h * dv + j] = y * silu(z);
+		}
+		__syncthreads(); /* qs/ks are rewritten for the next row */
+	}
+	if (col)
+		for (int i = 0; i < dk; i++) S[(size_t)i * dv + j] = s[i * THREADS];
+}
+
+} // namespace
+
+int pv_cuda_delta_check(int dk, int dv, int Hk, int Hv, int Kc, char* err, size_t errlen)
+{
+	if (dk > DK_MAX || dv > THREADS || dk < 1 || dv < 1)
+		return pv_errf(err, errlen, "CUDA backend: DeltaNet head dims %d/%d above %d", dk, dv, DK_MAX);
+	if (Hk < 1 || Hv % Hk || Kc < 1) return pv_errf(err, errlen, "CUDA backend: DeltaNet heads %d/%d, kernel %d", Hk, Hv, Kc);
+	return 0;
+}
+
+int pv_cuda_delta_init(char* err, size_t errlen)
+{
+	/* the state column tile takes up to 64 KiB of dynamic shared memory (above the default 48) */
+	CU(cudaFuncSetAttribute(recurrent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(sizeof(float) * DK_MAX * THREADS)),
+	   err, errlen);
+	return 0;
+}
+
+int pv_cuda_deltanet(cudaStream_t st, const struct delta_args* a, char* err, size_t errlen)
+{
+	if (pv_cuda_delta_check(a->dk, a->dv, a->Hk, a->Hv, a->Kc, err, errlen)) return -1;
+	const int cd = 2 * a->Hk * a->dk + a->Hv * a->dv;
+	conv_kernel<<<(unsigned)((cd + 127) / 128), 128, 0, st>>>(*a);
+	CU_LAUNCHED("deltanet conv", err, errlen);
+	recurrent_kernel<<<(unsigned)a->Hv, THREADS, sizeof(float) * (size_t)a->dk * THREADS, st>>>(*a);
+	CU_LAUNCHED("deltanet recurrent", err, errlen);
+	return 0;
+}
