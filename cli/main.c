@@ -26,7 +26,8 @@ static void usage(FILE* f)
 	        "  bench    --model PATH [--pp N] [--tg N] [--reps N] [--threads N] [--ctx N] [--json-only]\n"
 	        "  template --tokenizer PATH --messages FILE.json [--tools FILE.json] [--dialect qwen3|qwen3.5|qwen2.5]\n"
 	        "           [--generation-prompt] [--no-thinking]      the chat prompt, exactly as the template renders it\n"
-	        "  tokenize --tokenizer PATH [--jsonl] [--no-special]   text on stdin -> token ids on stdout\n");
+	        "  tokenize --tokenizer PATH [--jsonl] [--no-special]   text on stdin -> token ids on stdout\n"
+	        "  convert  --model DIR --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--threads N]\n");
 }
 
 int cli_parse_ids(const char* s, int32_t** out)
@@ -107,6 +108,7 @@ int main(int argc, char** argv)
 	if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
 	if (!strcmp(cmd, "template")) return cmd_template(argc - 1, argv + 1);
 	if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+	if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;
