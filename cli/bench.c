@@ -109,11 +109,12 @@ int cmd_bench(int argc, char** argv)
 {
 	const char* dir = NULL;
 	const char* backend = "cpu";
-	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0, membw = 0;
+	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0, membw = 0, profile = 0;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
 		if (!strcmp(a, "--json-only")) { json_only = 1; continue; }
 		if (!strcmp(a, "--membw")) { membw = 1; continue; }
+		if (!strcmp(a, "--profile")) { profile = 1; continue; }
 		if (i + 1 >= argc) { fprintf(stderr, "proven bench: unknown option or missing value: %s\n", a); return 2; }
 		if (!strcmp(a, "--model")) dir = argv[++i];
 		else if (!strcmp(a, "--pp")) pp = cli_int(a, argv[++i], 1, 1 << 20);
@@ -205,6 +206,10 @@ int cmd_bench(int argc, char** argv)
 		pps[r] = pp / (t1 - t0);
 		tgs[r] = tg / (t2 - t1);
 	}
+	/* CUDA --profile: where a decode token's time goes (last: it disturbs the session's state) */
+	struct pv_cuda_profile prof;
+	memset(&prof, 0, sizeof(prof));
+	int have_prof = cuda && profile && pv_session_rollback(s, pp) == 0 && pv_cuda_profile(s, toks[0], 20, &prof) == 0;
 	if (cuda && pv_cuda_session_error(s)) {
 		fprintf(stderr, "proven bench: %s\n", pv_cuda_session_error(s));
 		pv_session_free(s);
@@ -252,6 +257,14 @@ int cmd_bench(int argc, char** argv)
 		       ms.weight_bytes / 1048576.0, cs1.session_bytes / 1048576.0, cs1.used_after_init / 1048576.0,
 		       dev.mem_total / 1048576.0, reps);
 	}
+	if (!json_only && have_prof) {
+		printf("| decode step (graph with timing events, 20 replays) | us/token | %% | kernels | MB | GB/s |\n");
+		printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+		for (int i = 0; i < prof.n; i++)
+			printf("| %s | %.1f | %.1f | %d | %.1f | %.0f |\n", prof.name[i], prof.us[i], 100 * prof.us[i] / prof.total_us,
+			       prof.kernels[i], prof.bytes[i] / 1e6, prof.us[i] > 0 ? prof.bytes[i] / (prof.us[i] * 1e3) : 0.0);
+		printf("| total | %.1f | 100 | | | |\n", prof.total_us);
+	}
 	if (!json_only && !cuda) {
 		printf("| model | arch | params | backend | threads | test | t/s |\n");
 		printf("| --- | --- | ---: | --- | ---: | --- | ---: |\n");
@@ -287,6 +300,13 @@ int cmd_bench(int argc, char** argv)
 		       dev.sm_clock_mhz, dev.mem_clock_mhz, d2d, (unsigned long long)ms.bytes_per_token, kv_tok, gbs, share, launches,
 		       (unsigned long long)cs1.graph_kernels, syncs, ms.weight_bytes / 1048576.0, cs1.session_bytes / 1048576.0,
 		       cs1.used_after_init / 1048576.0, ms.upload_s);
+	}
+	if (have_prof) {
+		printf(",\"profile_total_us\":%.2f,\"profile\":[", prof.total_us);
+		for (int i = 0; i < prof.n; i++)
+			printf("%s{\"group\":\"%s\",\"us\":%.2f,\"kernels\":%d,\"bytes\":%.0f}", i ? "," : "", prof.name[i], prof.us[i],
+			       prof.kernels[i], prof.bytes[i]);
+		printf("]");
 	}
 	if (tok_mbs > 0) printf(",\"tokenizer_mb_s\":%.3f", tok_mbs);
 	printf("}\n");

@@ -98,6 +98,22 @@ const char* pv_cuda_session_error(const struct pv_session* s);
  * decoding can pass logits = NULL and read only this id. */
 int pv_cuda_last_token(const struct pv_session* s);
 
+/* Where a decode token's time goes: a graph of the one-row step with timing events between its
+ * op groups, replayed `reps` times at the session's current position. Per group: GPU time per
+ * token (the gaps between nodes included), kernels, and weight bytes read (GB/s = bytes / time).
+ * The replays rewrite the KV row at the current position and advance DeltaNet states: profile a
+ * session you then free (proven bench --profile does it last). */
+#define PV_CUDA_PROF_GROUPS 24
+struct pv_cuda_profile {
+	int n;                                   /* groups that occurred                            */
+	const char* name[PV_CUDA_PROF_GROUPS];   /* "gemv qkv", "attention", "norm", ...            */
+	double us[PV_CUDA_PROF_GROUPS];          /* microseconds per token                          */
+	int kernels[PV_CUDA_PROF_GROUPS];        /* per token                                       */
+	double bytes[PV_CUDA_PROF_GROUPS];       /* weight bytes per token                          */
+	double total_us;                         /* the step, first to last event                   */
+};
+int pv_cuda_profile(struct pv_session* s, int32_t token, int reps, struct pv_cuda_profile* out);
+
 /* Tests: 0 evaluates one-row calls with direct launches instead of the graph (default 1). */
 void pv_cuda_set_graphs(struct pv_session* s, int on);
 

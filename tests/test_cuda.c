@@ -144,6 +144,13 @@ done:
 	free(wf);
 }
 
+static void test_gemv_quick(void)
+{
+	static const enum pv_dtype types[] = { PV_BF16, PV_F16, PV_F32, PV_Q8_0, PV_Q4_0, PV_Q4_K, PV_Q6_K };
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) gemv_case(types[ti], 37, 512);
+	gemv_case(PV_BF16, 5, 203);
+}
+
 static void test_gemv(void)
 {
 	static const enum pv_dtype types[] = { PV_BF16, PV_F16, PV_F32, PV_Q8_0, PV_Q4_0, PV_Q4_K, PV_Q6_K };
@@ -541,7 +548,18 @@ static void quantized(const char* name, enum pv_dtype t)
 	json_decref(ref);
 }
 
-int main(void)
+static int want(int argc, char** argv, const char* section)
+{
+	if (argc < 2) return strcmp(section, "quick") != 0;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], section)) return 1;
+	return 0;
+}
+
+/* test_cuda [gemv] [fixtures] [quant] [quick]: sections (default: all but quick). quick is a
+ * small subset for compute-sanitizer: a few GEMVs and the qwen3, qwen3_5 and qwen3_next fixtures.
+ * Separate processes keep a fault in one section from hiding the others' results. */
+int main(int argc, char** argv)
 {
 	char err[512];
 	struct pv_cuda_device d;
@@ -552,12 +570,20 @@ int main(void)
 	}
 	printf("test_cuda: %s (sm_%d%d, %d SMs, driver CUDA %d, runtime %d)\n", d.name, d.cc_major, d.cc_minor, d.sm_count,
 	       d.driver_version, d.runtime_version);
-	test_gemv();
-	static char names[64][128];
-	int n = fx_list(fx_root(), names, 64);
-	CHECK(n >= 6, "expected the committed fixtures under %s, found %d", fx_root(), n);
-	for (int i = 0; i < n; i++) fixture(names[i]);
-	{
+	if (want(argc, argv, "quick")) {
+		test_gemv_quick();
+		fixture("qwen3");
+		fixture("qwen3_5");
+		fixture("qwen3_next");
+	}
+	if (want(argc, argv, "gemv")) test_gemv();
+	if (want(argc, argv, "fixtures")) {
+		static char names[64][128];
+		int n = fx_list(fx_root(), names, 64);
+		CHECK(n >= 6, "expected the committed fixtures under %s, found %d", fx_root(), n);
+		for (int i = 0; i < n; i++) fixture(names[i]);
+	}
+	if (want(argc, argv, "quant")) {
 		/* a type without a CUDA kernel is refused with a message that says so */
 		void* w = make_matrix(PV_Q5_K, 4, 256);
 		struct pv_tensor W = { w, PV_Q5_K, 4, 256 };
@@ -565,10 +591,10 @@ int main(void)
 		int rc = w ? pv_cuda_test_matmul(&W, x, 1, y, err, sizeof(err)) : 0;
 		CHECK(w && rc != 0 && strstr(err, "no CUDA kernel"), "q5_k: expected a clear refusal, got rc %d: %s", rc, err);
 		free(w);
+		quantized("qwen3", PV_Q8_0);
+		quantized("qwen3", PV_Q4_0);
+		quantized("qwen2", PV_Q8_0);
 	}
-	quantized("qwen3", PV_Q8_0);
-	quantized("qwen3", PV_Q4_0);
-	quantized("qwen2", PV_Q8_0);
 	printf("test_cuda: worst gemv error %.3e of sum |w x| (tol %g); worst logits rel error vs CPU %.3e (tol %g), "
 	       "vs transformers %.3e (tol %g)\n",
 	       g_worst_dot, TOL_DOT, g_worst_cpu, TOL_CPU, g_worst_ref, TOL_REL);

@@ -24,6 +24,15 @@ void pv_cuda_model_free(struct pv_model* m);
 
 namespace {
 
+/* op groups of the profile (pv_cuda_profile) */
+enum { G_START = 0, G_EMBED, G_NORM, G_QKV, G_ROPE, G_ATTN, G_OPROJ, G_DPROJ, G_DREC, G_DOUT, G_GATEUP, G_DOWN, G_MROUTER,
+       G_MROUTE, G_MEXPERTS, G_MSHARED, G_MCOMBINE, G_LMHEAD, G_ARGMAX, G_COUNT };
+const char* const group_name[G_COUNT] = { "start", "embedding", "add+rmsnorm", "gemv q/k/v", "qk norm+rope+kv", "attention",
+	                                  "gemv o_proj", "gemv deltanet in", "deltanet conv+rec", "gemv deltanet out",
+	                                  "gemv gate/up", "gemv down", "gemv router", "moe route", "gemv experts",
+	                                  "shared expert", "moe combine", "gemv lm_head", "argmax" };
+constexpr int PROF_MAX = 2048;
+
 struct dsession {
 	cudaStream_t st;
 	unsigned char* mem; /* one allocation for everything below */
@@ -59,10 +68,37 @@ struct dsession {
 	int failed;
 	int last_token;
 	struct pv_cuda_session_stats stats;
+	/* profiling: while prof is set, mark() adds a timing event node after each op group */
+	int prof, n_marks;
+	cudaEvent_t* ev;        /* [PROF_MAX], created on first use */
+	unsigned char* mark_group;
+	int* mark_kernels;      /* kernels launched up to the mark */
+	double* mark_bytes;     /* weight bytes since the previous mark */
+	double pending_bytes;
 };
 
 struct dsession* DS(const struct pv_session* s) { return (struct dsession*)s->dev; }
 const struct dmodel* DM(const struct pv_session* s) { return (const struct dmodel*)s->m->dev; }
+
+/* Profiling only: a timing event after op group g (nl kernels launched so far in the step). */
+int mark(struct dsession* d, int g, int nl, char* err, size_t errlen)
+{
+	if (!d->prof || d->n_marks >= PROF_MAX) return 0;
+	const int i = d->n_marks++;
+	d->mark_group[i] = (unsigned char)g;
+	d->mark_kernels[i] = nl;
+	d->mark_bytes[i] = d->pending_bytes;
+	d->pending_bytes = 0;
+	CU(cudaEventRecordWithFlags(d->ev[i], d->st, cudaEventRecordExternal), err, errlen);
+	return 0;
+}
+
+/* Profiling only: weight bytes the next op group reads (share: k / E for gathered experts). */
+void weigh(struct dsession* d, const struct gemv_out* o, int n, double share)
+{
+	if (!d->prof) return;
+	for (int i = 0; i < n; i++) d->pending_bytes += share * (double)o[i].w->bytes;
+}
 
 /* ---- the forward pass as launches --------------------------------------------------------- */
 
@@ -76,19 +112,23 @@ int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n,
 	memset(&a, 0, sizeof a);
 	if (L->in_qkvz.type >= 0) {
 		struct gemv_out o[2] = { { &L->in_qkvz, d->lin_raw, d->ld_raw, NULL }, { &L->in_ba, d->lin_ab, 2 * Hv, NULL } };
+		weigh(d, o, 2, 1);
 		if (pv_cuda_gemv(d->st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 		a.qkvz = 1;
 		a.ba_grouped = 1;
 	} else if (L->in_ba.type >= 0) {
 		struct gemv_out o[3] = { { &L->in_qkv, d->lin_raw, d->ld_raw, NULL }, { &L->in_z, d->lin_z, vd, NULL },
 			                 { &L->in_ba, d->lin_ab, 2 * Hv, NULL } };
+		weigh(d, o, 3, 1);
 		if (pv_cuda_gemv(d->st, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 		a.ba_grouped = 1;
 	} else {
 		struct gemv_out o[4] = { { &L->in_qkv, d->lin_raw, d->ld_raw, NULL }, { &L->in_z, d->lin_z, vd, NULL },
 			                 { &L->in_b, d->lin_b, Hv, NULL }, { &L->in_a, d->lin_a, Hv, NULL } };
+		weigh(d, o, 4, 1);
 		if (pv_cuda_gemv(d->st, o, 4, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	}
+	if (mark(d, G_DPROJ, *nl, err, errlen)) return -1;
 	float* S = d->state + (size_t)d->lin_index[l] * pv_state_floats_per_layer(c);
 	a.mix = d->lin_raw;
 	a.ld_mix = d->ld_raw;
@@ -114,8 +154,11 @@ int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n,
 	a.eps = c->rms_eps;
 	if (pv_cuda_deltanet(d->st, &a, err, errlen)) return -1;
 	*nl += 2;
+	if (mark(d, G_DREC, *nl, err, errlen)) return -1;
 	struct gemv_out o[1] = { { &L->out_proj, d->delta, H, NULL } };
-	return pv_cuda_gemv(d->st, o, 1, d->lin_o, NULL, vd, PV_X_PLAIN, n, nl, err, errlen);
+	weigh(d, o, 1, 1);
+	if (pv_cuda_gemv(d->st, o, 1, d->lin_o, NULL, vd, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	return mark(d, G_DOUT, *nl, err, errlen);
 }
 
 /* One attention mixer: q/k/v projections (+ biases), q/k norm + RoPE + KV write, attention (+ the
@@ -129,7 +172,9 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 	const int H = c->hidden, qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
 	{
 		struct gemv_out o[3] = { { &L->wq, d->qraw, d->ldq, L->bq }, { &L->wk, d->kraw, kvd, L->bk }, { &L->wv, d->vraw, kvd, L->bv } };
+		weigh(d, o, 3, 1);
 		if (pv_cuda_gemv(st, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+		if (mark(d, G_QKV, *nl, err, errlen)) return -1;
 	}
 	{
 		struct qkv_post_args a;
@@ -154,6 +199,7 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 		a.step = step;
 		if (pv_cuda_qkv_post(st, &a, n, err, errlen)) return -1;
 		++*nl;
+		if (mark(d, G_ROPE, *nl, err, errlen)) return -1;
 	}
 	{
 		struct attn_args a;
@@ -171,25 +217,31 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 		a.step = step;
 		if (pv_cuda_attention(st, &a, n, err, errlen)) return -1;
 		*nl += 2;
+		if (mark(d, G_ATTN, *nl, err, errlen)) return -1;
 	}
 	{
 		struct gemv_out o[1] = { { &L->wo, d->delta, H, NULL } };
+		weigh(d, o, 1, 1);
 		if (pv_cuda_gemv(st, o, 1, d->o, NULL, qd, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	}
-	return 0;
+	return mark(d, G_OPROJ, *nl, err, errlen);
 }
 
 /* SwiGLU of xn: g = gate xn, u = up xn (one launch), out = down (silu(g) * u) (the product is
  * formed while the down projection stages its input). */
 int enqueue_swiglu(struct pv_session* s, const struct dmat* gate, const struct dmat* up, const struct dmat* down, float* g,
-                   float* u, int width, float* out, int n, int* nl, char* err, size_t errlen)
+                   float* u, int width, float* out, int n, int* nl, int shared, char* err, size_t errlen)
 {
 	struct dsession* d = DS(s);
 	const int H = s->m->cfg.hidden;
 	struct gemv_out o[2] = { { gate, g, width, NULL }, { up, u, width, NULL } };
+	weigh(d, o, 2, 1);
 	if (pv_cuda_gemv(d->st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	if (!shared && mark(d, G_GATEUP, *nl, err, errlen)) return -1;
 	struct gemv_out od[1] = { { down, out, H, NULL } };
-	return pv_cuda_gemv(d->st, od, 1, g, u, width, PV_X_SWIGLU, n, nl, err, errlen);
+	weigh(d, od, 1, 1);
+	if (pv_cuda_gemv(d->st, od, 1, g, u, width, PV_X_SWIGLU, n, nl, err, errlen)) return -1;
+	return mark(d, shared ? G_MSHARED : G_DOWN, *nl, err, errlen);
 }
 
 /* Routed experts (+ the shared expert): router GEMV, routing on the GPU, each row's k experts as
@@ -216,21 +268,27 @@ int enqueue_moe(struct pv_session* s, const struct dlayer* L, int n, int* nl, ch
 	a.H = H;
 	a.n = n;
 	struct gemv_out r[1] = { { &L->router, d->rlog, E, NULL } };
+	weigh(d, r, 1, 1);
 	if (pv_cuda_gemv(d->st, r, 1, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	if (mark(d, G_MROUTER, *nl, err, errlen)) return -1;
 	if (pv_cuda_moe_route(d->st, &a, err, errlen)) return -1;
 	++*nl;
+	if (mark(d, G_MROUTE, *nl, err, errlen)) return -1;
 	struct gemv_gather ga = { d->top_idx, n * k, k, E, 0 };
 	struct gemv_out gu[2] = { { &L->ex_gate, d->eg, Ie, NULL }, { &L->ex_up, d->eu, Ie, NULL } };
+	weigh(d, gu, 2, (double)n * k / E);
 	if (pv_cuda_gemv_gather(d->st, gu, 2, d->xn, NULL, H, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
 	ga.x_by_slot = 1;
 	struct gemv_out dn[1] = { { &L->ex_down, d->eo, H, NULL } };
+	weigh(d, dn, 1, (double)n * k / E);
 	if (pv_cuda_gemv_gather(d->st, dn, 1, d->eg, d->eu, Ie, PV_X_SWIGLU, 1, &ga, nl, err, errlen)) return -1;
+	if (mark(d, G_MEXPERTS, *nl, err, errlen)) return -1;
 	if (a.shared &&
-	    enqueue_swiglu(s, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n, nl, err, errlen))
+	    enqueue_swiglu(s, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n, nl, 1, err, errlen))
 		return -1;
 	if (pv_cuda_moe_combine(d->st, &a, err, errlen)) return -1;
 	++*nl;
-	return 0;
+	return mark(d, G_MCOMBINE, *nl, err, errlen);
 }
 
 /* Rows [0, n) of one step at step->pos0: every layer, then (lm) the final norm, the LM head and
@@ -245,12 +303,15 @@ int enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, 
 	int nl = 0; /* kernels launched */
 	int rc = -1;
 
+	if (mark(d, G_START, nl, err, errlen)) goto out;
 	if (pv_cuda_embed(st, &dm->embed, step, d->x, H, n, err, errlen)) goto out;
 	nl++;
+	if (mark(d, G_EMBED, nl, err, errlen)) goto out;
 	for (int l = 0; l < c->n_layers; l++) {
 		const struct dlayer* L = &dm->layers[l];
 		if (pv_cuda_add_rmsnorm(st, d->x, l ? d->delta : NULL, d->xn, L->attn_norm, H, c->rms_eps, n, err, errlen)) goto out;
 		nl++;
+		if (mark(d, G_NORM, nl, err, errlen)) goto out;
 		if (c->layer_kind[l] == PV_LAYER_LINEAR) {
 			if (enqueue_deltanet(s, L, l, n, &nl, err, errlen)) goto out;
 		} else if (enqueue_attention(s, L, l, step, n, &nl, err, errlen)) {
@@ -258,9 +319,10 @@ int enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, 
 		}
 		if (pv_cuda_add_rmsnorm(st, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen)) goto out;
 		nl++;
+		if (mark(d, G_NORM, nl, err, errlen)) goto out;
 		if (c->layer_moe[l]) {
 			if (enqueue_moe(s, L, n, &nl, err, errlen)) goto out;
-		} else if (enqueue_swiglu(s, &L->gate, &L->up, &L->down, d->ffg, d->ffu, d->ffn, d->delta, n, &nl, err, errlen)) {
+		} else if (enqueue_swiglu(s, &L->gate, &L->up, &L->down, d->ffg, d->ffu, d->ffn, d->delta, n, &nl, 0, err, errlen)) {
 			goto out;
 		}
 	}
@@ -270,10 +332,14 @@ int enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, 
 		                        rows, err, errlen))
 			goto out;
 		nl++;
+		if (mark(d, G_NORM, nl, err, errlen)) goto out;
 		struct gemv_out o[1] = { { &dm->lm_head, d->logits, c->vocab, NULL } };
+		weigh(d, o, 1, 1);
 		if (pv_cuda_gemv(st, o, 1, d->xn, NULL, H, PV_X_PLAIN, rows, &nl, err, errlen)) goto out;
+		if (mark(d, G_LMHEAD, nl, err, errlen)) goto out;
 		if (pv_cuda_argmax(st, d->logits, c->vocab, rows, d->ids, err, errlen)) goto out;
 		nl++;
+		if (mark(d, G_ARGMAX, nl, err, errlen)) goto out;
 	}
 	rc = 0;
 out:
@@ -444,6 +510,13 @@ void session_free(struct pv_session* s)
 	free(d->kc);
 	free(d->vc);
 	free(d->lin_index);
+	if (d->ev)
+		for (int i = 0; i < PROF_MAX; i++)
+			if (d->ev[i]) cudaEventDestroy(d->ev[i]);
+	free(d->ev);
+	free(d->mark_group);
+	free(d->mark_kernels);
+	free(d->mark_bytes);
 	free(d);
 	s->dev = NULL;
 }
@@ -678,6 +751,95 @@ int pv_cuda_last_token(const struct pv_session* s)
 void pv_cuda_set_graphs(struct pv_session* s, int on)
 {
 	if (s && s->be == &cuda_backend && s->dev) DS(s)->graphs_on = on != 0;
+}
+
+/* ---- profile ---------------------------------------------------------------------------- */
+
+int pv_cuda_profile(struct pv_session* s, int32_t token, int reps, struct pv_cuda_profile* out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s || s->be != &cuda_backend || !s->dev || reps < 1) return -1;
+	struct dsession* d = DS(s);
+	char* err = s->err;
+	const size_t errlen = sizeof(s->err);
+	if (d->failed) return -1;
+	if (token < 0 || token >= s->m->cfg.vocab || s->len >= s->n_ctx)
+		return pv_errf(err, errlen, "profile: token %d or position %d out of range", token, s->len);
+	if (!d->ev) {
+		d->ev = (cudaEvent_t*)pv_xcalloc(PROF_MAX, sizeof(cudaEvent_t));
+		d->mark_group = (unsigned char*)pv_xcalloc(PROF_MAX, 1);
+		d->mark_kernels = (int*)pv_xcalloc(PROF_MAX, sizeof(int));
+		d->mark_bytes = (double*)pv_xcalloc(PROF_MAX, sizeof(double));
+		for (int i = 0; i < PROF_MAX; i++) CU(cudaEventCreate(&d->ev[i]), err, errlen);
+	}
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t x = NULL;
+	int rc = -1;
+	cudaError_t e;
+	double acc_us[G_COUNT] = { 0 }, acc_bytes[G_COUNT] = { 0 }, total = 0;
+	int acc_k[G_COUNT] = { 0 };
+	d->gstep_host->pos0 = s->len;
+	d->gstep_host->n = 1;
+	d->gstep_host->tokens[0] = token;
+	CU(cudaStreamBeginCapture(d->st, cudaStreamCaptureModeThreadLocal), err, errlen);
+	d->prof = 1;
+	d->n_marks = 0;
+	d->pending_bytes = 0;
+	uint64_t before = d->stats.direct_kernels;
+	e = cudaMemcpyAsync(d->gstep_dev, d->gstep_host, sizeof(struct dstep), cudaMemcpyHostToDevice, d->st);
+	int erc = e != cudaSuccess ? pv_cuda_fail(err, errlen, "profile step copy", e) : enqueue_step(s, d->gstep_dev, 1, 1, 0, err, errlen);
+	d->prof = 0;
+	d->stats.direct_kernels = before;
+	e = cudaStreamEndCapture(d->st, &g);
+	if (erc) goto done;
+	if (e != cudaSuccess) {
+		pv_cuda_fail(err, errlen, "profile capture", e);
+		goto done;
+	}
+	e = cudaGraphInstantiate(&x, g, 0);
+	if (e != cudaSuccess) {
+		pv_cuda_fail(err, errlen, "profile graph", e);
+		goto done;
+	}
+	for (int r = 0; r <= reps; r++) { /* replay 0 warms up */
+		e = cudaGraphLaunch(x, d->st);
+		if (e == cudaSuccess) e = cudaStreamSynchronize(d->st);
+		if (e != cudaSuccess) {
+			pv_cuda_fail(err, errlen, "profile replay", e);
+			goto done;
+		}
+		if (!r) continue;
+		for (int i = 1; i < d->n_marks; i++) {
+			float ms = 0;
+			e = cudaEventElapsedTime(&ms, d->ev[i - 1], d->ev[i]);
+			if (e != cudaSuccess) {
+				pv_cuda_fail(err, errlen, "profile events", e);
+				goto done;
+			}
+			acc_us[d->mark_group[i]] += 1e3 * ms;
+		}
+		float ms = 0;
+		if (cudaEventElapsedTime(&ms, d->ev[0], d->ev[d->n_marks - 1]) == cudaSuccess) total += 1e3 * ms;
+	}
+	for (int i = 1; i < d->n_marks; i++) {
+		acc_k[d->mark_group[i]] += d->mark_kernels[i] - d->mark_kernels[i - 1];
+		acc_bytes[d->mark_group[i]] += d->mark_bytes[i];
+	}
+	for (int gi = 1; gi < G_COUNT && out->n < PV_CUDA_PROF_GROUPS; gi++) {
+		if (!acc_k[gi]) continue;
+		out->name[out->n] = group_name[gi];
+		out->us[out->n] = acc_us[gi] / reps;
+		out->kernels[out->n] = acc_k[gi];
+		out->bytes[out->n] = acc_bytes[gi];
+		out->n++;
+	}
+	out->total_us = total / reps;
+	rc = 0;
+done:
+	if (x) cudaGraphExecDestroy(x);
+	if (g) cudaGraphDestroy(g);
+	if (rc) fail(s, NULL, 0);
+	return rc;
 }
 
 /* ---- tests: one matrix through the forward pass's kernels ----------------------------------- */

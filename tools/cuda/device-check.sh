@@ -43,14 +43,29 @@ mkdir -p "$W"
 } >"$OUT/nvidia-smi.txt" 2>&1
 say "== $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null)"
 
-# 2. the CUDA tests
-t=$(date +%s)
-$B/cuda/test_cuda >"$OUT/test_cuda.log" 2>&1
-rc=$?
-[ $rc = 0 ] || status=1
-say "== test_cuda: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/test_cuda.log" | tail -1) ($(($(date +%s) - t)) s)"
-grep -E '^FAIL' "$OUT/test_cuda.log" | head -15 | tee -a "$OUT/summary.txt"
-grep -E 'worst|graph:' "$OUT/test_cuda.log" | head -8 | tee -a "$OUT/summary.txt"
+# 2. the CUDA tests, one process per section (a fault in one cannot hide the others)
+: >"$OUT/test_cuda.log"
+for sec in gemv fixtures quant; do
+	t=$(date +%s)
+	echo "### test_cuda $sec" >>"$OUT/test_cuda.log"
+	$B/cuda/test_cuda $sec >"$OUT/.t" 2>&1
+	rc=$?
+	cat "$OUT/.t" >>"$OUT/test_cuda.log"
+	[ $rc = 0 ] || status=1
+	say "== test_cuda $sec: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1) ($(($(date +%s) - t)) s)"
+	grep -E '^FAIL|error' "$OUT/.t" | head -12 | tee -a "$OUT/summary.txt"
+	grep -E 'worst|graph:' "$OUT/.t" | head -4 | tee -a "$OUT/summary.txt"
+done
+rm -f "$OUT/.t"
+# memory errors, on a small subset (compute-sanitizer works on Firecracker machines)
+if command -v compute-sanitizer >/dev/null 2>&1; then
+	t=$(date +%s)
+	timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/cuda/test_cuda quick >"$OUT/sanitizer.log" 2>&1
+	rc=$?
+	[ $rc = 0 ] || status=1
+	say "== compute-sanitizer memcheck (test_cuda quick): rc $rc, $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1) ($(($(date +%s) - t)) s)"
+	grep -E '^========= (Invalid|Program hit|  at )' "$OUT/sanitizer.log" | head -8 | tee -a "$OUT/summary.txt"
+fi
 
 # 3. copy bandwidth alone
 $B/proven bench --backend cuda --membw >>"$LOG" 2>&1 && grep '"d2d_copy"' "$LOG" | tail -1 >>"$JSON"
@@ -84,7 +99,7 @@ for fx in qwen2 qwen3 qwen3_odd qwen3_5 qwen3_moe qwen3_next; do
 	bench "fixture-$fx" tests/fixtures/$fx --pp 64 --tg 128 --reps 3
 done
 if make_model qwen3-1.7b bf16 "$W/q17"; then
-	bench qwen3-1.7b-bf16 "$W/q17" --pp 128 --tg 128 --reps 3
+	bench qwen3-1.7b-bf16 "$W/q17" --pp 128 --tg 128 --reps 3 --profile
 	rm -rf "$W/q17"
 fi
 if [ "$MODE" != quick ]; then
@@ -92,7 +107,7 @@ if [ "$MODE" != quick ]; then
 	t=$(date +%s)
 	if python3 tools/bench/make_model.py --preset qwen3.5-0.8b --out "$W/q35" >>"$LOG" 2>&1; then
 		echo "made qwen3.5-0.8b in $(($(date +%s) - t)) s" >>"$LOG"
-		bench qwen3.5-0.8b-bf16 "$W/q35" --pp 128 --tg 128 --reps 3
+		bench qwen3.5-0.8b-bf16 "$W/q35" --pp 128 --tg 128 --reps 3 --profile
 	else
 		status=1
 		say "== make_model qwen3.5-0.8b FAILED: $(tail -2 "$LOG" | tr '\n' ' ')"
@@ -106,7 +121,7 @@ if [ "$MODE" != quick ]; then
 		m="$W/q8b-$dt"
 		[ $dt = bf16 ] || m="$m.gguf"
 		if make_model qwen3-8b $dt "$m"; then
-			bench "qwen3-8b-$dt" "$m" --pp 128 --tg 128 --reps 3
+			bench "qwen3-8b-$dt" "$m" --pp 128 --tg 128 --reps 3 --profile
 			rm -rf "$m"
 		fi
 	done
@@ -122,6 +137,12 @@ if bw:
     r = bw[0]
     print(f"D2D copy: {r['d2d_gb_s']:.0f} GB/s ({r['gpu']}, SM clock {r['sm_clock_mhz']} MHz, mem {r['mem_clock_mhz']} MHz, "
           f"driver CUDA {r['driver_cuda']}, nvcc {r['nvcc']})")
+for r in rows:  # where the time goes, per profiled model
+    if r.get("profile"):
+        tot = r["profile_total_us"]
+        parts = ", ".join(f"{p['group']} {p['us']:.0f}" + (f" ({p['bytes'] / (p['us'] * 1e3):.0f} GB/s)" if p["bytes"] and p["us"] else "")
+                          for p in sorted(r["profile"], key=lambda p: -p["us"])[:7])
+        print(f"profile {r['name']}: {tot:.0f} us/token: {parts}")
 print(f"{'model':<22}{'dtype':>7}{'tg t/s':>9}{'pp t/s':>9}{'MB/tok':>8}{'GB/s':>7}{'%d2d':>6}{'kern':>6}{'graph':>6}{'sync':>5}{'GPU MiB':>9}")
 for r in rows:
     if "tg_tok_s" not in r:
