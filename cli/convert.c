@@ -88,6 +88,7 @@ int cmd_convert(int argc, char** argv)
 		if (st.n_fallback) fprintf(stderr, " (%d fallback%s for row length)", st.n_fallback, st.n_fallback == 1 ? "" : "s");
 		fputc('\n', stderr);
 	}
+	if (st.llama_cpp_note) fprintf(stderr, "proven convert: warning: llama.cpp will not load this file: %s\n", st.llama_cpp_note);
 	printf("%s\n", out);
 	return 0;
 }

@@ -890,6 +890,13 @@ int pv_convert(const struct pv_convert_params* p, struct pv_convert_stats* st, c
 		goto out;
 	}
 	snprintf(st->arch, sizeof st->arch, "%s", arch);
+	if (c->n_experts > 0)
+		for (int i = 0; i < c->n_layers; i++)
+			if (!c->layer_moe[i])
+				st->llama_cpp_note = "some layers are dense (mlp_only_layers / decoder_sparse_step), but llama.cpp's MoE "
+				                     "architectures require every layer to be MoE";
+	if (pv_arch_is_hybrid(c->arch) && c->lin_k_dim != c->lin_v_dim)
+		st->llama_cpp_note = "linear_key_head_dim != linear_value_head_dim, but llama.cpp uses ssm.state_size for both";
 	cfg = load_json(p->model_dir, "config.json");
 	if (!cfg) {
 		pv_errf(err, errlen, "%s/config.json: cannot read", p->model_dir);

@@ -92,6 +92,8 @@ struct pv_convert_stats {
 	uint64_t file_bytes;
 	int vocab;                        /* tokens written (= embedding rows)               */
 	int synthetic_vocab;              /* 1: no tokenizer.json; synthetic vocabulary       */
+	const char* llama_cpp_note;       /* non-NULL: why llama.cpp will not load this file
+	                                     (proven does): a static string                   */
 };
 
 /* Converts. 0 on success; -1 with a one-line message (nothing is left at out_path, and the
