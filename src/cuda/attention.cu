@@ -29,6 +29,7 @@ constexpr int MAX_SPLITS = 8192;
 
 __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_constant__ attn_args a)
 {
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	extern __shared__ float sm[];
 	const int sp = blockIdx.x, kh = blockIdx.y, t = blockIdx.z;
 	const int pos = a.step->pos0 + t;
@@ -96,6 +97,7 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 
 __global__ void __launch_bounds__(THREADS) attn_combine_kernel(const __grid_constant__ attn_args a)
 {
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	extern __shared__ float ws[]; /* [n_split + 1]: split weights, then 1 / L */
 	const int h = blockIdx.x, t = blockIdx.y;
 	const int pos = a.step->pos0 + t;
@@ -147,9 +149,9 @@ int pv_cuda_attention(cudaStream_t st, const struct attn_args* a, int n, char* e
 	const size_t smem2 = sizeof(float) * ((size_t)a->n_split + 1);
 	if (smem1 > 48 * 1024 || smem2 > 48 * 1024)
 		return pv_errf(err, errlen, "CUDA backend: attention needs %zu / %zu bytes of shared memory", smem1, smem2);
-	attn_split_kernel<<<dim3((unsigned)a->n_split, (unsigned)a->nkv, (unsigned)n), THREADS, smem1, st>>>(*a);
-	CU_LAUNCHED("attention", err, errlen);
-	attn_combine_kernel<<<dim3((unsigned)a->nh, (unsigned)n), THREADS, smem2, st>>>(*a);
-	CU_LAUNCHED("attention combine", err, errlen);
+	PV_LAUNCH("attention", err, errlen, attn_split_kernel, dim3((unsigned)a->n_split, (unsigned)a->nkv, (unsigned)n),
+	          dim3(THREADS), smem1, st, *a);
+	PV_LAUNCH("attention combine", err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(THREADS), smem2,
+	          st, *a);
 	return 0;
 }

@@ -37,8 +37,6 @@ int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e);
 		if (cu_e_ != cudaSuccess) return pv_cuda_fail(err, errlen, #call, cu_e_); \
 	} while (0)
 
-/* After a kernel launch: launch errors (bad configuration, too much shared memory). */
-#define CU_LAUNCHED(what, err, errlen) CU(cudaGetLastError(), err, errlen)
 
 /* ---- device weights ----------------------------------------------------------------------- */
 
@@ -203,6 +201,42 @@ struct attn_args {
 };
 int pv_cuda_attention(cudaStream_t st, const struct attn_args* a, int n, char* err, size_t errlen);
 int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, size_t errlen);
+
+/* ---- launches: programmatic dependent launch (PDL) ------------------------------------------ */
+
+/* PV_CUDA_PDL=1 in the environment (read once, at device selection) launches every kernel with
+ * programmatic stream serialization: the next kernel's blocks may start while the previous
+ * kernel drains, and wait in pv_grid_sync() until it has completed and its writes are visible.
+ * Every kernel calls pv_grid_sync() before touching global memory, so results are the same with
+ * and without it (the kernels and their arithmetic do not change); only the gaps between
+ * kernels shrink. Off by default until measured on the GPU. */
+extern int pv_cuda_pdl;
+
+__device__ __forceinline__ void pv_grid_sync(void)
+{
+	asm volatile("griddepcontrol.wait;" ::: "memory");      /* no-op without PDL */
+	asm volatile("griddepcontrol.launch_dependents;" :::); /* the next kernel may be scheduled */
+}
+
+template <typename... KArgs, typename... Args>
+static inline cudaError_t pv_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                    Args... args)
+{
+	cudaLaunchConfig_t cfg = {};
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = st;
+	cudaLaunchAttribute at[1] = {};
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	cfg.attrs = at;
+	cfg.numAttrs = pv_cuda_pdl ? 1 : 0;
+	return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+/* PV_LAUNCH(kernel, grid, block, smem, stream, args...) inside a launcher returning int */
+#define PV_LAUNCH(what, err, errlen, ...) CU(pv_launch(__VA_ARGS__), err, errlen)
 
 /* ---- fixed reduction trees ------------------------------------------------------------------ */
 

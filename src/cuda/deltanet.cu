@@ -40,6 +40,7 @@ __device__ __forceinline__ int src_col(const delta_args& a, int ch)
 
 __global__ void conv_kernel(const __grid_constant__ delta_args a)
 {
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	const int ch = blockIdx.x * blockDim.x + threadIdx.x;
 	const int cd = 2 * a.Hk * a.dk + a.Hv * a.dv, K = a.Kc, P = K - 1;
 	if (ch >= cd) return;
@@ -76,6 +77,7 @@ __device__ float block_sum(float v, float* red)
 
 __global__ void __launch_bounds__(THREADS) recurrent_kernel(const __grid_constant__ delta_args a)
 {
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ float qs[DK_MAX], ks[DK_MAX], red[THREADS / 32];
 	extern __shared__ float sS[]; /* [dk][THREADS]: thread j's column of S (bank j % 32) */
 	const int h = blockIdx.x, j = threadIdx.x;
@@ -167,9 +169,8 @@ int pv_cuda_deltanet(cudaStream_t st, const struct delta_args* a, char* err, siz
 {
 	if (pv_cuda_delta_check(a->dk, a->dv, a->Hk, a->Hv, a->Kc, err, errlen)) return -1;
 	const int cd = 2 * a->Hk * a->dk + a->Hv * a->dv;
-	conv_kernel<<<(unsigned)((cd + 127) / 128), 128, 0, st>>>(*a);
-	CU_LAUNCHED("deltanet conv", err, errlen);
-	recurrent_kernel<<<(unsigned)a->Hv, THREADS, sizeof(float) * (size_t)a->dk * THREADS, st>>>(*a);
-	CU_LAUNCHED("deltanet recurrent", err, errlen);
+	PV_LAUNCH("deltanet conv", err, errlen, conv_kernel, dim3((unsigned)((cd + 127) / 128)), dim3(128), 0, st, *a);
+	PV_LAUNCH("deltanet recurrent", err, errlen, recurrent_kernel, dim3((unsigned)a->Hv), dim3(THREADS),
+	          sizeof(float) * (size_t)a->dk * THREADS, st, *a);
 	return 0;
 }

@@ -401,6 +401,7 @@ __device__ __forceinline__ float xin(const Params& p, const float* x, const floa
 template <int K, int TT, int R>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ Params p)
 {
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	using KT = Kern<K>;
 	constexpr int UE = KT::UE, U = KT::U;
 	extern __shared__ float4 smem4[];
@@ -582,8 +583,7 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
 	const size_t smem = (size_t)TT * (size_t)tc * sizeof(float);
 	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
-	pick(kind, TT)<<<grid, THREADS, smem, st>>>(p);
-	CU_LAUNCHED("gemv", err, errlen);
+	PV_LAUNCH("gemv", err, errlen, pick(kind, TT), grid, dim3(THREADS), smem, st, p);
 	return 0;
 }
 

@@ -19,6 +19,7 @@ constexpr int THREADS = 256;
 
 __global__ void route_kernel(const __grid_constant__ moe_args a)
 {
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	const int t = blockIdx.x * blockDim.x + threadIdx.x;
 	if (t >= a.n) return;
 	const int E = a.E, k = a.k;
@@ -52,6 +53,7 @@ __global__ void route_kernel(const __grid_constant__ moe_args a)
 
 __global__ void __launch_bounds__(THREADS) combine_kernel(const __grid_constant__ moe_args a)
 {
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ float red[THREADS / 32 + 1];
 	const int t = blockIdx.x, H = a.H, k = a.k;
 	float gsc = 0.0f;
@@ -81,14 +83,12 @@ __global__ void __launch_bounds__(THREADS) combine_kernel(const __grid_constant_
 
 int pv_cuda_moe_route(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen)
 {
-	route_kernel<<<(unsigned)((a->n + 31) / 32), 32, 0, st>>>(*a);
-	CU_LAUNCHED("moe route", err, errlen);
+	PV_LAUNCH("moe route", err, errlen, route_kernel, dim3((unsigned)((a->n + 31) / 32)), dim3(32), 0, st, *a);
 	return 0;
 }
 
 int pv_cuda_moe_combine(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen)
 {
-	combine_kernel<<<(unsigned)a->n, THREADS, 0, st>>>(*a);
-	CU_LAUNCHED("moe combine", err, errlen);
+	PV_LAUNCH("moe combine", err, errlen, combine_kernel, dim3((unsigned)a->n), dim3(THREADS), 0, st, *a);
 	return 0;
 }

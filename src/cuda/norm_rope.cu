@@ -80,6 +80,7 @@ __device__ float dq(const EmbArgs& a, int64_t row, int c)
 
 __global__ void embed_kernel(EmbArgs a)
 {
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	const int t = blockIdx.y;
 	const int tok = a.step->tokens[t];
 	for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.H; c += gridDim.x * blockDim.x)
@@ -107,6 +108,7 @@ __device__ float block_sum(float v, float* red)
 __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(float* x, const float* delta, float* xn,
                                                                    const float* w, int H, float eps)
 {
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ float red[NORM_THREADS / 32 + 1];
 	const int t = blockIdx.x;
 	float* xr = x + (size_t)t * H;
@@ -129,6 +131,7 @@ constexpr int POST_WARPS = 8;
 
 __global__ void __launch_bounds__(POST_WARPS * 32) qkv_post_kernel(const __grid_constant__ qkv_post_args a)
 {
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ float buf[POST_WARPS][256];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int item = blockIdx.x * POST_WARPS + warp, t = blockIdx.y;
@@ -179,6 +182,7 @@ constexpr int ARGMAX_THREADS = 1024;
 
 __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_kernel(const float* logits, int V, int* ids)
 {
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ float bv[ARGMAX_THREADS];
 	__shared__ int bi[ARGMAX_THREADS];
 	const float* l = logits + (size_t)blockIdx.x * V;
@@ -215,16 +219,15 @@ int pv_cuda_embed(cudaStream_t st, const struct dmat* E, const struct dstep* ste
 {
 	EmbArgs a = { E->p[0], E->p[1], E->p[2], E->stride[0], E->stride[1], E->stride[2], E->type, H, step, x };
 	dim3 grid((unsigned)((H + 255) / 256), (unsigned)n);
-	embed_kernel<<<grid, 256, 0, st>>>(a);
-	CU_LAUNCHED("embed", err, errlen);
+	PV_LAUNCH("embed", err, errlen, embed_kernel, grid, dim3(256), 0, st, a);
 	return 0;
 }
 
 int pv_cuda_add_rmsnorm(cudaStream_t st, float* x, const float* delta, float* xn, const float* w, int H, float eps, int n,
                         char* err, size_t errlen)
 {
-	add_rmsnorm_kernel<<<(unsigned)n, NORM_THREADS, 0, st>>>(x, delta, xn, w, H, eps);
-	CU_LAUNCHED("add_rmsnorm", err, errlen);
+	PV_LAUNCH("add_rmsnorm", err, errlen, add_rmsnorm_kernel, dim3((unsigned)n), dim3(NORM_THREADS), 0, st, x, delta, xn, w, H,
+	          eps);
 	return 0;
 }
 
@@ -233,14 +236,12 @@ int pv_cuda_qkv_post(cudaStream_t st, const struct qkv_post_args* a, int n, char
 	if (a->hd > 256 || a->R > a->hd) return pv_errf(err, errlen, "CUDA backend: head dim %d (rope %d) above 256", a->hd, a->R);
 	const int items = a->nh + 2 * a->nkv;
 	dim3 grid((unsigned)((items + POST_WARPS - 1) / POST_WARPS), (unsigned)n);
-	qkv_post_kernel<<<grid, POST_WARPS * 32, 0, st>>>(*a);
-	CU_LAUNCHED("qkv_post", err, errlen);
+	PV_LAUNCH("qkv_post", err, errlen, qkv_post_kernel, grid, dim3(POST_WARPS * 32), 0, st, *a);
 	return 0;
 }
 
 int pv_cuda_argmax(cudaStream_t st, const float* logits, int V, int n, int* ids, char* err, size_t errlen)
 {
-	argmax_kernel<<<(unsigned)n, ARGMAX_THREADS, 0, st>>>(logits, V, ids);
-	CU_LAUNCHED("argmax", err, errlen);
+	PV_LAUNCH("argmax", err, errlen, argmax_kernel, dim3((unsigned)n), dim3(ARGMAX_THREADS), 0, st, logits, V, ids);
 	return 0;
 }

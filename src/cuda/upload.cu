@@ -20,8 +20,12 @@ int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e)
 	return pv_errf(err, errlen, "CUDA backend: %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+int pv_cuda_pdl;
+
 int pv_cuda_select_device(char* err, size_t errlen)
 {
+	const char* pdl = getenv("PV_CUDA_PDL");
+	pv_cuda_pdl = pdl && !strcmp(pdl, "1");
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess) return pv_errf(err, errlen, "CUDA backend: no CUDA device (%s)", cudaGetErrorString(e));

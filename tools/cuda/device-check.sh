@@ -56,6 +56,15 @@ for sec in gemv fixtures quant; do
 	grep -E '^FAIL|error' "$OUT/.t" | head -12 | tee -a "$OUT/summary.txt"
 	grep -E 'worst|graph:' "$OUT/.t" | head -4 | tee -a "$OUT/summary.txt"
 done
+# the same fixtures with programmatic dependent launch (PV_CUDA_PDL=1): identical results expected
+t=$(date +%s)
+echo "### test_cuda fixtures, PV_CUDA_PDL=1" >>"$OUT/test_cuda.log"
+PV_CUDA_PDL=1 $B/cuda/test_cuda fixtures >"$OUT/.t" 2>&1
+rc=$?
+cat "$OUT/.t" >>"$OUT/test_cuda.log"
+[ $rc = 0 ] || status=1
+say "== test_cuda fixtures with PDL: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1) ($(($(date +%s) - t)) s)"
+grep -E '^FAIL|error' "$OUT/.t" | head -6 | tee -a "$OUT/summary.txt"
 rm -f "$OUT/.t"
 # memory errors, on a small subset (compute-sanitizer works on Firecracker machines)
 if command -v compute-sanitizer >/dev/null 2>&1; then
@@ -100,6 +109,7 @@ for fx in qwen2 qwen3 qwen3_odd qwen3_5 qwen3_moe qwen3_next; do
 done
 if make_model qwen3-1.7b bf16 "$W/q17"; then
 	bench qwen3-1.7b-bf16 "$W/q17" --pp 128 --tg 128 --reps 3 --profile
+	PV_CUDA_PDL=1 bench qwen3-1.7b-bf16-pdl "$W/q17" --pp 128 --tg 128 --reps 3 --profile
 	rm -rf "$W/q17"
 fi
 if [ "$MODE" != quick ]; then
@@ -122,6 +132,7 @@ if [ "$MODE" != quick ]; then
 		[ $dt = bf16 ] || m="$m.gguf"
 		if make_model qwen3-8b $dt "$m"; then
 			bench "qwen3-8b-$dt" "$m" --pp 128 --tg 128 --reps 3 --profile
+			case $dt in bf16 | q4_k) PV_CUDA_PDL=1 bench "qwen3-8b-$dt-pdl" "$m" --pp 128 --tg 128 --reps 3 --profile ;; esac
 			rm -rf "$m"
 		fi
 	done
@@ -143,12 +154,12 @@ for r in rows:  # where the time goes, per profiled model
         parts = ", ".join(f"{p['group']} {p['us']:.0f}" + (f" ({p['bytes'] / (p['us'] * 1e3):.0f} GB/s)" if p["bytes"] and p["us"] else "")
                           for p in sorted(r["profile"], key=lambda p: -p["us"])[:7])
         print(f"profile {r['name']}: {tot:.0f} us/token: {parts}")
-print(f"{'model':<22}{'dtype':>7}{'tg t/s':>9}{'pp t/s':>9}{'MB/tok':>8}{'GB/s':>7}{'%d2d':>6}{'kern':>6}{'graph':>6}{'sync':>5}{'GPU MiB':>9}")
+print(f"{'model':<26}{'dtype':>7}{'tg t/s':>9}{'pp t/s':>9}{'MB/tok':>8}{'GB/s':>7}{'%d2d':>6}{'kern':>6}{'graph':>6}{'sync':>5}{'GPU MiB':>9}")
 for r in rows:
     if "tg_tok_s" not in r:
         continue
     mb = (r["weight_bytes_per_token"] + r["kv_bytes_per_token"]) / 1e6
-    print(f"{r['name']:<22}{r['weight_dtype']:>7}{r['tg_tok_s']:>9.1f}{r['pp_tok_s']:>9.1f}{mb:>8.1f}{r['tg_gb_s']:>7.0f}"
+    print(f"{r['name']:<26}{r['weight_dtype']:>7}{r['tg_tok_s']:>9.1f}{r['pp_tok_s']:>9.1f}{mb:>8.1f}{r['tg_gb_s']:>7.0f}"
           f"{100 * r['tg_bw_share']:>6.1f}{r['kernels_per_token']:>6}{r['graph_launches_per_token']:>6.2f}"
           f"{r['syncs_per_token']:>5.2f}{r['gpu_used_mib']:>9.0f}")
 EOF
