@@ -211,6 +211,7 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
  * and without it (the kernels and their arithmetic do not change); only the gaps between
  * kernels shrink. Off by default until measured on the GPU. */
 extern int pv_cuda_pdl;
+extern int pv_cuda_prefetch; /* GEMV weight rows prefetched into L2 (PV_CUDA_PREFETCH=0: off) */
 
 __device__ __forceinline__ void pv_grid_sync(void)
 {

@@ -61,6 +61,7 @@ struct Params {
 	const int* sel;
 	int sel_k;
 	int x_by_slot;
+	int prefetch; /* L2 prefetch of the weight rows (PV_CUDA_PREFETCH=0 turns it off) */
 };
 
 /* Weight loads: read once per call, so they bypass L1. */
@@ -398,10 +399,33 @@ __device__ __forceinline__ float xin(const Params& p, const float* x, const floa
 	return a;
 }
 
+/* Asks the copy engine to bring `bytes` at p into L2 (cp.async.bulk.prefetch, sm_90): needs 16-byte
+ * alignment and size; anything else is skipped (a prefetch is only a hint). */
+__device__ __forceinline__ void prefetch_l2(const unsigned char* p, size_t bytes)
+{
+	if (((uintptr_t)p & 15) || (bytes & 15) || !bytes || bytes > 0xffffffffu) return;
+	asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)bytes) : "memory");
+}
+
 template <int K, int TT, int R>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ Params p)
 {
-	pv_grid_sync(); /* before any global memory access (PDL) */
+	/* The weights never depend on earlier kernels: each warp starts its rows streaming into L2
+	 * before waiting for the previous kernel (PDL) and staging the activations. Gathered experts
+	 * are chosen by the previous kernel, so they are not prefetched. */
+	if (p.prefetch && !p.sel && (threadIdx.x & 31) == 0) {
+		const Seg* q = &p.seg[0];
+		if (p.nseg > 1 && (int)blockIdx.x >= p.seg[1].block0) q = &p.seg[1];
+		if (p.nseg > 2 && (int)blockIdx.x >= p.seg[2].block0) q = &p.seg[2];
+		const int64_t r0 = (int64_t)((int)blockIdx.x - q->block0) * (WARPS * R) + (int64_t)(threadIdx.x >> 5) * R;
+		for (int r = 0; r < R; r++)
+			if (r0 + r < q->rows) {
+				prefetch_l2(q->p0 + (size_t)(r0 + r) * q->s0, q->s0);
+				if (q->p1) prefetch_l2(q->p1 + (size_t)(r0 + r) * q->s1, q->s1);
+				if (q->p2) prefetch_l2(q->p2 + (size_t)(r0 + r) * q->s2, q->s2);
+			}
+	}
+	pv_grid_sync(); /* before touching memory other kernels write (PDL) */
 	using KT = Kern<K>;
 	constexpr int UE = KT::UE, U = KT::U;
 	extern __shared__ float4 smem4[];
@@ -558,6 +582,7 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	p.x = x;
 	p.x2 = x2;
 	p.nseg = n;
+	p.prefetch = pv_cuda_prefetch;
 	if (ga) {
 		p.sel = ga->sel;
 		p.sel_k = ga->k;
