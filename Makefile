@@ -102,6 +102,8 @@ deps:
 	@./tools/install-deps.sh
 
 test: deps
+	@# the real model for test_real (a few seconds of use); without network the test says so
+	-@tools/get-model.sh qwen2.5-coder-0.5b >/dev/null
 	$(MAKE) all
 	./tests/run.sh $(BUILD)
 
@@ -129,8 +131,12 @@ FUZZ_FLAGS  = -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-omit-fram
 FUZZ_ST_SRC  = fuzz/fuzz_safetensors.c src/safetensors.c src/tensor.c src/util.c
 FUZZ_CFG_SRC = fuzz/fuzz_config.c src/config.c src/safetensors.c src/tensor.c src/util.c
 FUZZ_GGUF_SRC = fuzz/fuzz_gguf.c src/gguf.c src/tensor.c src/util.c
+FUZZ_TOK_SRC = fuzz/fuzz_tokenizer.c src/tokenizer.c src/util.c
 .PHONY: fuzz
-fuzz: $(BUILD)/fuzz/fuzz_safetensors $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_gguf
+fuzz: $(BUILD)/fuzz/fuzz_safetensors $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_gguf $(BUILD)/fuzz/fuzz_tokenizer
+$(BUILD)/fuzz/fuzz_tokenizer: $(FUZZ_TOK_SRC) src/tokenizer.h src/util.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(FUZZ_TOK_SRC) -ljansson -lpcre2-8 -lutf8proc -lm
 $(BUILD)/fuzz/fuzz_safetensors: $(FUZZ_ST_SRC) src/safetensors.h src/tensor.h src/util.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(FUZZ_ST_SRC) -ljansson -lm
