@@ -45,6 +45,7 @@ CFLAGS_BASE += -DPV_HAVE_CUDA
 LDLIBS       = -Wl,-Bstatic -ljansson -lpcre2-8 -lutf8proc -lstdc++ -Wl,-Bdynamic \
                -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lm -pthread
 CUDA_TEST   := $(BUILD)/cuda/test_cuda
+TESTS       += $(BUILD)/tests/test_cuda_host
 else
 LIB_OBJ     += $(BUILD)/src/cuda/stub.o
 CUDA_TEST   :=
@@ -91,6 +92,13 @@ $(BUILD)/cuda/test_cuda: tests/test_cuda.c $(BUILD)/libproven.a tests/harness.h 
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
 
+# The CUDA decoders on the host (no GPU): part of `make test` when the backend is built.
+$(BUILD)/tests/test_cuda_host.o: tools/cuda/test_cuda_host.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -ffp-contract=off -Itests -c $< -o $@
+$(BUILD)/tests/test_cuda_host: $(BUILD)/tests/test_cuda_host.o $(BUILD)/libproven.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # The GPU tests (on a machine with a CUDA device; without one they fail, never pass silently).
 test-cuda:
 	@[ "$(CUDA_ON)" = 1 ] || { echo "make test-cuda: this build has no CUDA backend (no nvcc; CUDA=$(CUDA))"; exit 1; }
@@ -122,7 +130,7 @@ bench: deps
 clean:
 	rm -rf build build-asan
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(CUDA_TEST:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(CUDA_TEST:%=%.d) $(if $(CUDA_TEST),$(BUILD)/tests/test_cuda_host.d)
 
 # libFuzzer targets for the hostile-input parsers (clang only); see fuzz/*.c for how to run them.
 FUZZ_CC    ?= clang

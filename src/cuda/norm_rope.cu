@@ -8,75 +8,21 @@
  * forward.c's, operation for operation (the build has -fmad=false, so nothing is fused).
  */
 #include "common.cuh"
+#include "units.cuh"
 
 #include <cuda_fp16.h>
 #include <float.h>
 
 namespace {
 
-__device__ __forceinline__ float f16f(unsigned int h) { return __half2float(__ushort_as_half((unsigned short)h)); }
 
-__device__ __forceinline__ unsigned int u16at(const unsigned char* p) { return (unsigned int)p[0] | (unsigned int)p[1] << 8; }
 
 struct EmbArgs {
-	const unsigned char *p0, *p1, *p2;
-	size_t s0, s1, s2;
-	int type;
+	pv_units::Planes m;
 	int H;
 	const struct dstep* step;
 	float* x;
 };
-
-/* Element (row, c) of a device matrix: the value pv_dequant_block gives (quant.h). */
-__device__ float dq(const EmbArgs& a, int64_t row, int c)
-{
-	const unsigned char* r0 = a.p0 + (size_t)row * a.s0;
-	switch (a.type) {
-	case PV_F32: return reinterpret_cast<const float*>(r0)[c];
-	case PV_F16: return f16f(u16at(r0 + 2 * (size_t)c));
-	case PV_BF16: return __uint_as_float(u16at(r0 + 2 * (size_t)c) << 16);
-	case PV_Q8_0: {
-		const float d = f16f(u16at(a.p1 + (size_t)row * a.s1 + (size_t)(c / 32) * 2));
-		return __fmul_rn((float)(int)(signed char)r0[c], d);
-	}
-	case PV_Q4_0: {
-		const int b = c / 32, j = c % 32;
-		const float d = f16f(u16at(a.p1 + (size_t)row * a.s1 + (size_t)b * 2));
-		const int byte = r0[(size_t)b * 16 + (j & 15)];
-		const int q = j < 16 ? byte & 0xf : byte >> 4;
-		return __fmul_rn((float)(q - 8), d);
-	}
-	case PV_Q4_K: {
-		const unsigned char* b = r0 + (size_t)(c / 256) * 144;
-		const int w = c % 256, s = w / 32, l = w % 32;
-		const float d = f16f(u16at(b)), dmin = f16f(u16at(b + 2));
-		const unsigned char* q = b + 4;
-		int sc, m;
-		if (s < 4) {
-			sc = q[s] & 63;
-			m = q[s + 4] & 63;
-		} else {
-			sc = (q[s + 4] & 0xf) | ((q[s - 4] >> 6) << 4);
-			m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
-		}
-		const int v = (b[16 + 32 * (s >> 1) + l] >> (4 * (s & 1))) & 0xf;
-		const float d1 = __fmul_rn(d, (float)sc), m1 = __fmul_rn(dmin, (float)m);
-		return __fsub_rn(__fmul_rn(d1, (float)v), m1);
-	}
-	case PV_Q6_K: {
-		const int sb = c / 256, w = c % 256, h = w / 128, k = (w % 128) / 32, l = w % 32;
-		const unsigned char* ql = r0 + (size_t)sb * 192 + 64 * h;
-		const unsigned char* qh = r0 + (size_t)sb * 192 + 128 + 32 * h;
-		const signed char* sc = reinterpret_cast<const signed char*>(a.p1 + (size_t)row * a.s1 + (size_t)sb * 16 + 8 * h);
-		const float d = f16f(u16at(a.p2 + (size_t)row * a.s2 + (size_t)sb * 2));
-		const int qlb = ql[l + 32 * (k & 1)];
-		const int nib = k < 2 ? (qlb & 0xf) : (qlb >> 4);
-		const int q = (nib | ((qh[l] >> (2 * k)) & 3) << 4) - 32;
-		return __fmul_rn(__fmul_rn(d, (float)sc[l / 16 + 2 * k]), (float)q);
-	}
-	default: return __int_as_float(0x7fc00000); /* never: types are checked at upload */
-	}
-}
 
 __global__ void embed_kernel(EmbArgs a)
 {
@@ -84,7 +30,7 @@ __global__ void embed_kernel(EmbArgs a)
 	const int t = blockIdx.y;
 	const int tok = a.step->tokens[t];
 	for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.H; c += gridDim.x * blockDim.x)
-		a.x[(size_t)t * a.H + c] = dq(a, tok, c);
+		a.x[(size_t)t * a.H + c] = pv_units::dq_elem(a.m, tok, c);
 }
 
 constexpr int NORM_THREADS = 512;
@@ -217,7 +163,7 @@ __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_kernel(const float* log
 int pv_cuda_embed(cudaStream_t st, const struct dmat* E, const struct dstep* step, float* x, int H, int n, char* err,
                   size_t errlen)
 {
-	EmbArgs a = { E->p[0], E->p[1], E->p[2], E->stride[0], E->stride[1], E->stride[2], E->type, H, step, x };
+	EmbArgs a = { { E->p[0], E->p[1], E->p[2], E->stride[0], E->stride[1], E->stride[2], E->type }, H, step, x };
 	dim3 grid((unsigned)((H + 255) / 256), (unsigned)n);
 	PV_LAUNCH("embed", err, errlen, embed_kernel, grid, dim3(256), 0, st, a);
 	return 0;

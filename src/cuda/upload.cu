@@ -6,6 +6,7 @@
  * fills one while the other is in flight.
  */
 #include "common.cuh"
+#include "units.cuh"
 
 #include <stdlib.h>
 #include <string.h>
@@ -91,36 +92,6 @@ int pv_cuda_plan_mat(const struct pv_tensor* t, struct dmat* d, char* err, size_
 	return 0;
 }
 
-/* Bytes of plane p of one stored row `row` (pv_dtype_row_bytes bytes) into dst. */
-static void extract_plane(const struct dmat* d, int p, const unsigned char* row, unsigned char* dst)
-{
-	const int64_t nb32 = d->cols / 32, nb256 = d->cols / 256;
-	switch (d->type) {
-	case PV_Q8_0:
-		for (int64_t b = 0; b < nb32; b++) {
-			if (p == 0) memcpy(dst + 32 * b, row + 34 * b + 2, 32);
-			else memcpy(dst + 2 * b, row + 34 * b, 2);
-		}
-		return;
-	case PV_Q4_0:
-		for (int64_t b = 0; b < nb32; b++) {
-			if (p == 0) memcpy(dst + 16 * b, row + 18 * b + 2, 16);
-			else memcpy(dst + 2 * b, row + 18 * b, 2);
-		}
-		return;
-	case PV_Q6_K:
-		for (int64_t b = 0; b < nb256; b++) {
-			if (p == 0) memcpy(dst + 192 * b, row + 210 * b, 192);
-			else if (p == 1) memcpy(dst + 16 * b, row + 210 * b + 192, 16);
-			else memcpy(dst + 2 * b, row + 210 * b + 208, 2);
-		}
-		return;
-	default:
-		memcpy(dst, row, d->stride[0]);
-		return;
-	}
-}
-
 /* ---- staging ------------------------------------------------------------------------------ */
 
 #define STAGE_BYTES ((size_t)64 << 20)
@@ -190,7 +161,8 @@ int pv_stager_upload_mat(struct pv_stager* sg, const struct pv_tensor* t, const 
 			const int c = sg->cur;
 			if (sg->used[c]) CU(cudaEventSynchronize(sg->ev[c]), err, errlen);
 			for (int64_t r = 0; r < nr; r++)
-				extract_plane(d, p, (const unsigned char*)t->data + (size_t)(r0 + r) * src_row, sg->buf[c] + (size_t)r * stride);
+				pv_units::extract_plane(d->type, d->cols, d->stride[0], p, (const unsigned char*)t->data + (size_t)(r0 + r) * src_row,
+				                        sg->buf[c] + (size_t)r * stride);
 			CU(cudaMemcpyAsync(d->p[p] + (size_t)(row0 + r0) * stride, sg->buf[c], (size_t)nr * stride, cudaMemcpyHostToDevice, sg->st),
 			   err, errlen);
 			CU(cudaEventRecord(sg->ev[c], sg->st), err, errlen);

@@ -1,0 +1,508 @@
+/*
+ * units.cuh: how the GEMV kernels read and dequantize their units of weights (gemv.cu explains
+ * the summation order), the per-element dequantization of the embedding lookup, and the plane
+ * split of the upload: one copy of each, usable on the host too (__host__ __device__), so
+ * tools/cuda/test_cuda_host.cu checks them against quant.h's pv_dequant_block on any machine.
+ *
+ * On the device the arithmetic goes through the IEEE intrinsics (__fmul_rn, __fsub_rn: never
+ * fused); on the host through plain operations, which the host build compiles with
+ * -ffp-contract=off, so both perform the same roundings.
+ */
+#ifndef PV_CUDA_UNITS_CUH
+#define PV_CUDA_UNITS_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "quant.h"
+#include "tensor.h"
+}
+
+#define PV_HD __host__ __device__ __forceinline__
+#ifdef __CUDA_ARCH__
+#define PV_UNROLL _Pragma("unroll")
+#else
+#define PV_UNROLL
+#endif
+
+#ifdef __CUDA_ARCH__
+#define PV_FMUL(a, b) __fmul_rn(a, b)
+#define PV_FSUB(a, b) __fsub_rn(a, b)
+#define PV_U2F(u) __uint_as_float(u)
+#define PV_PERM(x, y, s) __byte_perm(x, y, s)
+#else
+static inline float PV_FMUL(float a, float b) { return a * b; }
+static inline float PV_FSUB(float a, float b) { return a - b; }
+static inline float PV_U2F(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+/* __byte_perm: byte i of the result is byte (s >> 4i) & 7 of the 8 bytes y:x */
+static inline uint32_t PV_PERM(uint32_t x, uint32_t y, uint32_t s)
+{
+	uint64_t v = (uint64_t)y << 32 | x;
+	uint32_t r = 0;
+	for (int i = 0; i < 4; i++) r |= (uint32_t)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+	return r;
+}
+#endif
+
+namespace pv_units {
+
+enum Kind { K_BF16 = 0, K_F16, K_F32, K_SCALAR, K_Q8_0, K_Q4_0, K_Q4_K, K_Q6_K, K_COUNT };
+
+struct Seg {
+	const unsigned char *p0, *p1, *p2;
+	size_t s0, s1, s2;
+	float* y;
+	const float* bias;
+	int ldy;
+	int rows;
+	int block0; /* first block of this output */
+};
+
+/* Weight loads: read once per call, so they bypass L1. */
+PV_HD uint4 ldw4(const unsigned char* p)
+{
+	uint4 r;
+#ifdef __CUDA_ARCH__
+	asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+	    : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+	    : "l"(p));
+#else
+	memcpy(&r, p, 16);
+#endif
+	return r;
+}
+
+PV_HD unsigned short ldw2(const unsigned char* p)
+{
+#ifdef __CUDA_ARCH__
+	return __ldg(reinterpret_cast<const unsigned short*>(p));
+#else
+	unsigned short v;
+	memcpy(&v, p, 2);
+	return v;
+#endif
+}
+
+template <typename T>
+PV_HD T ldg(const unsigned char* p)
+{
+#ifdef __CUDA_ARCH__
+	return __ldg(reinterpret_cast<const T*>(p));
+#else
+	T v;
+	memcpy(&v, p, sizeof v);
+	return v;
+#endif
+}
+
+PV_HD float f16f(unsigned int h)
+{
+#ifdef __CUDA_ARCH__
+	return __half2float(__ushort_as_half((unsigned short)h));
+#else
+	return pv_f16_to_f32((uint16_t)h);
+#endif
+}
+
+PV_HD uint32_t word(const uint4& v, int i)
+{
+	return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+/* 2^23 + b as a float, b a byte (exact): subtracting 2^23 + c then gives b - c exactly. */
+PV_HD float magic_byte(uint32_t w, int k)
+{
+	return PV_U2F(PV_PERM(w, 0x4B000000u, 0x7540u | (unsigned)k));
+}
+
+/* acc[t] = fmaf(w, xs[t*tc + e], acc[t]) for every staged row */
+template <int TT>
+PV_HD void fma_rows(float w, const float* xs, int tc, int e, float* acc)
+{
+PV_UNROLL
+	for (int t = 0; t < TT; t++) acc[t] = fmaf(w, xs[t * tc + e], acc[t]);
+}
+
+/* the same for 4 consecutive elements e..e+3 (e a multiple of 4), in order */
+template <int TT>
+PV_HD void fma4_rows(const float* w, const float* xs, int tc, int e, float* acc)
+{
+PV_UNROLL
+	for (int t = 0; t < TT; t++) {
+		const float4 a = *reinterpret_cast<const float4*>(xs + t * tc + e);
+		float s = acc[t];
+		s = fmaf(w[0], a.x, s);
+		s = fmaf(w[1], a.y, s);
+		s = fmaf(w[2], a.z, s);
+		s = fmaf(w[3], a.w, s);
+		acc[t] = s;
+	}
+}
+
+template <int K>
+struct Kern;
+
+template <>
+struct Kern<K_BF16> {
+	static constexpr int UE = 8, U = 4;
+	struct Raw {
+		uint4 v;
+	};
+	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	{
+		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16) };
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		float w[8];
+PV_UNROLL
+		for (int i = 0; i < 4; i++) {
+			uint32_t v = word(r.v, i);
+			w[2 * i] = PV_U2F(v << 16);
+			w[2 * i + 1] = PV_U2F(v & 0xffff0000u);
+		}
+		fma4_rows<TT>(w, xs, tc, e0, acc);
+		fma4_rows<TT>(w + 4, xs, tc, e0 + 4, acc);
+	}
+};
+
+template <>
+struct Kern<K_F16> {
+	static constexpr int UE = 8, U = 4;
+	struct Raw {
+		uint4 v;
+	};
+	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	{
+		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16) };
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		float w[8];
+PV_UNROLL
+		for (int i = 0; i < 4; i++) {
+			uint32_t v = word(r.v, i);
+			w[2 * i] = f16f(v & 0xffffu);
+			w[2 * i + 1] = f16f(v >> 16);
+		}
+		fma4_rows<TT>(w, xs, tc, e0, acc);
+		fma4_rows<TT>(w + 4, xs, tc, e0 + 4, acc);
+	}
+};
+
+template <>
+struct Kern<K_F32> {
+	static constexpr int UE = 4, U = 4;
+	struct Raw {
+		uint4 v;
+	};
+	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	{
+		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16) };
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		float w[4] = { PV_U2F(r.v.x), PV_U2F(r.v.y), PV_U2F(r.v.z), PV_U2F(r.v.w) };
+		fma4_rows<TT>(w, xs, tc, e0, acc);
+	}
+};
+
+/* Float rows that are not whole 16-byte vectors (odd widths): one element per unit. The kind's
+ * float type is a run-time parameter (this path is for small odd models only). */
+template <>
+struct Kern<K_SCALAR> {
+	static constexpr int UE = 1, U = 4;
+	struct Raw {
+		float w;
+	};
+	PV_HD static Raw load_t(const Seg& s, int64_t row, int u, int stype)
+	{
+		const unsigned char* p = s.p0 + (size_t)row * s.s0;
+		if (stype == PV_F32) return Raw{ ldg<float>(p + (size_t)u * 4) };
+		unsigned int h = ldw2(p + (size_t)u * 2);
+		return Raw{ stype == PV_F16 ? f16f(h) : PV_U2F(h << 16) };
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		fma_rows<TT>(r.w, xs, tc, e0, acc);
+	}
+};
+
+/* Q8_0: x = d * q (pv_dequant_block: (float)(int8_t)q * d). */
+template <>
+struct Kern<K_Q8_0> {
+	static constexpr int UE = 32, U = 2;
+	struct Raw {
+		uint4 q0, q1;
+		unsigned int d;
+	};
+	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	{
+		const unsigned char* q = s.p0 + (size_t)row * s.s0 + (size_t)u * 32;
+		return Raw{ ldw4(q), ldw4(q + 16), ldw2(s.p1 + (size_t)row * s.s1 + (size_t)u * 2) };
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float d = f16f(r.d);
+PV_UNROLL
+		for (int i = 0; i < 8; i++) {
+			const uint32_t v = word(i < 4 ? r.q0 : r.q1, i & 3) ^ 0x80808080u; /* int8 + 128 */
+			float w[4];
+PV_UNROLL
+			for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388736.0f), d);
+			fma4_rows<TT>(w, xs, tc, e0 + 4 * i, acc);
+		}
+	}
+};
+
+/* Q4_0: element j < 16 is the low nibble of qs[j], j + 16 the high one; x = (q - 8) * d. */
+template <>
+struct Kern<K_Q4_0> {
+	static constexpr int UE = 32, U = 4;
+	struct Raw {
+		uint4 q;
+		unsigned int d;
+	};
+	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	{
+		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16), ldw2(s.p1 + (size_t)row * s.s1 + (size_t)u * 2) };
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float d = f16f(r.d);
+PV_UNROLL
+		for (int half = 0; half < 2; half++)
+PV_UNROLL
+			for (int i = 0; i < 4; i++) {
+				const uint32_t v = (word(r.q, i) >> (4 * half)) & 0x0f0f0f0fu;
+				float w[4];
+PV_UNROLL
+				for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388616.0f), d);
+				fma4_rows<TT>(w, xs, tc, e0 + 16 * half + 4 * i, acc);
+			}
+	}
+};
+
+/* byte k (0..11, run-time) of the 12 scale bytes held in words y, z, w of a Q4_K header */
+PV_HD int sbyte(const uint4& h, int k)
+{
+	uint32_t v = k < 4 ? h.y : k < 8 ? h.z : h.w;
+	return (int)((v >> (8 * (k & 3))) & 0xffu);
+}
+
+/* Q4_K: a unit is sub-blocks 2i and 2i+1 of a super-block (they share qs[32i..32i+31]);
+ * x = (d * sc) * q - dmin * m, a multiply then a subtract (pv_dequant_block). */
+template <>
+struct Kern<K_Q4_K> {
+	static constexpr int UE = 64, U = 2;
+	struct Raw {
+		uint4 h, q0, q1;
+		int i;
+	};
+	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	{
+		const unsigned char* b = s.p0 + (size_t)row * s.s0 + (size_t)(u >> 2) * 144;
+		const int i = u & 3;
+		return Raw{ ldw4(b), ldw4(b + 16 + 32 * i), ldw4(b + 32 + 32 * i), i };
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float d = f16f(r.h.x & 0xffffu), dmin = f16f(r.h.x >> 16);
+PV_UNROLL
+		for (int sub = 0; sub < 2; sub++) {
+			const int j = 2 * r.i + sub;
+			int sc, m;
+			if (j < 4) {
+				sc = sbyte(r.h, j) & 63;
+				m = sbyte(r.h, j + 4) & 63;
+			} else {
+				sc = (sbyte(r.h, j + 4) & 0xf) | ((sbyte(r.h, j - 4) >> 6) << 4);
+				m = (sbyte(r.h, j + 4) >> 4) | ((sbyte(r.h, j) >> 6) << 4);
+			}
+			const float d1 = PV_FMUL(d, (float)sc), m1 = PV_FMUL(dmin, (float)m);
+PV_UNROLL
+			for (int i = 0; i < 8; i++) {
+				const uint32_t v = (word(i < 4 ? r.q0 : r.q1, i & 3) >> (4 * sub)) & 0x0f0f0f0fu;
+				float w[4];
+PV_UNROLL
+				for (int k = 0; k < 4; k++)
+					w[k] = PV_FSUB(PV_FMUL(d1, PV_FSUB(magic_byte(v, k), 8388608.0f)), m1);
+				fma4_rows<TT>(w, xs, tc, e0 + 32 * sub + 4 * i, acc);
+			}
+		}
+	}
+};
+
+/* Q6_K: a unit is one half (128 elements) of a super-block. Element 32k + l (k = 0..3, l < 32)
+ * takes the low/high nibble of ql[l] or ql[l+32] and bits 2k, 2k+1 of qh[l], minus 32;
+ * x = (d * scales[l/16 + 2k]) * q (pv_dequant_block's order). */
+template <>
+struct Kern<K_Q6_K> {
+	static constexpr int UE = 128, U = 1;
+	struct Raw {
+		uint4 l[4], qh[2];
+		uint2 sc;
+		unsigned int d;
+	};
+	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	{
+		const int sb = u >> 1, h = u & 1;
+		const unsigned char* q = s.p0 + (size_t)row * s.s0 + (size_t)sb * 192;
+		Raw r;
+PV_UNROLL
+		for (int i = 0; i < 4; i++) r.l[i] = ldw4(q + 64 * h + 16 * i);
+		r.qh[0] = ldw4(q + 128 + 32 * h);
+		r.qh[1] = ldw4(q + 144 + 32 * h);
+		r.sc = ldg<uint2>(s.p1 + (size_t)row * s.s1 + (size_t)sb * 16 + 8 * h);
+		r.d = ldw2(s.p2 + (size_t)row * s.s2 + (size_t)sb * 2);
+		return r;
+	}
+	PV_HD static int byte_of(const uint4* v, int idx)
+	{
+		return (int)((word(v[idx >> 4], (idx >> 2) & 3) >> (8 * (idx & 3))) & 0xffu);
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float d = f16f(r.d);
+		float ds[8];
+PV_UNROLL
+		for (int m = 0; m < 8; m++) {
+			const uint32_t v = m < 4 ? r.sc.x : r.sc.y;
+			ds[m] = PV_FMUL(d, (float)(int)(signed char)((v >> (8 * (m & 3))) & 0xffu));
+		}
+PV_UNROLL
+		for (int k = 0; k < 4; k++)
+PV_UNROLL
+			for (int l0 = 0; l0 < 32; l0 += 4) {
+				float w[4];
+PV_UNROLL
+				for (int j = 0; j < 4; j++) {
+					const int l = l0 + j;
+					const int qlb = byte_of(r.l, l + 32 * (k & 1));
+					const int nib = k < 2 ? (qlb & 0xf) : (qlb >> 4);
+					const int hb = (byte_of(r.qh, l) >> (2 * k)) & 3;
+					const float q = PV_FSUB(PV_U2F(0x4B000000u | (unsigned)(nib | hb << 4)), 8388640.0f);
+					w[j] = PV_FMUL(ds[l / 16 + 2 * k], q);
+				}
+				fma4_rows<TT>(w, xs, tc, e0 + 32 * k + l0, acc);
+			}
+	}
+};
+
+
+/* ---- one element (the embedding lookup) ----------------------------------------------------- */
+
+/* A device matrix as the kernels see it (common.cuh's struct dmat without the bookkeeping). */
+struct Planes {
+	const unsigned char *p0, *p1, *p2;
+	size_t s0, s1, s2;
+	int type;
+};
+
+PV_HD unsigned int u16at(const unsigned char* p) { return (unsigned int)p[0] | (unsigned int)p[1] << 8; }
+
+/* Element (row, c) of a device matrix: the value pv_dequant_block gives (quant.h). */
+PV_HD float dq_elem(const Planes& a, int64_t row, int c)
+{
+	const unsigned char* r0 = a.p0 + (size_t)row * a.s0;
+	switch (a.type) {
+	case PV_F32: return reinterpret_cast<const float*>(r0)[c];
+	case PV_F16: return f16f(u16at(r0 + 2 * (size_t)c));
+	case PV_BF16: return PV_U2F(u16at(r0 + 2 * (size_t)c) << 16);
+	case PV_Q8_0: {
+		const float d = f16f(u16at(a.p1 + (size_t)row * a.s1 + (size_t)(c / 32) * 2));
+		return PV_FMUL((float)(int)(signed char)r0[c], d);
+	}
+	case PV_Q4_0: {
+		const int b = c / 32, j = c % 32;
+		const float d = f16f(u16at(a.p1 + (size_t)row * a.s1 + (size_t)b * 2));
+		const int byte = r0[(size_t)b * 16 + (j & 15)];
+		const int q = j < 16 ? byte & 0xf : byte >> 4;
+		return PV_FMUL((float)(q - 8), d);
+	}
+	case PV_Q4_K: {
+		const unsigned char* b = r0 + (size_t)(c / 256) * 144;
+		const int w = c % 256, s = w / 32, l = w % 32;
+		const float d = f16f(u16at(b)), dmin = f16f(u16at(b + 2));
+		const unsigned char* q = b + 4;
+		int sc, m;
+		if (s < 4) {
+			sc = q[s] & 63;
+			m = q[s + 4] & 63;
+		} else {
+			sc = (q[s + 4] & 0xf) | ((q[s - 4] >> 6) << 4);
+			m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+		}
+		const int v = (b[16 + 32 * (s >> 1) + l] >> (4 * (s & 1))) & 0xf;
+		const float d1 = PV_FMUL(d, (float)sc), m1 = PV_FMUL(dmin, (float)m);
+		return PV_FSUB(PV_FMUL(d1, (float)v), m1);
+	}
+	case PV_Q6_K: {
+		const int sb = c / 256, w = c % 256, h = w / 128, k = (w % 128) / 32, l = w % 32;
+		const unsigned char* ql = r0 + (size_t)sb * 192 + 64 * h;
+		const unsigned char* qh = r0 + (size_t)sb * 192 + 128 + 32 * h;
+		const signed char* sc = reinterpret_cast<const signed char*>(a.p1 + (size_t)row * a.s1 + (size_t)sb * 16 + 8 * h);
+		const float d = f16f(u16at(a.p2 + (size_t)row * a.s2 + (size_t)sb * 2));
+		const int qlb = ql[l + 32 * (k & 1)];
+		const int nib = k < 2 ? (qlb & 0xf) : (qlb >> 4);
+		const int q = (nib | ((qh[l] >> (2 * k)) & 3) << 4) - 32;
+		return PV_FMUL(PV_FMUL(d, (float)sc[l / 16 + 2 * k]), (float)q);
+	}
+	default: return PV_U2F(0x7fc00000u); /* never: types are checked at upload */
+	}
+}
+
+
+/* ---- the upload's plane split (host) -------------------------------------------------------- */
+
+/* Bytes of plane p of one stored row (pv_dtype_row_bytes(type, cols) bytes at row) into dst:
+ * Q8_0 qs | d, Q4_0 qs | d, Q6_K ql+qh | scales | d (common.cuh, struct dmat); other types are
+ * copied whole (stride0 bytes). */
+static inline void extract_plane(int type, int64_t cols, size_t stride0, int p, const unsigned char* row, unsigned char* dst)
+{
+	const int64_t nb32 = cols / 32, nb256 = cols / 256;
+	switch (type) {
+	case PV_Q8_0:
+		for (int64_t b = 0; b < nb32; b++) {
+			if (p == 0) memcpy(dst + 32 * b, row + 34 * b + 2, 32);
+			else memcpy(dst + 2 * b, row + 34 * b, 2);
+		}
+		return;
+	case PV_Q4_0:
+		for (int64_t b = 0; b < nb32; b++) {
+			if (p == 0) memcpy(dst + 16 * b, row + 18 * b + 2, 16);
+			else memcpy(dst + 2 * b, row + 18 * b, 2);
+		}
+		return;
+	case PV_Q6_K:
+		for (int64_t b = 0; b < nb256; b++) {
+			if (p == 0) memcpy(dst + 192 * b, row + 210 * b, 192);
+			else if (p == 1) memcpy(dst + 16 * b, row + 210 * b + 192, 16);
+			else memcpy(dst + 2 * b, row + 210 * b + 208, 2);
+		}
+		return;
+	default:
+		memcpy(dst, row, stride0);
+		return;
+	}
+}
+
+} // namespace pv_units
+
+#endif
