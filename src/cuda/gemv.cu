@@ -26,7 +26,7 @@ using namespace pv_units;
 
 constexpr int WARPS = 8;
 constexpr int THREADS = WARPS * 32;
-constexpr int SMEM_FLOATS = 8192; /* 32 KiB of staged activations per block */
+constexpr int SMEM_FLOATS = GEMV_SMEM_FLOATS;
 constexpr int MAX_SEG = 3;
 
 struct Params {
@@ -47,21 +47,6 @@ struct Params {
 	int sel_k;
 	int x_by_slot;
 	int prefetch; /* L2 prefetch of the weight rows (PV_CUDA_PREFETCH=0 turns it off) */
-};
-
-template <int K>
-struct Loader {
-	__device__ static typename Kern<K>::Raw load(const Seg& s, const Params& p, int64_t row, int u)
-	{
-		return Kern<K>::load(s, row, u);
-	}
-};
-template <>
-struct Loader<K_SCALAR> {
-	__device__ static Kern<K_SCALAR>::Raw load(const Seg& s, const Params& p, int64_t row, int u)
-	{
-		return Kern<K_SCALAR>::load_t(s, row, u, p.stype);
-	}
 };
 
 __device__ __forceinline__ float xin(const Params& p, const float* x, const float* x2, int t, int col)
@@ -101,8 +86,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 			}
 	}
 	pv_grid_sync(); /* before touching memory other kernels write (PDL) */
-	using KT = Kern<K>;
-	constexpr int UE = KT::UE, U = KT::U;
+	constexpr int UE = Kern<K>::UE;
 	extern __shared__ float4 smem4[];
 	float* xs = reinterpret_cast<float*>(smem4);
 
@@ -139,20 +123,10 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 		}
 		__syncthreads();
 		const int u0 = c0 / UE, u1 = (c0 + cn) / UE;
-		const int uf = u0 + ((lane - u0) & 31); /* this lane's first unit: u = lane (mod 32) */
 #pragma unroll
 		for (int r = 0; r < R; r++) {
 			const int64_t row = row0 + r;
-			if (row >= s.rows) continue;
-			for (int ub = uf; ub < u1; ub += 32 * U) {
-				typename KT::Raw raw[U];
-#pragma unroll
-				for (int k = 0; k < U; k++)
-					if (ub + 32 * k < u1) raw[k] = Loader<K>::load(s, p, wrow + row, ub + 32 * k);
-#pragma unroll
-				for (int k = 0; k < U; k++)
-					if (ub + 32 * k < u1) KT::template dot<TT>(raw[k], xs, p.tc, (ub + 32 * k) * UE - c0, acc[r]);
-			}
+			if (row < s.rows) walk<K, TT>(s, p.stype, wrow + row, lane, u0, u1, xs, p.tc, c0, acc[r]);
 		}
 	}
 
@@ -245,10 +219,7 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	memset(&p, 0, sizeof p);
 	const int64_t cols = outs[0].w->cols;
 	p.cols = (int)cols;
-	int tc = SMEM_FLOATS / TT;
-	tc -= tc % (UE > 4 ? UE : 4);
-	int64_t need = (cols + 3) / 4 * 4;
-	if (need < tc) tc = (int)need;
+	const int tc = tile_cols(UE, TT, cols, SMEM_FLOATS);
 	p.tc = tc;
 	p.T = T;
 	p.ldx = ldx;

@@ -406,6 +406,65 @@ PV_UNROLL
 };
 
 
+/* ---- a lane's walk over one column tile -------------------------------------------------- */
+
+template <int K>
+PV_HD typename Kern<K>::Raw load_unit(const Seg& s, int64_t row, int u, int stype)
+{
+	return Kern<K>::load(s, row, u);
+}
+template <>
+PV_HD Kern<K_SCALAR>::Raw load_unit<K_SCALAR>(const Seg& s, int64_t row, int u, int stype)
+{
+	return Kern<K_SCALAR>::load_t(s, row, u, stype);
+}
+
+/* Lane `lane` of the warp that owns weight row `row`: its units u = lane (mod 32) among units
+ * [u0, u1) of the staged tile (columns c0 .. c0 + tc, rows TT in xs), in increasing order, U
+ * loads in flight. Because ownership is u mod 32 over the whole row, the walk over all tiles
+ * visits the same units in the same order whatever the tile width. */
+template <int K, int TT>
+PV_HD void walk(const Seg& s, int stype, int64_t row, int lane, int u0, int u1, const float* xs, int tc, int c0, float* acc)
+{
+	using KT = Kern<K>;
+	constexpr int UE = KT::UE, U = KT::U;
+	const int uf = u0 + ((lane - u0) & 31); /* this lane's first unit in the tile */
+	for (int ub = uf; ub < u1; ub += 32 * U) {
+		typename KT::Raw raw[U] = {};
+		PV_UNROLL
+		for (int k = 0; k < U; k++)
+			if (ub + 32 * k < u1) raw[k] = load_unit<K>(s, row, ub + 32 * k, stype);
+		PV_UNROLL
+		for (int k = 0; k < U; k++)
+			if (ub + 32 * k < u1) KT::template dot<TT>(raw[k], xs, tc, (ub + 32 * k) * UE - c0, acc);
+	}
+}
+
+/* staged activations per GEMV block: 32 KiB */
+constexpr int GEMV_SMEM_FLOATS = 8192;
+
+/* the tile width a launch of TT rows uses (gemv.cu launch()); smem_floats per block */
+static inline int tile_cols(int UE, int TT, int64_t cols, int smem_floats)
+{
+	int tc = smem_floats / TT;
+	tc -= tc % (UE > 4 ? UE : 4);
+	const int64_t need = (cols + 3) / 4 * 4;
+	return need < tc ? (int)need : tc;
+}
+
+/* the warp's xor butterfly (pv_warp_sum) over 32 lane values, as a host function */
+static inline float butterfly32(const float* v)
+{
+	float a[32];
+	memcpy(a, v, sizeof a);
+	for (int o = 16; o > 0; o >>= 1) {
+		float b[32];
+		for (int l = 0; l < 32; l++) b[l] = a[l] + a[l ^ o];
+		memcpy(a, b, sizeof a);
+	}
+	return a[0];
+}
+
 /* ---- one element (the embedding lookup) ----------------------------------------------------- */
 
 /* A device matrix as the kernels see it (common.cuh's struct dmat without the bookkeeping). */

@@ -7,6 +7,9 @@
  *   - the order: a unit's fmaf chain over a random activation equals the same chain written
  *     out over pv_dequant_row's weights in increasing element order, bit for bit
  *   - the embedding lookup's per-element dequantization, bit for bit
+ *   - the GEMV's lane walk over column tiles and the butterfly, emulated: a row's result is
+ *     bitwise the same whether its launch stages 1, 2, 4, 8 or 16 rows (batch invariance), and
+ *     it is the dot product (every unit visited once)
  */
 #include "cuda/common.cuh"
 #include "cuda/units.cuh"
@@ -125,6 +128,92 @@ static void check(enum pv_dtype t, int rows, int cols, const char* label)
 	free(ref);
 }
 
+/* The GEMV of one weight row as the kernel computes it, emulated: 32 lanes walk the column tiles
+ * a TT-row launch stages (units u = lane mod 32), then the xor butterfly. Returns row t's result. */
+template <int K, int TT>
+static float gemv_row(const Seg& s, int stype, int64_t row, int64_t cols, const float* x, int t)
+{
+	constexpr int UE = Kern<K>::UE;
+	const int tc = tile_cols(UE, TT, cols, GEMV_SMEM_FLOATS);
+	float* xs = (float*)aligned_alloc(16, sizeof(float) * (size_t)TT * tc);
+	float lanes[32][TT];
+	memset(lanes, 0, sizeof lanes);
+	for (int c0 = 0; c0 < cols; c0 += tc) {
+		const int cn = cols - c0 < tc ? (int)(cols - c0) : tc;
+		for (int e = 0; e < TT * tc; e++) {
+			const int tt = e / tc, c = e % tc;
+			xs[e] = c < cn ? x[(size_t)tt * cols + c0 + c] : 0.0f;
+		}
+		for (int lane = 0; lane < 32; lane++) walk<K, TT>(s, stype, row, lane, c0 / UE, (c0 + cn) / UE, xs, tc, c0, lanes[lane]);
+	}
+	float v[32];
+	for (int lane = 0; lane < 32; lane++) v[lane] = lanes[lane][t];
+	free(xs);
+	return butterfly32(v);
+}
+
+/* batch invariance of the emulated kernel: a row's result from a launch of 1, 2, 4, 8 or 16
+ * staged rows (each with its own tile width) is bitwise the same; and it is the dot product */
+template <int K>
+static void check_walk(enum pv_dtype t, int cols, const char* label)
+{
+	char err[256];
+	const size_t rb = pv_dtype_row_bytes(t, cols);
+	unsigned char* w = (unsigned char*)malloc(rb);
+	float* f = (float*)malloc(sizeof(float) * (size_t)cols);
+	for (int c = 0; c < cols; c++) f[c] = frand() * 0.1f;
+	if (t == PV_F32) memcpy(w, f, rb);
+	else if (t == PV_BF16 || t == PV_F16)
+		for (int c = 0; c < cols; c++) {
+			uint16_t h = t == PV_BF16 ? to_bf16(f[c]) : pv_f32_to_f16(f[c]);
+			memcpy(w + 2 * c, &h, 2);
+		}
+	else pv_quant_row(t, f, w, cols);
+	pv_dequant_row(t, w, f, cols);
+	struct pv_tensor T = { w, t, 1, cols };
+	struct dmat d;
+	CHECK(pv_cuda_plan_mat(&T, &d, err, sizeof err) == 0, "%s: plan: %s", label, err);
+	unsigned char* planes[PV_CUDA_MAX_PLANES] = { NULL, NULL, NULL };
+	for (int p = 0; p < d.n_planes; p++) {
+		planes[p] = (unsigned char*)aligned_alloc(16, (d.stride[p] + 15) / 16 * 16);
+		extract_plane(d.type, d.cols, d.stride[0], p, w, planes[p]);
+	}
+	Seg s;
+	memset(&s, 0, sizeof s);
+	s.p0 = planes[0];
+	s.p1 = planes[1];
+	s.p2 = planes[2];
+	s.s0 = d.stride[0];
+	s.s1 = d.stride[1];
+	s.s2 = d.stride[2];
+	float* x = (float*)malloc(sizeof(float) * 16 * (size_t)cols);
+	for (int i = 0; i < 16 * cols; i++) x[i] = frand();
+	int same = 1;
+	double worst = 0;
+	for (int r = 0; r < 16; r++) {
+		const float y1 = gemv_row<K, 1>(s, (int)t, 0, cols, x + (size_t)r * cols, 0);
+		const float y2 = gemv_row<K, 2>(s, (int)t, 0, cols, x + (size_t)(r & ~1) * cols, r & 1);
+		const float y4 = gemv_row<K, 4>(s, (int)t, 0, cols, x + (size_t)(r & ~3) * cols, r & 3);
+		const float y8 = gemv_row<K, 8>(s, (int)t, 0, cols, x + (size_t)(r & ~7) * cols, r & 7);
+		const float y16 = gemv_row<K, 16>(s, (int)t, 0, cols, x, r);
+		same &= !memcmp(&y1, &y2, 4) && !memcmp(&y1, &y4, 4) && !memcmp(&y1, &y8, 4) && !memcmp(&y1, &y16, 4);
+		double ref = 0, mag = 0;
+		for (int c = 0; c < cols; c++) {
+			ref += (double)f[c] * x[(size_t)r * cols + c];
+			mag += fabs((double)f[c] * x[(size_t)r * cols + c]);
+		}
+		const double e = fabs(y1 - ref) / (mag > 0 ? mag : 1);
+		if (e > worst) worst = e;
+	}
+	CHECK(same, "%s [%d]: a row's result depends on how many rows the launch stages", label, cols);
+	CHECK(worst < 1e-5, "%s [%d]: the emulated GEMV is off the float64 dot product by %.3g of sum |w x|", label, cols, worst);
+	printf("  %-14s [%d]: emulated GEMV, 1..16 staged rows bitwise equal, error %.2e of sum |w x|\n", label, cols, worst);
+	for (int p = 0; p < d.n_planes; p++) free(planes[p]);
+	free(w);
+	free(f);
+	free(x);
+}
+
 int main(void)
 {
 	check<K_BF16>(PV_BF16, 3, 768, "bf16");
@@ -137,5 +226,14 @@ int main(void)
 	check<K_Q4_0>(PV_Q4_0, 3, 768, "q4_0");
 	check<K_Q4_K>(PV_Q4_K, 3, 768, "q4_k");
 	check<K_Q6_K>(PV_Q6_K, 3, 768, "q6_k");
+	/* widths past one tile (8192 / TT columns) exercise the walk across tiles */
+	check_walk<K_BF16>(PV_BF16, 12288, "bf16");
+	check_walk<K_F16>(PV_F16, 1536, "f16");
+	check_walk<K_F32>(PV_F32, 4100, "f32");
+	check_walk<K_SCALAR>(PV_BF16, 2051, "bf16 (odd)");
+	check_walk<K_Q8_0>(PV_Q8_0, 12288, "q8_0");
+	check_walk<K_Q4_0>(PV_Q4_0, 4096, "q4_0");
+	check_walk<K_Q4_K>(PV_Q4_K, 12288, "q4_k");
+	check_walk<K_Q6_K>(PV_Q6_K, 2816, "q6_k");
 	TEST_END("test_cuda_host");
 }
