@@ -497,3 +497,11 @@ int pv_gguf_model_load(struct pv_model* m, const char* path, struct pv_load_stat
 	st->prefix = "";
 	return load_text(m, gm, err, errlen);
 }
+
+int pv_gguf_model_mapping(const struct pv_gguf_model* gm, const void** ptr, size_t* len)
+{
+	if (!gm || !gm->g.map) return 0;
+	*ptr = gm->g.map;
+	*len = gm->g.map_len;
+	return 1;
+}

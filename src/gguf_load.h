@@ -15,6 +15,8 @@
 
 /* Opens path and fills m->cfg, m->w, m->gguf and the tokenizer / chat template / eos ids. */
 int pv_gguf_model_load(struct pv_model* m, const char* path, struct pv_load_stats* st, char* err, size_t errlen);
+/* The file mapping (for prefaulting with progress); 0 when there is none. */
+int pv_gguf_model_mapping(const struct pv_gguf_model* g, const void** ptr, size_t* len);
 /* Unmaps the file and frees everything the binding allocated. NULL is fine. */
 void pv_gguf_model_free(struct pv_gguf_model* g);
 

@@ -605,3 +605,11 @@ int pv_hf_bind(struct pv_files* f, struct pv_config* cfg, struct pv_weights* w,
 	st->dtype = d == 1u << PV_BF16 ? "bf16" : d == 1u << PV_F16 ? "f16" : d == 1u << PV_F32 ? "f32" : "mixed";
 	return 0;
 }
+
+int pv_hf_mapping(const struct pv_files* f, int i, const void** ptr, size_t* len)
+{
+	if (!f || i < 0 || i >= f->n_shards) return 0;
+	*ptr = f->shards[i].map;
+	*len = f->shards[i].map_len;
+	return 1;
+}

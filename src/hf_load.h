@@ -41,6 +41,9 @@ int pv_hf_bind(struct pv_files* f, struct pv_config* cfg, struct pv_weights* w,
 /* A tensor by full name, or NULL (for tests and tools). */
 const struct pv_st_tensor* pv_hf_find(const struct pv_files* f, const char* name);
 
+/* The i-th file mapping (for prefaulting with progress); 0 when i is out of range. */
+int pv_hf_mapping(const struct pv_files* f, int i, const void** ptr, size_t* len);
+
 /* Unmaps everything and frees the model-owned arrays bound into w. NULL is fine. */
 void pv_hf_close(struct pv_files* f);
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <errno.h>
 #include <sys/stat.h>
 
@@ -97,6 +98,37 @@ static int attach_backend(struct pv_model* m, const struct pv_model_params* para
 	return pv_cuda_model_init(m, params->verbose, err, errlen);
 }
 
+/* Reads every page of the mappings once, so the weights are in memory before the first token
+ * (a cold file would otherwise be paged in by the first forward pass), drawing a progress bar
+ * on stderr. */
+static void prefault(const struct pv_model* m)
+{
+	const void* maps[64];
+	size_t lens[64], total = 0, done = 0;
+	int n = 0;
+	if (m->gguf) n = pv_gguf_model_mapping(m->gguf, &maps[0], &lens[0]);
+	else
+		while (n < 64 && pv_hf_mapping(m->files, n, &maps[n], &lens[n])) n++;
+	for (int i = 0; i < n; i++) total += lens[i];
+	int tty = isatty(STDERR_FILENO), last = -1;
+	volatile unsigned char sink = 0;
+	for (int i = 0; i < n; i++) {
+		const unsigned char* p = maps[i];
+		for (size_t off = 0; off < lens[i]; off += 4096) {
+			sink ^= p[off];
+			done += lens[i] - off < 4096 ? lens[i] - off : 4096;
+			int pct = total ? (int)(done * 100 / total) : 100;
+			if (tty && pct != last) {
+				last = pct;
+				fprintf(stderr, "\rproven: loading [%-40.*s] %3d%% %.0f/%.0f MiB", pct * 40 / 100,
+				        "########################################", pct, done / 1048576.0, total / 1048576.0);
+			}
+		}
+	}
+	(void)sink;
+	if (tty) fprintf(stderr, "\n");
+}
+
 int pv_model_open(pv_model** out, const char* path, const struct pv_model_params* params, char* err,
                   size_t errlen)
 {
@@ -122,7 +154,10 @@ int pv_model_open(pv_model** out, const char* path, const struct pv_model_params
 			return rc;
 		}
 		fill_info(m, &st);
-		if (verbose) print_summary(m, &st, now_s() - t0);
+		if (verbose) {
+			prefault(m);
+			print_summary(m, &st, now_s() - t0);
+		}
 		if (attach_backend(m, params, err, errlen)) {
 			pv_model_close(m);
 			return -1;
@@ -148,7 +183,10 @@ int pv_model_open(pv_model** out, const char* path, const struct pv_model_params
 		return rc;
 	}
 	fill_info(m, &st);
-	if (verbose) print_summary(m, &st, now_s() - t0);
+	if (verbose) {
+		prefault(m);
+		print_summary(m, &st, now_s() - t0);
+	}
 	if (attach_backend(m, params, err, errlen)) {
 		pv_model_close(m);
 		return -1;
