@@ -212,6 +212,7 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
  * kernels shrink. Off by default until measured on the GPU. */
 extern int pv_cuda_pdl;
 extern int pv_cuda_prefetch; /* GEMV weight rows prefetched into L2 (PV_CUDA_PREFETCH=0: off) */
+extern int pv_cuda_gemv_r2;  /* one-row GEMVs with 2 weight rows per warp (PV_CUDA_GEMV_R=2)  */
 
 __device__ __forceinline__ void pv_grid_sync(void)
 {

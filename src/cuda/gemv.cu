@@ -174,10 +174,15 @@ int unit_of(int kind)
 
 typedef void (*kernel_fn)(Params);
 
+/* rows per warp: 1 for one or two activation rows (PV_CUDA_GEMV_R=2: 2, halving the activation
+ * traffic per weight byte for a tuning run), 2 for four, 4 for eight or sixteen */
+int rows_per_warp(int TT) { return TT == 1 ? (pv_cuda_gemv_r2 ? 2 : 1) : TT <= 2 ? 1 : TT == 4 ? 2 : 4; }
+
 template <int K, int TT>
 kernel_fn pick_r()
 {
 	constexpr int R = TT <= 2 ? 1 : TT == 4 ? 2 : 4;
+	if (TT == 1 && pv_cuda_gemv_r2) return gemv_kernel<K, 1, 2>;
 	return gemv_kernel<K, TT, R>;
 }
 
@@ -207,7 +212,7 @@ kernel_fn pick(int kind, int TT)
 	}
 }
 
-int rows_per_block(int TT) { return WARPS * (TT <= 2 ? 1 : TT == 4 ? 2 : 4); }
+int rows_per_block(int TT) { return WARPS * rows_per_warp(TT); }
 
 /* one launch over outs[0..n) (same kind and cols) */
 int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const float* x, const float* x2, int ldx,

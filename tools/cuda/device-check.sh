@@ -134,6 +134,7 @@ if [ "$MODE" != quick ]; then
 			bench "qwen3-8b-$dt" "$m" --pp 128 --tg 128 --reps 3 --profile
 			case $dt in bf16 | q4_k) PV_CUDA_PDL=1 bench "qwen3-8b-$dt-pdl" "$m" --pp 128 --tg 128 --reps 3 --profile ;; esac
 			[ $dt = bf16 ] && PV_CUDA_PREFETCH=0 bench "qwen3-8b-$dt-nopf" "$m" --pp 128 --tg 128 --reps 3
+			case $dt in bf16 | q4_k) PV_CUDA_GEMV_R=2 bench "qwen3-8b-$dt-r2" "$m" --pp 128 --tg 128 --reps 3 ;; esac
 			rm -rf "$m"
 		fi
 	done
