@@ -3,15 +3,18 @@
 # with binaries built on the development machine (make; carried as build/proven and
 # build/cuda/test_cuda). Prints a compact table last; logs go to $OUT (at most 8 files).
 #
-#   tools/cuda/device-check.sh            everything (about 5-8 minutes)
-#   tools/cuda/device-check.sh quick      tests, bandwidth, fixtures and qwen3-1.7b only
+#   tools/cuda/device-check.sh          everything that fits in PV_BUDGET_S (default 440 s)
+#   tools/cuda/device-check.sh quick    tests, bandwidth, fixtures and the 8B bf16 model only
 #
-# Steps: nvidia-smi; build/cuda/test_cuda (the CUDA tests: `make test-cuda` without make);
-# the device-to-device copy bandwidth; `proven bench --backend cuda` on fixtures (dense, hybrid,
-# MoE), on Qwen3-1.7B-shaped bf16, Qwen3.5-0.8B-shaped bf16 (tools/bench/make_model.py) and on
-# Qwen3-8B-shaped bf16, q8_0, q4_0, q4_k and q6_k models made here with random weights
-# (tools/cuda/make_model.py), each deleted after its bench. Model files go to
-# /dev/shm when it has room (disk-free, no second copy in the page cache), else /tmp.
+# Order (most needed first; each heavy step starts only while time is left):
+#   nvidia-smi; build/cuda/test_cuda gemv | fixtures | quant (the CUDA tests, one process per
+#   section), fixtures again with PV_CUDA_PDL=1; the device-to-device copy bandwidth;
+#   `proven bench --backend cuda` on fixtures (dense, hybrid, MoE); Qwen3-8B-shaped bf16 and
+#   q4_k (each also with PDL and with 2 weight rows per warp; bf16 also without the L2 prefetch),
+#   q8_0, q4_0, q6_k; Qwen3-1.7B bf16; Qwen3.5-0.8B-shaped bf16 (DeltaNet hybrid); last,
+#   compute-sanitizer memcheck on `test_cuda quick`. Models have random weights
+#   (tools/cuda/make_model.py, tools/bench/make_model.py), are written to /dev/shm when it has
+#   room (else /tmp) and deleted after their benches.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/pv-device-check}
@@ -19,15 +22,23 @@ mkdir -p "$OUT"
 MODE=${1:-full}
 B=build
 T0=$(date +%s)
-BUDGET=${PV_BUDGET_S:-480} # skip further 8B models past this many seconds
+BUDGET=${PV_BUDGET_S:-440}
 JSON=$OUT/bench.jsonl
 LOG=$OUT/bench.log
 : >"$JSON"
 : >"$LOG"
+: >"$OUT/summary.txt"
 status=0
 
 say() { printf '%s\n' "$*" | tee -a "$OUT/summary.txt"; }
 elapsed() { echo $(($(date +%s) - T0)); }
+have_time() { # seconds the next step may need
+	if [ $(($(elapsed) + ${1:-0})) -gt "$BUDGET" ]; then
+		say "== skipped $2: $(elapsed) s elapsed (budget $BUDGET s)"
+		return 1
+	fi
+	return 0
+}
 
 for f in $B/proven $B/cuda/test_cuda; do
 	[ -x "$f" ] || { echo "device-check: $f missing: build with nvcc here (make), carry build/proven and build/cuda/test_cuda"; exit 2; }
@@ -45,36 +56,24 @@ say "== $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.me
 
 # 2. the CUDA tests, one process per section (a fault in one cannot hide the others)
 : >"$OUT/test_cuda.log"
-for sec in gemv fixtures quant; do
-	t=$(date +%s)
-	echo "### test_cuda $sec" >>"$OUT/test_cuda.log"
-	$B/cuda/test_cuda $sec >"$OUT/.t" 2>&1
-	rc=$?
+run_tests() { # label env-assignment sections...
+	local label=$1 envs=$2
+	shift 2
+	local t=$(date +%s)
+	echo "### test_cuda $* $envs" >>"$OUT/test_cuda.log"
+	env $envs $B/cuda/test_cuda "$@" >"$OUT/.t" 2>&1
+	local rc=$?
 	cat "$OUT/.t" >>"$OUT/test_cuda.log"
 	[ $rc = 0 ] || status=1
-	say "== test_cuda $sec: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1) ($(($(date +%s) - t)) s)"
+	say "== test_cuda $label: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1) ($(($(date +%s) - t)) s)"
 	grep -E '^FAIL|error' "$OUT/.t" | head -12 | tee -a "$OUT/summary.txt"
 	grep -E 'worst|graph:' "$OUT/.t" | head -4 | tee -a "$OUT/summary.txt"
-done
-# the same fixtures with programmatic dependent launch (PV_CUDA_PDL=1): identical results expected
-t=$(date +%s)
-echo "### test_cuda fixtures, PV_CUDA_PDL=1" >>"$OUT/test_cuda.log"
-PV_CUDA_PDL=1 $B/cuda/test_cuda fixtures >"$OUT/.t" 2>&1
-rc=$?
-cat "$OUT/.t" >>"$OUT/test_cuda.log"
-[ $rc = 0 ] || status=1
-say "== test_cuda fixtures with PDL: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1) ($(($(date +%s) - t)) s)"
-grep -E '^FAIL|error' "$OUT/.t" | head -6 | tee -a "$OUT/summary.txt"
-rm -f "$OUT/.t"
-# memory errors, on a small subset (compute-sanitizer works on Firecracker machines)
-if command -v compute-sanitizer >/dev/null 2>&1; then
-	t=$(date +%s)
-	timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/cuda/test_cuda quick >"$OUT/sanitizer.log" 2>&1
-	rc=$?
-	[ $rc = 0 ] || status=1
-	say "== compute-sanitizer memcheck (test_cuda quick): rc $rc, $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1) ($(($(date +%s) - t)) s)"
-	grep -E '^========= (Invalid|Program hit|  at )' "$OUT/sanitizer.log" | head -8 | tee -a "$OUT/summary.txt"
-fi
+	rm -f "$OUT/.t"
+}
+run_tests gemv "" gemv
+run_tests fixtures "" fixtures
+run_tests quant "" quant
+run_tests "fixtures with PDL" "PV_CUDA_PDL=1" fixtures
 
 # 3. copy bandwidth alone
 $B/proven bench --backend cuda --membw >>"$LOG" 2>&1 && grep '"d2d_copy"' "$LOG" | tail -1 >>"$JSON"
@@ -103,45 +102,63 @@ make_model() { # preset dtype out
 	say "== make_model $1 $2 FAILED: $(tail -2 "$LOG" | tr '\n' ' ')"
 	return 1
 }
+ARGS="--pp 128 --tg 128 --reps 3"
 
 for fx in qwen2 qwen3 qwen3_odd qwen3_5 qwen3_moe qwen3_next; do
 	bench "fixture-$fx" tests/fixtures/$fx --pp 64 --tg 128 --reps 3
 done
-if make_model qwen3-1.7b bf16 "$W/q17"; then
-	bench qwen3-1.7b-bf16 "$W/q17" --pp 128 --tg 128 --reps 3 --profile
-	PV_CUDA_PDL=1 bench qwen3-1.7b-bf16-pdl "$W/q17" --pp 128 --tg 128 --reps 3 --profile
+
+for dt in bf16 q4_k q8_0 q4_0 q6_k; do
+	[ "$MODE" = quick ] && [ $dt != bf16 ] && continue
+	have_time 30 "qwen3-8b $dt" || continue
+	m="$W/q8b-$dt"
+	[ $dt = bf16 ] || m="$m.gguf"
+	if make_model qwen3-8b $dt "$m"; then
+		bench "qwen3-8b-$dt" "$m" $ARGS --profile
+		case $dt in
+		bf16 | q4_k)
+			have_time 20 "qwen3-8b $dt variants" && {
+				PV_CUDA_PDL=1 bench "qwen3-8b-$dt-pdl" "$m" $ARGS --profile
+				PV_CUDA_GEMV_R=2 bench "qwen3-8b-$dt-r2" "$m" $ARGS
+				[ $dt = bf16 ] && PV_CUDA_PREFETCH=0 bench "qwen3-8b-$dt-nopf" "$m" $ARGS
+			} ;;
+		esac
+		rm -rf "$m"
+	fi
+done
+if [ "$MODE" != quick ] && have_time 30 "qwen3-1.7b" && make_model qwen3-1.7b bf16 "$W/q17"; then
+	bench qwen3-1.7b-bf16 "$W/q17" $ARGS --profile
+	PV_CUDA_PDL=1 bench qwen3-1.7b-bf16-pdl "$W/q17" $ARGS --profile
 	rm -rf "$W/q17"
 fi
-if [ "$MODE" != quick ]; then
+if [ "$MODE" != quick ] && have_time 40 "qwen3.5-0.8b"; then
 	# a Gated DeltaNet hybrid with real shapes (bf16, N(0, 0.02) weights; numpy, ~1.6 GB)
 	t=$(date +%s)
 	if python3 tools/bench/make_model.py --preset qwen3.5-0.8b --out "$W/q35" >>"$LOG" 2>&1; then
 		echo "made qwen3.5-0.8b in $(($(date +%s) - t)) s" >>"$LOG"
-		bench qwen3.5-0.8b-bf16 "$W/q35" --pp 128 --tg 128 --reps 3 --profile
+		bench qwen3.5-0.8b-bf16 "$W/q35" $ARGS --profile
 	else
 		status=1
 		say "== make_model qwen3.5-0.8b FAILED: $(tail -2 "$LOG" | tr '\n' ' ')"
 	fi
 	rm -rf "$W/q35"
-	for dt in bf16 q8_0 q4_k q4_0 q6_k; do
-		if [ "$(elapsed)" -gt "$BUDGET" ]; then
-			say "== skipped qwen3-8b $dt: $(elapsed) s elapsed (budget $BUDGET s)"
-			continue
-		fi
-		m="$W/q8b-$dt"
-		[ $dt = bf16 ] || m="$m.gguf"
-		if make_model qwen3-8b $dt "$m"; then
-			bench "qwen3-8b-$dt" "$m" --pp 128 --tg 128 --reps 3 --profile
-			case $dt in bf16 | q4_k) PV_CUDA_PDL=1 bench "qwen3-8b-$dt-pdl" "$m" --pp 128 --tg 128 --reps 3 --profile ;; esac
-			[ $dt = bf16 ] && PV_CUDA_PREFETCH=0 bench "qwen3-8b-$dt-nopf" "$m" --pp 128 --tg 128 --reps 3
-			case $dt in bf16 | q4_k) PV_CUDA_GEMV_R=2 bench "qwen3-8b-$dt-r2" "$m" --pp 128 --tg 128 --reps 3 ;; esac
-			rm -rf "$m"
-		fi
-	done
 fi
 rm -rf "$W"
 
-# 5. the table
+# 5. memory errors on a small subset (compute-sanitizer works on Firecracker machines)
+left=$((BUDGET + 90 - $(elapsed)))
+if command -v compute-sanitizer >/dev/null 2>&1 && [ $left -gt 30 ]; then
+	t=$(date +%s)
+	timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 $B/cuda/test_cuda quick >"$OUT/sanitizer.log" 2>&1
+	rc=$?
+	[ $rc = 0 ] || [ $rc = 124 ] || status=1
+	say "== compute-sanitizer memcheck (test_cuda quick): rc $rc$([ $rc = 124 ] && echo ' (timed out)'), $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1) ($(($(date +%s) - t)) s)"
+	grep -E '^========= (Invalid|Program hit|  at )' "$OUT/sanitizer.log" | head -8 | tee -a "$OUT/summary.txt"
+else
+	say "== compute-sanitizer skipped (not found or no time left: $left s)"
+fi
+
+# 6. the table
 python3 - "$JSON" <<'EOF' | tee -a "$OUT/summary.txt"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
@@ -154,7 +171,7 @@ for r in rows:  # where the time goes, per profiled model
     if r.get("profile"):
         tot = r["profile_total_us"]
         parts = ", ".join(f"{p['group']} {p['us']:.0f}" + (f" ({p['bytes'] / (p['us'] * 1e3):.0f} GB/s)" if p["bytes"] and p["us"] else "")
-                          for p in sorted(r["profile"], key=lambda p: -p["us"])[:7])
+                          for p in sorted(r["profile"], key=lambda p: -p["us"])[:8])
         print(f"profile {r['name']}: {tot:.0f} us/token: {parts}")
 print(f"{'model':<26}{'dtype':>7}{'tg t/s':>9}{'pp t/s':>9}{'MB/tok':>8}{'GB/s':>7}{'%d2d':>6}{'kern':>6}{'graph':>6}{'sync':>5}{'GPU MiB':>9}")
 for r in rows:
