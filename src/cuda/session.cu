@@ -409,7 +409,7 @@ void fail(struct pv_session* s, float* logits, size_t n_floats)
 
 void cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit, int chunked)
 {
-	(void)chunked; /* no DeltaNet layers on this backend yet (session_init refuses them) */
+	(void)chunked; /* DeltaNet layers always run the recurrent form here (deltanet.cu) */
 	struct dsession* d = DS(s);
 	const int V = s->m->cfg.vocab;
 	const size_t n_logit_floats = logits && first_logit < n ? (size_t)(n - first_logit) * V : 0;
