@@ -601,7 +601,10 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 	if (pv_cuda_select_device(err, errlen)) return -1;
 	struct dsession* d = (struct dsession*)pv_xcalloc(1, sizeof(*d));
 	s->dev = d;
-	d->graphs_on = 1;
+	{
+		const char* g = getenv("PV_CUDA_GRAPHS"); /* 0: one-row calls use direct launches (diagnosis) */
+		d->graphs_on = !(g && !strcmp(g, "0"));
+	}
 	d->last_token = -1;
 	d->n_split = (s->n_ctx + PV_ATT_SPLIT - 1) / PV_ATT_SPLIT;
 	d->ldq = (c->attn_gate ? 2 : 1) * pv_cfg_q_dim(c);

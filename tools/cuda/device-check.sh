@@ -63,6 +63,7 @@ run_tests() { # label env-assignment sections...
 	echo "### test_cuda $* $envs" >>"$OUT/test_cuda.log"
 	env $envs $B/cuda/test_cuda "$@" >"$OUT/.t" 2>&1
 	local rc=$?
+	last_rc=$rc
 	cat "$OUT/.t" >>"$OUT/test_cuda.log"
 	[ $rc = 0 ] || status=1
 	say "== test_cuda $label: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1) ($(($(date +%s) - t)) s)"
@@ -72,8 +73,11 @@ run_tests() { # label env-assignment sections...
 }
 run_tests gemv "" gemv
 run_tests fixtures "" fixtures
+fixtures_rc=$last_rc
 run_tests quant "" quant
 run_tests "fixtures with PDL" "PV_CUDA_PDL=1" fixtures
+# if the fixtures failed, once more without the decode graph (tells graph capture from kernels)
+[ $fixtures_rc = 0 ] || run_tests "fixtures without graphs" "PV_CUDA_GRAPHS=0" fixtures
 
 # 3. copy bandwidth alone
 $B/proven bench --backend cuda --membw >>"$LOG" 2>&1 && grep '"d2d_copy"' "$LOG" | tail -1 >>"$JSON"
