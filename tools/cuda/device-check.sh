@@ -153,8 +153,8 @@ rm -rf "$W"
 left=$((BUDGET + 90 - $(elapsed)))
 if command -v compute-sanitizer >/dev/null 2>&1 && [ $left -gt 30 ]; then
 	t=$(date +%s)
-	timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 $B/cuda/test_cuda quick >"$OUT/sanitizer.log" 2>&1
-	rc=$?
+	timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 $B/cuda/test_cuda quick 2>&1 | head -c 4000000 >"$OUT/sanitizer.log"
+	rc=${PIPESTATUS[0]}
 	[ $rc = 0 ] || [ $rc = 124 ] || status=1
 	say "== compute-sanitizer memcheck (test_cuda quick): rc $rc$([ $rc = 124 ] && echo ' (timed out)'), $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1) ($(($(date +%s) - t)) s)"
 	grep -E '^========= (Invalid|Program hit|  at )' "$OUT/sanitizer.log" | head -8 | tee -a "$OUT/summary.txt"
