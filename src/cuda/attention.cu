@@ -2,16 +2,25 @@
  * attention.cu: causal decode/verify attention over the f32 KV cache, split-KV.
  *
  * Row t (position p = pos0 + t) attends to keys 0..p. The keys are cut into splits of
- * PV_ATT_SPLIT = 256 positions: split s covers [256 s, 256 s + 256) ∩ [0, p]. This layout depends
- * on p alone, never on the number of rows in the call or on the context size.
+ * PV_ATT_SPLIT = 64 positions: split s covers [64 s, 64 s + 64) ∩ [0, p]. This layout depends on
+ * p alone, never on the number of rows in the call, on the context size or on the grid.
  *
- * Pass 1 (one block per split, kv head and row; the group of query heads that share the kv head
- * is done together so K and V are read once): scores q.k / sqrt(hd) (lane-strided products over
- * the head dim, xor butterfly), the split's max m, e_j = exp(score_j - m), the split's sum l (in
- * key order per lane, butterfly across lanes), and o_s[d] = sum_j e_j v_j[d] in key order.
- * Pass 2 (one block per head and row): M = max_s m_s; w_s = exp(m_s - M); L = sum_s l_s w_s and
- * o[d] = sum_s o_s[d] w_s in split order; o = o * (1 / L), then the output gate if any.
- * Splits past p are skipped (the grid covers the whole context so a graph can be captured once).
+ * Pass 1 (attn_split_kernel; a block of 8 warps per (split, kv head, row), the group of G query
+ * heads sharing the kv head done together so K and V are read once; blocks loop over splits with
+ * a stride of the grid width, which only decides who computes a split, never how):
+ *   - scores: warp w takes keys w, w+8, ... of the split; lane l holds K[d] for the float4s
+ *     d/4 = l, l+32 (head dims up to 256, a multiple of 4), each score is the lane's fmaf chain
+ *     over its elements in increasing order, then the xor butterfly, times 1/sqrt(hd);
+ *   - per head g (one warp each): the split's max m, e_j = exp(score_j - m), l = sum e_j (lane
+ *     l sums keys l, l+32 in order, then the butterfly);
+ *   - o_s[g][d] = sum_j e_j v_j[d]: a thread owns 4 consecutive d of one head (float4 loads of V)
+ *     and one of KG key slices (KG = 8 / 4 / 2 / 1, fixed by G*hd alone), the keys of its slice
+ *     in increasing order with one fmaf each; the KG slice sums are then added in slice order.
+ * Pass 2 (attn_combine_kernel; a block per head and row): M = max_s m_s; w_s = exp(m_s - M);
+ * L = sum_s l_s w_s (lane-strided over s, then the butterfly, every warp the same) and
+ * o[d] = sum_s o_s[d] w_s in split order; o = o * (1 / L), then the output gate if any. The
+ * number of splits a row combines is min(p / 64 + 1, n_split); nothing is staged in shared
+ * memory (every thread recomputes the same w_s), so no index depends on the context size.
  */
 #include "common.cuh"
 
@@ -20,105 +29,172 @@
 namespace {
 
 constexpr int S = PV_ATT_SPLIT;
-constexpr int THREADS = 128;
+constexpr int THREADS = 256;
 constexpr int WARPS = THREADS / 32;
 constexpr int MAX_HD = 256;
 constexpr int MAX_GHD = 4096; /* query heads per kv head x head dim */
 constexpr int MAX_G = 16;     /* query heads per kv head */
-constexpr int MAX_SPLITS = 8192;
+constexpr int MAX_SPLITS = 1 << 16;
+constexpr int MAX_GRID_X = 64; /* blocks per (kv head, row) along the splits */
+constexpr int KEY_UNROLL = 4;  /* keys whose K rows a warp loads before using them */
+
+static_assert(S % (WARPS * 8) == 0, "the key slices divide the split");
+static_assert(S <= 64, "per-head softmax: each lane holds two keys");
+
+/* key slices of the V accumulation: a function of G*hd alone */
+__host__ __device__ inline int key_slices(int ghd)
+{
+	const int items = ghd / 4;
+	int kg = THREADS / items;
+	return kg >= 8 ? 8 : kg >= 4 ? 4 : kg >= 2 ? 2 : 1;
+}
 
 __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_constant__ attn_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
-	extern __shared__ float sm[];
-	const int sp = blockIdx.x, kh = blockIdx.y, t = blockIdx.z;
+	extern __shared__ float4 sm4[];
+	float* sm = reinterpret_cast<float*>(sm4);
+	const int kh = blockIdx.y, t = blockIdx.z;
 	const int pos = a.step->pos0 + t;
-	const int j0 = sp * S;
-	if (j0 > pos) return;
-	const int j1 = min(j0 + S, pos + 1), nk = j1 - j0;
-	const int hd = a.hd, G = a.nh / a.nkv, kvd = a.nkv * hd, qd = a.nh * hd;
-	float* qs = sm;          /* [G][hd] */
-	float* sc = sm + G * hd; /* [G][S]  */
+	const int hd = a.hd, G = a.nh / a.nkv, kvd = a.nkv * hd, qd = a.nh * hd, ghd = G * hd;
+	const int hd4 = hd >> 2, items = ghd >> 2, KG = key_slices(ghd), slice = S / KG;
+	float* qs = sm;                 /* [G][hd]          */
+	float* sc = sm + ghd;           /* [G][S]           */
+	float4* pv = reinterpret_cast<float4*>(sc + G * S); /* [KG][items] (KG > 1) */
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int ns = min(pos / S + 1, a.n_split);
+	if ((int)blockIdx.x >= ns) return;
 
-	for (int i = threadIdx.x; i < G * hd; i += THREADS) qs[i] = a.q[(size_t)t * qd + (size_t)kh * G * hd + i];
-	__syncthreads();
-
+	for (int i = threadIdx.x; i < ghd; i += THREADS) qs[i] = a.q[(size_t)t * qd + (size_t)kh * ghd + i];
 	const float scale = 1.0f / sqrtf((float)hd);
-	for (int j = j0 + warp; j < j1; j += WARPS) {
-		const float* K = a.kc + (size_t)j * kvd + (size_t)kh * hd;
-		float kr[MAX_HD / 32];
+
+	for (int sp = blockIdx.x; sp < ns; sp += gridDim.x) {
+		const int j0 = sp * S;
+		const int j1 = min(j0 + S, pos + 1), nk = j1 - j0;
+		__syncthreads(); /* qs written; the previous split's sc and pv consumed */
+
+		/* scores */
+		for (int jb = warp; jb < nk; jb += WARPS * KEY_UNROLL) {
+			float4 kr[KEY_UNROLL][MAX_HD / 128];
 #pragma unroll
-		for (int i = 0; i < MAX_HD / 32; i++) {
-			const int d = lane + 32 * i;
-			kr[i] = d < hd ? K[d] : 0.0f;
-		}
-		for (int g = 0; g < G; g++) {
-			float part = 0.0f;
+			for (int u = 0; u < KEY_UNROLL; u++) {
+				const int jj = jb + WARPS * u;
+				const float4* K = reinterpret_cast<const float4*>(a.kc + (size_t)(j0 + jj) * kvd + (size_t)kh * hd);
 #pragma unroll
-			for (int i = 0; i < MAX_HD / 32; i++) {
-				const int d = lane + 32 * i;
-				if (d < hd) part = fmaf(qs[g * hd + d], kr[i], part);
+				for (int i = 0; i < MAX_HD / 128; i++) {
+					const int d4 = lane + 32 * i;
+					kr[u][i] = jj < nk && d4 < hd4 ? __ldg(K + d4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+				}
 			}
-			part = pv_warp_sum(part);
-			if (lane == 0) sc[g * S + (j - j0)] = part * scale;
+#pragma unroll
+			for (int u = 0; u < KEY_UNROLL; u++) {
+				const int jj = jb + WARPS * u;
+				for (int g = 0; g < G; g++) {
+					float part = 0.0f;
+#pragma unroll
+					for (int i = 0; i < MAX_HD / 128; i++) {
+						const int d4 = lane + 32 * i;
+						if (d4 < hd4) {
+							const float4 q = *reinterpret_cast<const float4*>(qs + g * hd + 4 * d4);
+							part = fmaf(q.x, kr[u][i].x, part);
+							part = fmaf(q.y, kr[u][i].y, part);
+							part = fmaf(q.z, kr[u][i].z, part);
+							part = fmaf(q.w, kr[u][i].w, part);
+						}
+					}
+					part = pv_warp_sum(part);
+					if (lane == 0 && jj < nk) sc[g * S + jj] = part * scale;
+				}
+			}
 		}
-	}
-	__syncthreads();
+		__syncthreads();
 
-	const size_t pbase = ((size_t)t * a.nh + (size_t)kh * G) * a.n_split + sp; /* + g * n_split */
-	for (int g = warp; g < G; g += WARPS) {
-		float m = -FLT_MAX;
-		for (int jj = lane; jj < nk; jj += 32) m = fmaxf(m, sc[g * S + jj]);
-		m = pv_warp_max(m);
-		float l = 0.0f;
-		for (int jj = lane; jj < nk; jj += 32) {
-			const float e = expf(sc[g * S + jj] - m);
-			sc[g * S + jj] = e;
-			l = l + e;
+		/* softmax pieces, one warp per head */
+		const size_t pbase = ((size_t)t * a.nh + (size_t)kh * G) * a.n_split + sp; /* + g * n_split */
+		for (int g = warp; g < G; g += WARPS) {
+			float m = -FLT_MAX;
+			for (int jj = lane; jj < nk; jj += 32) m = fmaxf(m, sc[g * S + jj]);
+			m = pv_warp_max(m);
+			float l = 0.0f;
+			for (int jj = lane; jj < nk; jj += 32) {
+				const float e = expf(sc[g * S + jj] - m);
+				sc[g * S + jj] = e;
+				l = l + e;
+			}
+			l = pv_warp_sum(l);
+			if (lane == 0) {
+				a.part_ml[2 * (pbase + (size_t)g * a.n_split)] = m;
+				a.part_ml[2 * (pbase + (size_t)g * a.n_split) + 1] = l;
+			}
 		}
-		l = pv_warp_sum(l);
-		if (lane == 0) {
-			a.part_ml[2 * (pbase + (size_t)g * a.n_split)] = m;
-			a.part_ml[2 * (pbase + (size_t)g * a.n_split) + 1] = l;
-		}
-	}
-	__syncthreads();
+		__syncthreads();
 
-	for (int idx = threadIdx.x; idx < G * hd; idx += THREADS) {
-		const int g = idx / hd, d = idx - g * hd;
-		const float* V = a.vc + (size_t)j0 * kvd + (size_t)kh * hd + d;
-		const float* e = sc + g * S;
-		float acc = 0.0f;
-		for (int jj = 0; jj < nk; jj++) acc = fmaf(e[jj], V[(size_t)jj * kvd], acc);
-		a.part_o[(pbase + (size_t)g * a.n_split) * hd + d] = acc;
+		/* o_s = sum_j e_j v_j: thread (slice kg, item it) */
+		for (int idx = threadIdx.x; idx < KG * items; idx += THREADS) {
+			const int kg = idx / items, it = idx - kg * items;
+			const int g = it / hd4, d4 = it - g * hd4;
+			const int k0 = kg * slice, k1 = min(k0 + slice, nk);
+			const float4* V = reinterpret_cast<const float4*>(a.vc + (size_t)j0 * kvd + (size_t)kh * hd) + d4;
+			const float* e = sc + g * S;
+			float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+			for (int jj = k0; jj < k1; jj++) {
+				const float4 v = __ldg(V + (size_t)jj * (kvd >> 2));
+				const float w = e[jj];
+				acc.x = fmaf(w, v.x, acc.x);
+				acc.y = fmaf(w, v.y, acc.y);
+				acc.z = fmaf(w, v.z, acc.z);
+				acc.w = fmaf(w, v.w, acc.w);
+			}
+			if (KG == 1) {
+				reinterpret_cast<float4*>(a.part_o + (pbase + (size_t)g * a.n_split) * hd)[d4] = acc;
+			} else {
+				pv[idx] = acc;
+			}
+		}
+		if (KG > 1) {
+			__syncthreads();
+			for (int it = threadIdx.x; it < items; it += THREADS) {
+				const int g = it / hd4, d4 = it - g * hd4;
+				float4 s = pv[it];
+				for (int kg = 1; kg < KG; kg++) {
+					const float4 p = pv[kg * items + it];
+					s.x = s.x + p.x;
+					s.y = s.y + p.y;
+					s.z = s.z + p.z;
+					s.w = s.w + p.w;
+				}
+				reinterpret_cast<float4*>(a.part_o + (pbase + (size_t)g * a.n_split) * hd)[d4] = s;
+			}
+		}
 	}
 }
 
-__global__ void __launch_bounds__(THREADS) attn_combine_kernel(const __grid_constant__ attn_args a)
+constexpr int CTHREADS = 128;
+
+__global__ void __launch_bounds__(CTHREADS) attn_combine_kernel(const __grid_constant__ attn_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
-	extern __shared__ float ws[]; /* [n_split + 1]: split weights, then 1 / L */
 	const int h = blockIdx.x, t = blockIdx.y;
 	const int pos = a.step->pos0 + t;
-	const int ns = pos / S + 1, hd = a.hd, qd = a.nh * hd;
+	const int ns = min(pos / S + 1, a.n_split), hd = a.hd, qd = a.nh * hd;
+	const int lane = threadIdx.x & 31;
 	const size_t base = ((size_t)t * a.nh + h) * a.n_split;
-	if (threadIdx.x == 0) {
-		float M = -FLT_MAX;
-		for (int s = 0; s < ns; s++) M = fmaxf(M, a.part_ml[2 * (base + s)]);
-		float L = 0.0f;
-		for (int s = 0; s < ns; s++) {
-			const float w = expf(a.part_ml[2 * (base + s)] - M);
-			ws[s] = w;
-			L = L + a.part_ml[2 * (base + s) + 1] * w;
-		}
-		ws[a.n_split] = 1.0f / L;
+	const float2* ml = reinterpret_cast<const float2*>(a.part_ml) + base;
+	/* every warp computes the same M and L (the same lanes, the same order) */
+	float M = -FLT_MAX;
+	for (int s = lane; s < ns; s += 32) M = fmaxf(M, ml[s].x);
+	M = pv_warp_max(M);
+	float L = 0.0f;
+	for (int s = lane; s < ns; s += 32) {
+		const float2 v = ml[s];
+		L = L + v.y * expf(v.x - M);
 	}
-	__syncthreads();
-	const float inv = ws[a.n_split];
-	for (int d = threadIdx.x; d < hd; d += THREADS) {
+	L = pv_warp_sum(L);
+	const float inv = 1.0f / L;
+	for (int d = threadIdx.x; d < hd; d += CTHREADS) {
 		float o = 0.0f;
-		for (int s = 0; s < ns; s++) o = fmaf(a.part_o[(base + s) * hd + d], ws[s], o);
+		for (int s = 0; s < ns; s++) o = fmaf(a.part_o[(base + s) * hd + d], expf(ml[s].x - M), o);
 		o = o * inv;
 		if (a.gate) {
 			const float g = a.gate[(size_t)t * qd + (size_t)h * hd + d];
@@ -128,6 +204,12 @@ __global__ void __launch_bounds__(THREADS) attn_combine_kernel(const __grid_cons
 	}
 }
 
+size_t split_smem(int G, int hd)
+{
+	const int ghd = G * hd, KG = key_slices(ghd);
+	return sizeof(float) * ((size_t)ghd + (size_t)G * S + (KG > 1 ? (size_t)KG * ghd : 0));
+}
+
 } // namespace
 
 int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, size_t errlen)
@@ -135,9 +217,11 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
 	if (nkv <= 0 || nh % nkv) return pv_errf(err, errlen, "CUDA backend: %d query heads over %d kv heads", nh, nkv);
 	if (nh / nkv > MAX_G) return pv_errf(err, errlen, "CUDA backend: %d query heads per kv head (at most %d)", nh / nkv, MAX_G);
 	if (n_split > MAX_SPLITS) return pv_errf(err, errlen, "CUDA backend: context of %d keys above %d", n_split * S, MAX_SPLITS * S);
-	if (hd > MAX_HD) return pv_errf(err, errlen, "CUDA backend: head dim %d above %d", hd, MAX_HD);
+	if (hd > MAX_HD || hd % 4) return pv_errf(err, errlen, "CUDA backend: head dim %d (a multiple of 4 up to %d)", hd, MAX_HD);
 	if (nh / nkv * hd > MAX_GHD)
 		return pv_errf(err, errlen, "CUDA backend: %d query heads per kv head x head dim %d above %d", nh / nkv, hd, MAX_GHD);
+	if (split_smem(nh / nkv, hd) > 48 * 1024)
+		return pv_errf(err, errlen, "CUDA backend: attention needs %zu bytes of shared memory", split_smem(nh / nkv, hd));
 	return 0;
 }
 
@@ -145,13 +229,10 @@ int pv_cuda_attention(cudaStream_t st, const struct attn_args* a, int n, char* e
 {
 	if (pv_cuda_attention_check(a->nh, a->nkv, a->hd, a->n_split, err, errlen)) return -1;
 	const int G = a->nh / a->nkv;
-	const size_t smem1 = sizeof(float) * ((size_t)G * a->hd + (size_t)G * S);
-	const size_t smem2 = sizeof(float) * ((size_t)a->n_split + 1);
-	if (smem1 > 48 * 1024 || smem2 > 48 * 1024)
-		return pv_errf(err, errlen, "CUDA backend: attention needs %zu / %zu bytes of shared memory", smem1, smem2);
-	PV_LAUNCH("attention", err, errlen, attn_split_kernel, dim3((unsigned)a->n_split, (unsigned)a->nkv, (unsigned)n),
-	          dim3(THREADS), smem1, st, *a);
-	PV_LAUNCH("attention combine", err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(THREADS), smem2,
-	          st, *a);
+	const unsigned gx = (unsigned)(a->n_split < MAX_GRID_X ? a->n_split : MAX_GRID_X);
+	PV_LAUNCH("attention", err, errlen, attn_split_kernel, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
+	          split_smem(G, a->hd), st, *a);
+	PV_LAUNCH("attention combine", err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS), 0, st,
+	          *a);
 	return 0;
 }

@@ -130,6 +130,10 @@ struct gemv_gather {
 int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
                         int xmode, int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen);
 
+/* g[t*ld + i] = silu(g[t*ld + i]) * u[t*ld + i] for i < width, t < n: the SwiGLU product, once, so
+ * the down projection is a plain GEMV (one kernel) */
+int pv_cuda_swiglu(cudaStream_t st, float* g, const float* u, int ld, int width, int n, char* err, size_t errlen);
+
 /* norm_rope.cu */
 int pv_cuda_embed(cudaStream_t st, const struct dmat* E, const struct dstep* step, float* x, int H, int n,
                   char* err, size_t errlen);
@@ -189,7 +193,7 @@ int pv_cuda_moe_route(cudaStream_t st, const struct moe_args* a, char* err, size
 int pv_cuda_moe_combine(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen);
 
 /* attention.cu */
-#define PV_ATT_SPLIT 256       /* keys per split: fixed, so the layout never depends on n      */
+#define PV_ATT_SPLIT 64        /* keys per split: fixed, so the layout never depends on n      */
 struct attn_args {
 	const float* q;            /* [n][nh*hd]                                                    */
 	const float *kc, *vc;      /* [n_ctx][nkv*hd]                                               */
@@ -213,6 +217,7 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
 extern int pv_cuda_pdl;
 extern int pv_cuda_prefetch; /* GEMV weight rows prefetched into L2 (PV_CUDA_PREFETCH=0: off) */
 extern int pv_cuda_gemv_r2;  /* one-row GEMVs with 2 weight rows per warp (PV_CUDA_GEMV_R=2)  */
+extern int pv_cuda_gemv_direct; /* one-row GEMVs read the activation in place (PV_CUDA_GEMV_DIRECT=0: staged) */
 
 __device__ __forceinline__ void pv_grid_sync(void)
 {

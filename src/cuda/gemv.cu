@@ -47,6 +47,8 @@ struct Params {
 	int sel_k;
 	int x_by_slot;
 	int prefetch; /* L2 prefetch of the weight rows (PV_CUDA_PREFETCH=0 turns it off) */
+	int direct;   /* one plain activation row, 16-byte aligned: read from global memory through L1,
+	               * no staging (gemv_kernel) */
 };
 
 __device__ __forceinline__ float xin(const Params& p, const float* x, const float* x2, int t, int col)
@@ -114,6 +116,17 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 #pragma unroll
 		for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
 
+	if (TT == 1 && p.direct) {
+		/* One activation row, read in place: every warp walks the whole row as one tile (u0 = 0,
+		 * u1 = cols / UE, c0 = 0), the same units in the same order as the staged walk, so the
+		 * result is bitwise the staged one. The row comes from L2 once per SM and stays in L1
+		 * (the weights bypass L1), instead of once per block through shared memory. */
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+			const int64_t row = row0 + r;
+			if (row < s.rows) walk<K, TT>(s, p.stype, wrow + row, lane, 0, p.cols / UE, x, p.ldx, 0, acc[r]);
+		}
+	} else
 	for (int c0 = 0; c0 < p.cols; c0 += p.tc) {
 		const int cn = min(p.tc, p.cols - c0);
 		__syncthreads(); /* the previous tile is consumed */
@@ -140,6 +153,16 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 				y[(size_t)t * s.ldy + row] = s.bias ? v + s.bias[row] : v;
 		}
 	}
+}
+
+/* h = silu(g) * u in place of g, elementwise (rows t < n of width w, ld ld): xin's expression */
+__global__ void swiglu_kernel(float* g, const float* u, int ld, int w, int n)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	const int i = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+	if (i >= w || t >= n) return;
+	const float a = g[(size_t)t * ld + i];
+	g[(size_t)t * ld + i] = (a / (1.0f + expf(-a))) * u[(size_t)t * ld + i]; /* pv_silu(gate) * up */
 }
 
 /* ---- host side ---------------------------------------------------------------------------- */
@@ -234,6 +257,7 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	p.x2 = x2;
 	p.nseg = n;
 	p.prefetch = pv_cuda_prefetch;
+	p.direct = T == 1 && xmode == PV_X_PLAIN && !((uintptr_t)x & 15) && ldx % 4 == 0 && pv_cuda_gemv_direct;
 	if (ga) {
 		p.sel = ga->sel;
 		p.sel_k = ga->k;
@@ -257,7 +281,7 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 		blocks += (s.rows + rpb - 1) / rpb;
 	}
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
-	const size_t smem = (size_t)TT * (size_t)tc * sizeof(float);
+	const size_t smem = p.direct ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
 	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
 	PV_LAUNCH("gemv", err, errlen, pick(kind, TT), grid, dim3(THREADS), smem, st, p);
 	return 0;
@@ -301,5 +325,13 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out,
 		if (launch(st, group, g, kind, x, x2, ldx, xmode, T, ga, err, errlen)) return -1;
 		if (n_launch) ++*n_launch;
 	}
+	return 0;
+}
+
+int pv_cuda_swiglu(cudaStream_t st, float* g, const float* u, int ld, int width, int n, char* err, size_t errlen)
+{
+	if (width < 1 || n < 1) return 0;
+	PV_LAUNCH("swiglu", err, errlen, swiglu_kernel, dim3((unsigned)((width + 255) / 256), (unsigned)n), dim3(256), 0, st, g, u,
+	          ld, width, n);
 	return 0;
 }

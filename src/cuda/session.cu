@@ -240,7 +240,9 @@ int enqueue_swiglu(struct pv_session* s, const struct dmat* gate, const struct d
 	if (!shared && mark(d, G_GATEUP, *nl, err, errlen)) return -1;
 	struct gemv_out od[1] = { { down, out, H, NULL } };
 	weigh(d, od, 1, 1);
-	if (pv_cuda_gemv(d->st, od, 1, g, u, width, PV_X_SWIGLU, n, nl, err, errlen)) return -1;
+	if (pv_cuda_swiglu(d->st, g, u, width, width, n, err, errlen)) return -1;
+	++*nl;
+	if (pv_cuda_gemv(d->st, od, 1, g, NULL, width, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	return mark(d, shared ? G_MSHARED : G_DOWN, *nl, err, errlen);
 }
 
@@ -281,7 +283,9 @@ int enqueue_moe(struct pv_session* s, const struct dlayer* L, int n, int* nl, ch
 	ga.x_by_slot = 1;
 	struct gemv_out dn[1] = { { &L->ex_down, d->eo, H, NULL } };
 	weigh(d, dn, 1, (double)n * k / E);
-	if (pv_cuda_gemv_gather(d->st, dn, 1, d->eg, d->eu, Ie, PV_X_SWIGLU, 1, &ga, nl, err, errlen)) return -1;
+	if (pv_cuda_swiglu(d->st, d->eg, d->eu, Ie, Ie, n * k, err, errlen)) return -1;
+	++*nl;
+	if (pv_cuda_gemv_gather(d->st, dn, 1, d->eg, NULL, Ie, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
 	if (mark(d, G_MEXPERTS, *nl, err, errlen)) return -1;
 	if (a.shared &&
 	    enqueue_swiglu(s, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n, nl, 1, err, errlen))

@@ -24,15 +24,18 @@ int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e)
 int pv_cuda_pdl;
 int pv_cuda_prefetch = 1;
 int pv_cuda_gemv_r2;
+int pv_cuda_gemv_direct = 1;
 
 int pv_cuda_select_device(char* err, size_t errlen)
 {
 	const char* pdl = getenv("PV_CUDA_PDL");
 	const char* pf = getenv("PV_CUDA_PREFETCH");
-	pv_cuda_pdl = pdl && !strcmp(pdl, "1");
+	pv_cuda_pdl = !(pdl && !strcmp(pdl, "0")); /* on by default (measured +1.5 %); PV_CUDA_PDL=0: off */
 	pv_cuda_prefetch = !(pf && !strcmp(pf, "0"));
 	const char* r2 = getenv("PV_CUDA_GEMV_R");
 	pv_cuda_gemv_r2 = r2 && !strcmp(r2, "2");
+	const char* gd = getenv("PV_CUDA_GEMV_DIRECT");
+	pv_cuda_gemv_direct = !(gd && !strcmp(gd, "0"));
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess) return pv_errf(err, errlen, "CUDA backend: no CUDA device (%s)", cudaGetErrorString(e));
