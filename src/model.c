@@ -129,6 +129,22 @@ static void prefault(const struct pv_model* m)
 	if (tty) fprintf(stderr, "\n");
 }
 
+/* An HF directory: config.json, the safetensors, the text side. */
+static int load_hf(struct pv_model* m, const char* path, int verbose, struct pv_load_stats* st, char* err, size_t errlen)
+{
+	size_t n = strlen(path) + sizeof "/config.json";
+	char* cfg_path = pv_xmalloc(n);
+	snprintf(cfg_path, n, "%s/config.json", path);
+	int rc = pv_config_parse(&m->cfg, cfg_path, err, errlen);
+	free(cfg_path);
+	if (rc) return rc;
+	if (verbose)
+		fprintf(stderr, "proven: %s: %s config, %d layers, mapping weights\n", path, pv_arch_name(m->cfg.arch),
+		        m->cfg.n_layers);
+	if (pv_hf_open(&m->files, path, err, errlen) || pv_hf_bind(m->files, &m->cfg, &m->w, st, err, errlen)) return -1;
+	return pv_model_text_hf(m, path, err, errlen);
+}
+
 int pv_model_open(pv_model** out, const char* path, const struct pv_model_params* params, char* err,
                   size_t errlen)
 {
@@ -140,54 +156,25 @@ int pv_model_open(pv_model** out, const char* path, const struct pv_model_params
 	struct pv_model* m = pv_xcalloc(1, sizeof *m);
 	m->path = pv_xstrdup(path);
 	struct stat sb;
+	int rc;
 	if (stat(path, &sb)) {
-		pv_errf(err, errlen, "%s: %s", path, strerror(errno));
-		pv_model_close(m);
-		return -1;
-	}
-	if (S_ISREG(sb.st_mode)) {
+		rc = pv_errf(err, errlen, "%s: %s", path, strerror(errno));
+	} else if (S_ISREG(sb.st_mode)) {
 		/* a single file: GGUF */
 		if (verbose) fprintf(stderr, "proven: %s: mapping GGUF\n", path);
-		int rc = pv_gguf_model_load(m, path, &st, err, errlen);
-		if (rc) {
-			pv_model_close(m);
-			return rc;
-		}
+		rc = pv_gguf_model_load(m, path, &st, err, errlen);
+	} else {
+		rc = load_hf(m, path, verbose, &st, err, errlen);
+	}
+	if (!rc) {
 		fill_info(m, &st);
 		if (verbose) {
 			prefault(m);
 			print_summary(m, &st, now_s() - t0);
 		}
-		if (attach_backend(m, params, err, errlen)) {
-			pv_model_close(m);
-			return -1;
-		}
-		*out = m;
-		return 0;
+		rc = attach_backend(m, params, err, errlen);
 	}
-	size_t n = strlen(path) + sizeof "/config.json";
-	char* cfg_path = pv_xmalloc(n);
-	snprintf(cfg_path, n, "%s/config.json", path);
-	int rc = pv_config_parse(&m->cfg, cfg_path, err, errlen);
-	free(cfg_path);
-	if (!rc) {
-		if (verbose)
-			fprintf(stderr, "proven: %s: %s config, %d layers, mapping weights\n", path,
-			        pv_arch_name(m->cfg.arch), m->cfg.n_layers);
-		rc = pv_hf_open(&m->files, path, err, errlen);
-	}
-	if (!rc) rc = pv_hf_bind(m->files, &m->cfg, &m->w, &st, err, errlen);
-	if (!rc) rc = pv_model_text_hf(m, path, err, errlen);
 	if (rc) {
-		pv_model_close(m);
-		return rc;
-	}
-	fill_info(m, &st);
-	if (verbose) {
-		prefault(m);
-		print_summary(m, &st, now_s() - t0);
-	}
-	if (attach_backend(m, params, err, errlen)) {
 		pv_model_close(m);
 		return -1;
 	}
