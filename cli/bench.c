@@ -295,11 +295,12 @@ int cmd_bench(int argc, char** argv)
 		       "\"mem_clock_mhz\":%d,\"d2d_gb_s\":%.3f,\"weight_bytes_per_token\":%llu,\"kv_bytes_per_token\":%.0f,"
 		       "\"tg_gb_s\":%.3f,\"tg_bw_share\":%.4f,\"graph_launches_per_token\":%.3f,\"kernels_per_token\":%llu,"
 		       "\"syncs_per_token\":%.3f,\"tg_logits_copied\":false,\"gpu_weights_mib\":%.1f,\"gpu_session_mib\":%.1f,"
-		       "\"gpu_used_mib\":%.1f,\"upload_s\":%.3f,\"pdl\":%d",
+		       "\"gpu_used_mib\":%.1f,\"upload_s\":%.3f,\"pdl\":%d,\"prefetch\":%d",
 		       dev.cc_major, dev.cc_minor, dev.sm_count, dev.driver_version, dev.runtime_version, dev.nvcc_major, dev.nvcc_minor,
 		       dev.sm_clock_mhz, dev.mem_clock_mhz, d2d, (unsigned long long)ms.bytes_per_token, kv_tok, gbs, share, launches,
 		       (unsigned long long)cs1.graph_kernels, syncs, ms.weight_bytes / 1048576.0, cs1.session_bytes / 1048576.0,
-		       cs1.used_after_init / 1048576.0, ms.upload_s, getenv("PV_CUDA_PDL") && !strcmp(getenv("PV_CUDA_PDL"), "1"));
+		       cs1.used_after_init / 1048576.0, ms.upload_s, !(getenv("PV_CUDA_PDL") && !strcmp(getenv("PV_CUDA_PDL"), "0")),
+		       getenv("PV_CUDA_PREFETCH") && !strcmp(getenv("PV_CUDA_PREFETCH"), "1"));
 	}
 	if (have_prof) {
 		printf(",\"profile_total_us\":%.2f,\"profile\":[", prof.total_us);

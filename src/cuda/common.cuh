@@ -216,7 +216,7 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
  * and without it (the kernels and their arithmetic do not change); only the gaps between
  * kernels shrink. Measured on the H200: +1.5 % decode on Qwen3-8B bf16. */
 extern int pv_cuda_pdl;
-extern int pv_cuda_prefetch; /* GEMV weight rows prefetched into L2 (PV_CUDA_PREFETCH=0: off) */
+extern int pv_cuda_prefetch; /* GEMV weight rows prefetched into L2 (off; PV_CUDA_PREFETCH=1: on) */
 extern int pv_cuda_gemv_r2;  /* one-row GEMVs with 2 weight rows per warp (PV_CUDA_GEMV_R=2)  */
 extern int pv_cuda_gemv_direct; /* one-row GEMVs read the activation in place (PV_CUDA_GEMV_DIRECT=0: staged) */
 

@@ -46,7 +46,7 @@ struct Params {
 	const int* sel;
 	int sel_k;
 	int x_by_slot;
-	int prefetch; /* L2 prefetch of the weight rows (PV_CUDA_PREFETCH=0 turns it off) */
+	int prefetch; /* L2 prefetch of the weight rows (off by default; PV_CUDA_PREFETCH=1 turns it on) */
 	int direct;   /* one plain activation row, 16-byte aligned: read from global memory through L1,
 	               * no staging (gemv_kernel) */
 };
