@@ -219,6 +219,7 @@ extern int pv_cuda_pdl;
 extern int pv_cuda_prefetch; /* GEMV weight rows prefetched into L2 (off; PV_CUDA_PREFETCH=1: on) */
 extern int pv_cuda_gemv_r2;  /* one-row GEMVs with 2 weight rows per warp (PV_CUDA_GEMV_R=2)  */
 extern int pv_cuda_gemv_direct; /* one-row GEMVs read the activation in place (PV_CUDA_GEMV_DIRECT=0: staged) */
+extern int pv_cuda_gemv_pipe;   /* ... with the software-pipelined walk (PV_CUDA_GEMV_PIPE=0: plain walk) */
 
 __device__ __forceinline__ void pv_grid_sync(void)
 {

@@ -49,6 +49,7 @@ struct Params {
 	int prefetch; /* L2 prefetch of the weight rows (off by default; PV_CUDA_PREFETCH=1 turns it on) */
 	int direct;   /* one plain activation row, 16-byte aligned: read from global memory through L1,
 	               * no staging (gemv_kernel) */
+	int pipe;     /* direct: the software-pipelined walk (walk_direct; PV_CUDA_GEMV_PIPE=0: walk) */
 };
 
 __device__ __forceinline__ float xin(const Params& p, const float* x, const float* x2, int t, int col)
@@ -124,7 +125,9 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 #pragma unroll
 		for (int r = 0; r < R; r++) {
 			const int64_t row = row0 + r;
-			if (row < s.rows) walk<K, TT>(s, p.stype, wrow + row, lane, 0, p.cols / UE, x, p.ldx, 0, acc[r]);
+			if (row >= s.rows) continue;
+			if (p.pipe) walk_direct<K>(s, p.stype, wrow + row, lane, p.cols / UE, x, p.ldx, acc[r]);
+			else walk<K, TT>(s, p.stype, wrow + row, lane, 0, p.cols / UE, x, p.ldx, 0, acc[r]);
 		}
 	} else
 	for (int c0 = 0; c0 < p.cols; c0 += p.tc) {
@@ -258,6 +261,7 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	p.nseg = n;
 	p.prefetch = pv_cuda_prefetch;
 	p.direct = T == 1 && xmode == PV_X_PLAIN && !((uintptr_t)x & 15) && ldx % 4 == 0 && pv_cuda_gemv_direct;
+	p.pipe = pv_cuda_gemv_pipe;
 	if (ga) {
 		p.sel = ga->sel;
 		p.sel_k = ga->k;

@@ -440,6 +440,34 @@ PV_HD void walk(const Seg& s, int stype, int64_t row, int lane, int u0, int u1, 
 	}
 }
 
+/* The in-place one-row walk (gemv.cu, Params::direct): the whole row is one tile (u0 = 0,
+ * c0 = 0, xs = x itself), software-pipelined: lane `lane` issues the loads of its next U units
+ * before it multiplies the current U, so 2U loads per lane are in flight instead of U, and the
+ * loads overlap the dequantization (what bounds the quantized kinds). The units, their order and
+ * the fmaf chain are walk()'s: the result is bitwise the same (test_cuda_host compares both with
+ * the staged walks). PV_CUDA_GEMV_PIPE=0 uses walk() instead, for an A/B run. */
+template <int K>
+PV_HD void walk_direct(const Seg& s, int stype, int64_t row, int lane, int u1, const float* x, int ldx, float* acc)
+{
+	using KT = Kern<K>;
+	constexpr int UE = KT::UE, U = KT::U;
+	typename KT::Raw cur[U] = {}, nxt[U] = {};
+	PV_UNROLL
+	for (int k = 0; k < U; k++)
+		if (lane + 32 * k < u1) cur[k] = load_unit<K>(s, row, lane + 32 * k, stype);
+	for (int ub = lane; ub < u1; ub += 32 * U) {
+		const int nb = ub + 32 * U;
+		PV_UNROLL
+		for (int k = 0; k < U; k++)
+			if (nb + 32 * k < u1) nxt[k] = load_unit<K>(s, row, nb + 32 * k, stype);
+		PV_UNROLL
+		for (int k = 0; k < U; k++)
+			if (ub + 32 * k < u1) KT::template dot<1>(cur[k], x, ldx, (ub + 32 * k) * UE, acc);
+		PV_UNROLL
+		for (int k = 0; k < U; k++) cur[k] = nxt[k];
+	}
+}
+
 /* staged activations per GEMV block: 32 KiB */
 constexpr int GEMV_SMEM_FLOATS = 8192;
 

@@ -25,6 +25,7 @@ int pv_cuda_pdl;
 int pv_cuda_prefetch;
 int pv_cuda_gemv_r2;
 int pv_cuda_gemv_direct = 1;
+int pv_cuda_gemv_pipe = 1;
 
 int pv_cuda_select_device(char* err, size_t errlen)
 {
@@ -36,6 +37,8 @@ int pv_cuda_select_device(char* err, size_t errlen)
 	pv_cuda_gemv_r2 = r2 && !strcmp(r2, "2");
 	const char* gd = getenv("PV_CUDA_GEMV_DIRECT");
 	pv_cuda_gemv_direct = !(gd && !strcmp(gd, "0"));
+	const char* gp = getenv("PV_CUDA_GEMV_PIPE");
+	pv_cuda_gemv_pipe = !(gp && !strcmp(gp, "0"));
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess) return pv_errf(err, errlen, "CUDA backend: no CUDA device (%s)", cudaGetErrorString(e));

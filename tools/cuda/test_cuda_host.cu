@@ -154,14 +154,18 @@ static float gemv_row(const Seg& s, int stype, int64_t row, int64_t cols, const 
 }
 
 /* The one-row launch that reads its activation in place (gemv.cu, Params::direct): every lane
- * walks the whole row as one tile, x itself, ld = the row length. */
+ * walks the whole row as one tile, x itself, ld = the row length; pipe: walk_direct (the
+ * default), else walk (PV_CUDA_GEMV_PIPE=0). */
 template <int K>
-static float gemv_row_direct(const Seg& s, int stype, int64_t row, int64_t cols, const float* x)
+static float gemv_row_direct(const Seg& s, int stype, int64_t row, int64_t cols, const float* x, int pipe)
 {
 	constexpr int UE = Kern<K>::UE;
 	float lanes[32][1];
 	memset(lanes, 0, sizeof lanes);
-	for (int lane = 0; lane < 32; lane++) walk<K, 1>(s, stype, row, lane, 0, (int)(cols / UE), x, (int)cols, 0, lanes[lane]);
+	for (int lane = 0; lane < 32; lane++) {
+		if (pipe) walk_direct<K>(s, stype, row, lane, (int)(cols / UE), x, (int)cols, lanes[lane]);
+		else walk<K, 1>(s, stype, row, lane, 0, (int)(cols / UE), x, (int)cols, 0, lanes[lane]);
+	}
 	float v[32];
 	for (int lane = 0; lane < 32; lane++) v[lane] = lanes[lane][0];
 	return butterfly32(v);
@@ -211,8 +215,9 @@ static void check_walk(enum pv_dtype t, int cols, const char* label)
 		const float y4 = gemv_row<K, 4>(s, (int)t, 0, cols, x + (size_t)(r & ~3) * cols, r & 3);
 		const float y8 = gemv_row<K, 8>(s, (int)t, 0, cols, x + (size_t)(r & ~7) * cols, r & 7);
 		const float y16 = gemv_row<K, 16>(s, (int)t, 0, cols, x, r);
-		const float yd = gemv_row_direct<K>(s, (int)t, 0, cols, x + (size_t)r * cols);
-		same &= !memcmp(&y1, &yd, 4);
+		const float yd = gemv_row_direct<K>(s, (int)t, 0, cols, x + (size_t)r * cols, 0);
+		const float yp = gemv_row_direct<K>(s, (int)t, 0, cols, x + (size_t)r * cols, 1);
+		same &= !memcmp(&y1, &yd, 4) && !memcmp(&y1, &yp, 4);
 		same &= !memcmp(&y1, &y2, 4) && !memcmp(&y1, &y4, 4) && !memcmp(&y1, &y8, 4) && !memcmp(&y1, &y16, 4);
 		double ref = 0, mag = 0;
 		for (int c = 0; c < cols; c++) {
@@ -224,7 +229,7 @@ static void check_walk(enum pv_dtype t, int cols, const char* label)
 	}
 	CHECK(same, "%s [%d]: a row's result depends on how many rows the launch stages (or on staging at all)", label, cols);
 	CHECK(worst < 1e-5, "%s [%d]: the emulated GEMV is off the float64 dot product by %.3g of sum |w x|", label, cols, worst);
-	printf("  %-14s [%d]: emulated GEMV, in place and 1..16 staged rows bitwise equal, error %.2e of sum |w x|\n", label, cols, worst);
+	printf("  %-14s [%d]: emulated GEMV, in place (plain and pipelined) and 1..16 staged rows bitwise equal, error %.2e of sum |w x|\n", label, cols, worst);
 	for (int p = 0; p < d.n_planes; p++) free(planes[p]);
 	free(w);
 	free(f);
@@ -252,5 +257,9 @@ int main(void)
 	check_walk<K_Q4_0>(PV_Q4_0, 4096, "q4_0");
 	check_walk<K_Q4_K>(PV_Q4_K, 12288, "q4_k");
 	check_walk<K_Q6_K>(PV_Q6_K, 2816, "q6_k");
+	/* unit counts that end mid-batch (the pipelined walk's tails) */
+	check_walk<K_BF16>(PV_BF16, 4104, "bf16");
+	check_walk<K_Q4_K>(PV_Q4_K, 2816, "q4_k");
+	check_walk<K_Q8_0>(PV_Q8_0, 1056, "q8_0");
 	TEST_END("test_cuda_host");
 }
