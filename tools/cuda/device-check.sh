@@ -11,8 +11,8 @@
 #   section), fixtures again with PV_CUDA_PDL=0 (PDL is on by default) and with
 #   PV_CUDA_GEMV_DIRECT=0 (one-row GEMVs staging their activation); the device-to-device copy
 #   bandwidth; `proven bench --backend cuda` on fixtures (dense, hybrid, MoE); Qwen3-8B-shaped
-#   bf16 and q4_k (each also staged, -staged; bf16 also without PDL, with 2 weight rows per warp
-#   and with the L2 prefetch, which is off by default),
+#   bf16 and q4_k (each also staged, -staged, and with the plain instead of the pipelined in-place
+#   walk, -nopipe; bf16 also without PDL and with the L2 prefetch, which is off by default),
 #   q8_0, q4_0, q6_k; Qwen3-1.7B bf16; Qwen3.5-0.8B-shaped bf16 (DeltaNet hybrid); last,
 #   compute-sanitizer memcheck on `test_cuda quick`. Models have random weights
 #   (tools/cuda/make_model.py, tools/bench/make_model.py), are written to /dev/shm when it has
@@ -126,9 +126,9 @@ for dt in bf16 q4_k q8_0 q4_0 q6_k; do
 		bf16 | q4_k)
 			have_time 20 "qwen3-8b $dt variants" && {
 				PV_CUDA_GEMV_DIRECT=0 bench "qwen3-8b-$dt-staged" "$m" $ARGS
+				PV_CUDA_GEMV_PIPE=0 bench "qwen3-8b-$dt-nopipe" "$m" $ARGS
 				if [ $dt = bf16 ]; then
 					PV_CUDA_PDL=0 bench "qwen3-8b-$dt-nopdl" "$m" $ARGS
-					PV_CUDA_GEMV_R=2 bench "qwen3-8b-$dt-r2" "$m" $ARGS
 					PV_CUDA_PREFETCH=1 bench "qwen3-8b-$dt-pf" "$m" $ARGS
 				fi
 			} ;;
