@@ -126,7 +126,7 @@ for dt in bf16 q4_k q8_0 q4_0 q6_k; do
 		bf16 | q4_k)
 			have_time 20 "qwen3-8b $dt variants" && {
 				PV_CUDA_GEMV_DIRECT=0 bench "qwen3-8b-$dt-staged" "$m" $ARGS
-				PV_CUDA_GEMV_PIPE=0 bench "qwen3-8b-$dt-nopipe" "$m" $ARGS
+				PV_CUDA_GEMV_PIPE=1 bench "qwen3-8b-$dt-pipe" "$m" $ARGS
 				if [ $dt = bf16 ]; then
 					PV_CUDA_PDL=0 bench "qwen3-8b-$dt-nopdl" "$m" $ARGS
 					PV_CUDA_PREFETCH=1 bench "qwen3-8b-$dt-pf" "$m" $ARGS
