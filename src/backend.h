@@ -22,8 +22,9 @@ struct pv_backend {
 	int (*session_init)(struct pv_session* s, char* err, size_t errlen);
 	void (*session_free)(struct pv_session* s);
 	/* one step of n <= max_batch rows at positions s->len...; logits rows [first, n) into
-	 * logits (ld = vocab, host memory) unless NULL; same contract as pv_forward (session.h) */
-	void (*forward)(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit, int chunked);
+	 * logits (ld = vocab, host memory) unless NULL; same contract as pv_forward (session.h).
+	 * Returns 0, or -1 with the reason in s->err (a device error; the session is then unusable) */
+	int (*forward)(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit, int chunked);
 	/* recurrent state (every linear layer's S and conv window) to / from a checkpoint slot */
 	void (*state_save)(struct pv_session* s, int slot);
 	void (*state_load)(struct pv_session* s, int slot);

@@ -144,11 +144,17 @@ static void cpu_state_reset(struct pv_session* s)
 		if (s->ssm[l]) memset(s->ssm[l], 0, pv_state_floats_per_layer(&s->m->cfg) * sizeof(float));
 }
 
+static int cpu_forward(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit, int chunked)
+{
+	pv_forward(s, tokens, n, logits, first_logit, chunked); /* host arithmetic cannot fail */
+	return 0;
+}
+
 const struct pv_backend pv_backend_cpu = {
 	.name = "cpu",
 	.session_init = cpu_session_init,
 	.session_free = cpu_session_free,
-	.forward = pv_forward,
+	.forward = cpu_forward,
 	.state_save = cpu_state_save,
 	.state_load = cpu_state_load,
 	.state_reset = cpu_state_reset,

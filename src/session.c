@@ -143,7 +143,7 @@ static int eval(struct pv_session* s, const int32_t* tokens, int n, float* logit
 			first = rows - 1;
 		}
 		memmove(s->tokens + s->len, tokens + off, sizeof(int32_t) * rows); /* may be a replay of the history */
-		s->be->forward(s, tokens + off, rows, lg, first, chunked);
+		if (s->be->forward(s, tokens + off, rows, lg, first, chunked)) return -1; /* s->err says why */
 		s->len += rows;
 	}
 	return 0;

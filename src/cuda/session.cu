@@ -411,7 +411,7 @@ void fail(struct pv_session* s, float* logits, size_t n_floats)
 		for (size_t i = 0; i < n_floats; i++) logits[i] = __builtin_nanf("");
 }
 
-void cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit, int chunked)
+int cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit, int chunked)
 {
 	(void)chunked; /* DeltaNet layers always run the recurrent form here (deltanet.cu) */
 	struct dsession* d = DS(s);
@@ -421,7 +421,7 @@ void cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* log
 	const size_t errlen = sizeof(s->err);
 	if (d->failed) {
 		fail(s, logits, n_logit_floats);
-		return;
+		return -1;
 	}
 	d->stats.forwards++;
 	d->stats.tokens += (uint64_t)n;
@@ -434,14 +434,14 @@ void cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* log
 		if (e != cudaSuccess) {                          \
 			pv_cuda_fail(err, errlen, what, e);      \
 			fail(s, logits, n_logit_floats);         \
-			return;                                  \
+			return -1;                                  \
 		}                                                \
 	} while (0)
 
 	if (n == 1 && d->graphs_on) {
 		if (!d->gexec && capture(s, err, errlen)) {
 			fail(s, logits, n_logit_floats);
-			return;
+			return -1;
 		}
 		d->gstep_host->pos0 = s->len;
 		d->gstep_host->n = 1;
@@ -468,7 +468,7 @@ void cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* log
 			if (slot >= d->n_slots) {
 				pv_errf(err, errlen, "CUDA backend: %d rows exceed the session's step slots", n);
 				fail(s, logits, n_logit_floats);
-				return;
+				return -1;
 			}
 			struct dstep* h = &d->step_host[slot];
 			h->pos0 = s->len + c0;
@@ -478,7 +478,7 @@ void cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* log
 			d->stats.memcpys++;
 			if (enqueue_step(s, d->step_dev, rows, lm, lr0, err, errlen)) {
 				fail(s, logits, n_logit_floats);
-				return;
+				return -1;
 			}
 			if (lm && logits && c0 + lr0 >= first_logit) {
 				STEP(cudaMemcpyAsync(logits + (size_t)(c0 + lr0 - first_logit) * V, d->logits, sizeof(float) * V * (size_t)(rows - lr0),
@@ -497,6 +497,7 @@ void cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* log
 	d->stats.syncs++;
 	if (have_id) d->last_token = d->ids_host[0];
 #undef STEP
+	return 0;
 }
 
 /* ---- session memory ----------------------------------------------------------------------- */
