@@ -512,6 +512,19 @@ static void tools_json(struct ctx* c, const json_t* tools)
 	}
 }
 
+/* The tools section the Qwen3 and Qwen2.5 templates put in the system turn, from "# Tools" to the
+ * end of the turn (Hermes-style JSON tool calls). */
+static void hermes_tools(struct ctx* c, const json_t* tools)
+{
+	struct sb* b = &c->out;
+	sb_puts(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+	           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+	tools_json(c, tools);
+	sb_puts(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+	           "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+	           "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+}
+
 static int has_tools(const json_t* tools) { return json_is_array(tools) && json_array_size(tools); }
 
 /* qwen3 ----------------------------------------------------------------------------------------- */
@@ -526,12 +539,7 @@ static int render_qwen3(struct ctx* c, const json_t* tools, const struct pv_chat
 			sb_sv(b, text_of(&c->m[0]));
 			sb_puts(b, "\n\n");
 		}
-		sb_puts(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-		           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
-		tools_json(c, tools);
-		sb_puts(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
-		           "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
-		           "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+		hermes_tools(c, tools);
 	} else if (c->m[0].role == R_SYSTEM) {
 		sb_puts(b, "<|im_start|>system\n");
 		sb_sv(b, text_of(&c->m[0]));
@@ -747,12 +755,8 @@ static int render_qwen25(struct ctx* c, const json_t* tools, const struct pv_cha
 		sb_puts(b, "<|im_start|>system\n");
 		if (c->m[0].role == R_SYSTEM) sb_sv(b, text_of(&c->m[0]));
 		else sb_puts(b, QWEN25_DEFAULT_SYSTEM);
-		sb_puts(b, "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-		           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
-		tools_json(c, tools);
-		sb_puts(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
-		           "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
-		           "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+		sb_puts(b, "\n\n");
+		hermes_tools(c, tools);
 	} else if (c->m[0].role == R_SYSTEM) {
 		sb_puts(b, "<|im_start|>system\n");
 		sb_sv(b, text_of(&c->m[0]));

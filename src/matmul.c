@@ -266,24 +266,31 @@ void pv_matmul_rows(struct pv_pool* p, float* y, int ldy, const float* x, int ld
 		mm_task(&j, 0, 0);
 		return;
 	}
-	/* About four tasks per thread for balance; how the work is split never changes a
-	 * result. Row blocks are multiples of 24 so the kernels' row tiles (8 rows for one x
-	 * row, 3 for several) stay full. When there are too few rows for that (small
-	 * projections in a prompt), the activation rows are split too, in multiples of 4 (the
-	 * kernels' activation tile). */
+	/* Row blocks are multiples of 24 so the kernels' row tiles (8 rows for one x row, 3 for
+	 * several) stay full; activation blocks are multiples of the kernels' 4-row tile. */
+	struct pv_mm_split sp = pv_mm_split(rows, T, threads, 24);
+	j.rows_per_task = sp.rows_per_task;
+	j.t_per_task = sp.t_per_task;
+	j.n_row_tasks = sp.n_row_tasks;
+	pv_pool_run(p, mm_task, &j, sp.n_tasks);
+}
+
+struct pv_mm_split pv_mm_split(int64_t rows, int T, int threads, int64_t align)
+{
+	struct pv_mm_split sp = { rows, T, 1, 1 };
 	const int want = 4 * threads;
 	int64_t per = (rows + want - 1) / want;
-	per = (per + 23) / 24 * 24;
-	j.rows_per_task = per;
-	j.n_row_tasks = (int)((rows + per - 1) / per);
-	if (j.n_row_tasks < want && T >= 8) {
-		int n_t = (want + j.n_row_tasks - 1) / j.n_row_tasks;
+	per = (per + align - 1) / align * align;
+	sp.rows_per_task = per;
+	sp.n_row_tasks = (int)((rows + per - 1) / per);
+	if (sp.n_row_tasks < want && T >= 8) {
+		int n_t = (want + sp.n_row_tasks - 1) / sp.n_row_tasks;
 		if (n_t > T / 4) n_t = T / 4;
 		int t_per = (T + n_t - 1) / n_t;
-		j.t_per_task = (t_per + 3) / 4 * 4;
+		sp.t_per_task = (t_per + 3) / 4 * 4;
 	}
-	int n_t_tasks = (T + j.t_per_task - 1) / j.t_per_task;
-	pv_pool_run(p, mm_task, &j, j.n_row_tasks * n_t_tasks);
+	sp.n_tasks = sp.n_row_tasks * ((T + sp.t_per_task - 1) / sp.t_per_task);
+	return sp;
 }
 
 void pv_matmul(struct pv_pool* p, float* y, int ldy, const float* x, int ldx, int T,

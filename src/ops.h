@@ -38,6 +38,18 @@ void pv_matmul(struct pv_pool* p, float* y, int ldy, const float* x, int ldx, in
 void pv_matmul_rows(struct pv_pool* p, float* y, int ldy, const float* x, int ldx, int T,
                     const struct pv_tensor* W, int64_t o0, int64_t o1);
 
+/* How a matmul of `rows` output rows by T activation rows is cut into pool tasks: about four
+ * per thread, output rows in multiples of `align`, and when there are too few output-row blocks
+ * (small projections in a prompt) activation rows too, in multiples of 4. Task i covers output
+ * block i % n_row_tasks and activation block i / n_row_tasks. The split never changes a result. */
+struct pv_mm_split {
+	int64_t rows_per_task;
+	int t_per_task;
+	int n_row_tasks;
+	int n_tasks;
+};
+struct pv_mm_split pv_mm_split(int64_t rows, int T, int threads, int64_t align);
+
 /* Fixed-order f32 dot product (same result for the same inputs, whatever the caller). */
 float pv_dot_f32(const float* a, const float* b, int n);
 /* y[i] += a * x[i] */

@@ -660,21 +660,11 @@ void pv_quant_matmul_rows(struct pv_pool* p, float* y, int ldy, const float* x, 
 		free(j.buf);
 		return;
 	}
-	/* About four tasks per thread; how the work is split never changes a result. With too
-	 * few row blocks, the activation rows are split too (multiples of 4). */
-	const int want = 4 * threads;
-	int64_t per = (rows + want - 1) / want;
-	per = (per + align - 1) / align * align;
-	j.rows_per_task = per;
-	j.n_row_tasks = (int)((rows + per - 1) / per);
-	if (j.n_row_tasks < want && T >= 8) {
-		int n_t = (want + j.n_row_tasks - 1) / j.n_row_tasks;
-		if (n_t > T / 4) n_t = T / 4;
-		int t_per = (T + n_t - 1) / n_t;
-		j.t_per_task = (t_per + 3) / 4 * 4;
-	}
-	int n_t_tasks = (T + j.t_per_task - 1) / j.t_per_task;
-	pv_pool_run(p, qmm_task, &j, j.n_row_tasks * n_t_tasks);
+	struct pv_mm_split sp = pv_mm_split(rows, T, threads, align); /* ops.h */
+	j.rows_per_task = sp.rows_per_task;
+	j.t_per_task = sp.t_per_task;
+	j.n_row_tasks = sp.n_row_tasks;
+	pv_pool_run(p, qmm_task, &j, sp.n_tasks);
 	free(j.buf);
 }
 
