@@ -24,5 +24,6 @@ int cmd_perplexity(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
 
 #endif

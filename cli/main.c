@@ -27,7 +27,9 @@ static void usage(FILE* f)
 	        "  template --tokenizer PATH --messages FILE.json [--tools FILE.json] [--dialect qwen3|qwen3.5|qwen2.5]\n"
 	        "           [--generation-prompt] [--no-thinking]      the chat prompt, exactly as the template renders it\n"
 	        "  tokenize --tokenizer PATH [--jsonl] [--no-special]   text on stdin -> token ids on stdout\n"
-	        "  convert  --model DIR --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--threads N]\n");
+	        "  convert  --model DIR --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--threads N]\n"
+	        "  synth    --preset P [--arch A] --out FILE.gguf [--type T] [--seed S] [--layers N]   random weights,\n"
+	        "           published shapes (--list: the presets)\n");
 }
 
 int cli_parse_ids(const char* s, int32_t** out)
@@ -109,6 +111,7 @@ int main(int argc, char** argv)
 	if (!strcmp(cmd, "template")) return cmd_template(argc - 1, argv + 1);
 	if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
 	if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
+	if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

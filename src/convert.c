@@ -577,9 +577,9 @@ static int json_vocab(struct vocab* v, json_t* tj, const struct pv_tok* tok, int
 
 /* ------------------------------------------------------------------ metadata --- */
 
-static const char* gguf_arch_name(enum pv_arch a)
+const char* pv_convert_arch_name(int arch)
 {
-	switch (a) {
+	switch (arch) {
 	case PV_ARCH_QWEN2: return "qwen2";
 	case PV_ARCH_QWEN3: return "qwen3";
 	case PV_ARCH_QWEN3_MOE: return "qwen3moe";
@@ -602,14 +602,15 @@ static const char* K(struct meta_ctx* x, const char* suffix)
 	return x->key;
 }
 
-static int write_model_keys(struct meta_ctx* x, const struct pv_model* m, json_t* cfg, enum pv_convert_type type,
-                            const char* name)
+int pv_convert_write_model_keys(struct pv_gguf_writer* w, const struct pv_config* c, int n_mtp_blocks,
+                                const int32_t* rope_sections, enum pv_convert_type type, const char* name)
 {
-	const struct pv_config* c = &m->cfg;
-	struct pv_gguf_writer* w = x->w;
+	struct meta_ctx xs = { .w = w, .arch = pv_convert_arch_name(c->arch) };
+	struct meta_ctx* x = &xs;
+	if (!x->arch) return -1;
 	int hybrid = pv_arch_is_hybrid(c->arch);
 	int moe = c->n_experts > 0;
-	int blocks = c->n_layers + (m->w.mtp ? c->n_mtp_layers : 0);
+	int blocks = c->n_layers + n_mtp_blocks;
 	int rc = 0;
 
 	rc |= pv_gguf_w_str(w, "general.architecture", x->arch);
@@ -631,15 +632,8 @@ static int write_model_keys(struct meta_ctx* x, const struct pv_model* m, json_t
 	rc |= pv_gguf_w_f32(w, K(x, "rope.freq_base"), c->rope_theta);
 	rc |= pv_gguf_w_u32(w, K(x, "rope.dimension_count"), (uint32_t)c->rope_dim);
 	if (c->arch == PV_ARCH_QWEN3_5 || c->arch == PV_ARCH_QWEN3_5_MOE) {
-		int32_t sec[4] = { 11, 11, 10, 0 };
-		json_t* rp = cfg_get(cfg, "rope_parameters");
-		if (!json_is_object(rp)) rp = cfg_get(cfg, "rope_scaling");
-		json_t* ms = json_is_object(rp) ? json_object_get(rp, "mrope_section") : NULL;
-		if (json_is_array(ms) && json_array_size(ms) >= 1 && json_array_size(ms) <= 4) {
-			memset(sec, 0, sizeof sec);
-			for (size_t i = 0; i < json_array_size(ms); i++) sec[i] = (int32_t)json_integer_value(json_array_get(ms, i));
-		}
-		rc |= pv_gguf_w_arr(w, K(x, "rope.dimension_sections"), PV_GGUF_INT32, sec, 4);
+		static const int32_t def[4] = { 11, 11, 10, 0 };
+		rc |= pv_gguf_w_arr(w, K(x, "rope.dimension_sections"), PV_GGUF_INT32, rope_sections ? rope_sections : def, 4);
 	}
 	if (moe) {
 		rc |= pv_gguf_w_u32(w, K(x, "expert_count"), (uint32_t)c->n_experts);
@@ -667,8 +661,24 @@ static int write_model_keys(struct meta_ctx* x, const struct pv_model* m, json_t
 			}
 		}
 	}
-	if (m->w.mtp && c->n_mtp_layers > 0) rc |= pv_gguf_w_u32(w, K(x, "nextn_predict_layers"), (uint32_t)c->n_mtp_layers);
+	if (n_mtp_blocks > 0) rc |= pv_gguf_w_u32(w, K(x, "nextn_predict_layers"), (uint32_t)n_mtp_blocks);
 	return rc ? -1 : 0;
+}
+
+/* The HF model's keys: the checkpoint's own mrope_section when it has one. */
+static int write_model_keys(struct pv_gguf_writer* w, const struct pv_model* m, json_t* cfg, enum pv_convert_type type,
+                            const char* name)
+{
+	const struct pv_config* c = &m->cfg;
+	int32_t sec[4] = { 11, 11, 10, 0 };
+	json_t* rp = cfg_get(cfg, "rope_parameters");
+	if (!json_is_object(rp)) rp = cfg_get(cfg, "rope_scaling");
+	json_t* ms = json_is_object(rp) ? json_object_get(rp, "mrope_section") : NULL;
+	if (json_is_array(ms) && json_array_size(ms) >= 1 && json_array_size(ms) <= 4) {
+		memset(sec, 0, sizeof sec);
+		for (size_t i = 0; i < json_array_size(ms); i++) sec[i] = (int32_t)json_integer_value(json_array_get(ms, i));
+	}
+	return pv_convert_write_model_keys(w, c, m->w.mtp ? c->n_mtp_layers : 0, sec, type, name);
 }
 
 static int write_tokenizer_keys(struct pv_gguf_writer* w, const struct vocab* v, int64_t V)
@@ -680,6 +690,16 @@ static int write_tokenizer_keys(struct pv_gguf_writer* w, const struct vocab* v,
 	rc |= pv_gguf_w_arr(w, "tokenizer.ggml.token_type", PV_GGUF_INT32, v->types, (uint64_t)V);
 	rc |= pv_gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char* const*)v->merges, (uint64_t)v->n_merges);
 	return rc ? -1 : 0;
+}
+
+int pv_convert_write_synthetic_vocab(struct pv_gguf_writer* w, int64_t V, char* err, size_t errlen)
+{
+	struct vocab voc = { 0 };
+	if (synthetic_vocab(&voc, V, err, errlen)) return -1;
+	int rc = write_tokenizer_keys(w, &voc, V) || pv_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", 0);
+	vocab_free(&voc);
+	if (rc) return pv_errf(err, errlen, "%s", pv_gguf_writer_error(w) ? pv_gguf_writer_error(w) : "GGUF write failed");
+	return 0;
 }
 
 /* bos / eos / padding ids as llama.cpp's converter finds them: tokenizer_config.json's
@@ -871,7 +891,7 @@ int pv_convert(const struct pv_convert_params* p, struct pv_convert_stats* st, c
 	pv_model* m = NULL;
 	if (pv_model_open(&m, p->model_dir, NULL, err, errlen)) return -1;
 	const struct pv_config* c = &m->cfg;
-	const char* arch = gguf_arch_name(c->arch);
+	const char* arch = pv_convert_arch_name(c->arch);
 	int rc = -1;
 	struct plan plan = { 0 };
 	struct vocab voc = { 0 };
@@ -938,8 +958,7 @@ int pv_convert(const struct pv_convert_params* p, struct pv_convert_stats* st, c
 	if (pv_gguf_writer_open(&w, p->out_path, 32, err, errlen)) goto out;
 	char name[256];
 	base_name(name, sizeof name, p->model_dir);
-	struct meta_ctx x = { .w = w, .arch = arch };
-	if (write_model_keys(&x, m, cfg, p->type, name) || write_tokenizer_keys(w, &voc, V) ||
+	if (write_model_keys(w, m, cfg, p->type, name) || write_tokenizer_keys(w, &voc, V) ||
 	    write_special_ids(w, m, cfg, st->synthetic_vocab ? NULL : tcfg, st->synthetic_vocab ? 0 : V))
 		goto werr;
 	if (m->chat_template && pv_gguf_w_str(w, "tokenizer.chat_template", m->chat_template)) goto werr;

@@ -107,4 +107,19 @@ int pv_convert(const struct pv_convert_params* p, struct pv_convert_stats* st, c
 enum pv_dtype pv_convert_matrix_type(enum pv_convert_type t, const char* name, int64_t cols, int layer, int n_layers,
                                      int tied, int* fallback);
 
+/* Pieces of the writer that `proven synth` (synth.h) shares, so that both produce the same
+ * metadata for the same settings. */
+struct pv_gguf_writer;
+struct pv_config;
+/* general.architecture for an enum pv_arch ("qwen3", "qwen35moe", ...); NULL if it has none. */
+const char* pv_convert_arch_name(int arch);
+/* general.* and {arch}.* keys for a config, as pv_convert writes them. n_mtp_blocks: MTP blocks
+ * in the file (0, or c->n_mtp_layers); rope_sections: qwen35/qwen35moe rope.dimension_sections
+ * (NULL: [11, 11, 10, 0]); name: general.name. 0 or -1 (pv_gguf_writer_error has the reason). */
+int pv_convert_write_model_keys(struct pv_gguf_writer* w, const struct pv_config* c, int n_mtp_blocks,
+                                const int32_t* rope_sections, enum pv_convert_type type, const char* name);
+/* The synthetic vocabulary above, exactly V tokens (V >= 256), as tokenizer.ggml.* keys, plus
+ * add_bos_token false. 0, or -1 with a message. */
+int pv_convert_write_synthetic_vocab(struct pv_gguf_writer* w, int64_t V, char* err, size_t errlen);
+
 #endif
