@@ -109,7 +109,7 @@ int cmd_bench(int argc, char** argv)
 {
 	const char* dir = NULL;
 	const char* backend = "cpu";
-	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0, membw = 0, profile = 0;
+	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0, membw = 0, profile = 0, depth = 0;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
 		if (!strcmp(a, "--json-only")) { json_only = 1; continue; }
@@ -122,6 +122,7 @@ int cmd_bench(int argc, char** argv)
 		else if (!strcmp(a, "--reps")) reps = cli_int(a, argv[++i], 1, 100);
 		else if (!strcmp(a, "--threads")) threads = cli_int(a, argv[++i], 1, 1024);
 		else if (!strcmp(a, "--ctx")) ctx = cli_int(a, argv[++i], 1, 1 << 24);
+		else if (!strcmp(a, "--depth")) depth = cli_int(a, argv[++i], 0, 1 << 24);
 		else if (!strcmp(a, "--backend")) backend = argv[++i];
 		else { fprintf(stderr, "proven bench: unknown option %s\n", a); return 2; }
 	}
@@ -153,9 +154,10 @@ int cmd_bench(int argc, char** argv)
 		return 1;
 	}
 	const struct pv_model_info* in = pv_model_get_info(m);
-	if (!ctx) ctx = pp + tg;
-	if (ctx < pp + tg || ctx > in->max_context) {
-		fprintf(stderr, "proven bench: context %d must hold pp %d + tg %d and be <= %d\n", ctx, pp, tg, in->max_context);
+	if (!ctx) ctx = depth + pp + tg;
+	if (ctx < depth + pp + tg || ctx > in->max_context) {
+		fprintf(stderr, "proven bench: context %d must hold depth %d + pp %d + tg %d and be <= %d\n", ctx, depth, pp, tg,
+		        in->max_context);
 		pv_model_close(m);
 		return 2;
 	}
@@ -168,23 +170,34 @@ int cmd_bench(int argc, char** argv)
 		return 1;
 	}
 	int V = in->vocab;
-	int32_t* toks = malloc(sizeof(int32_t) * (size_t)pp);
+	/* the prompt of every rep follows `depth` tokens evaluated once, untimed (llama-bench -d) */
+	int32_t* all = malloc(sizeof(int32_t) * ((size_t)depth + pp));
+	int32_t* toks = all ? all + depth : NULL;
 	float* lg = malloc(sizeof(float) * (size_t)V);
 	double *pps = calloc((size_t)reps, sizeof(double)), *tgs = calloc((size_t)reps, sizeof(double));
-	if (!toks || !lg || !pps || !tgs) { fprintf(stderr, "proven bench: out of memory\n"); return 1; }
+	if (!all || !lg || !pps || !tgs) { fprintf(stderr, "proven bench: out of memory\n"); return 1; }
 	uint32_t rng = 12345;
-	for (int i = 0; i < pp; i++) {
+	for (int i = 0; i < depth + pp; i++) {
 		rng = rng * 1664525u + 1013904223u;
-		toks[i] = (int32_t)((rng >> 8) % (uint32_t)V);
+		all[i] = (int32_t)((rng >> 8) % (uint32_t)V);
 	}
 	/* warm-up: touch every weight page once (CUDA: and capture the decode graph) */
 	if (pv_session_eval(s, toks, 1, lg, PV_LOGITS_LAST)) goto fail;
 	if (cuda && pv_session_eval(s, toks, 1, NULL, PV_LOGITS_LAST)) goto fail;
-	struct pv_cuda_session_stats cs0, cs1;
+	double fill_s = 0;
+	if (depth) {
+		if (pv_session_rollback(s, 0)) goto fail;
+		double f0 = cli_now();
+		if (pv_session_eval(s, all, depth, NULL, PV_LOGITS_LAST) || pv_session_checkpoint(s)) goto fail;
+		fill_s = cli_now() - f0;
+	}
+	struct pv_cuda_session_stats cs0, cs1, csp;
 	memset(&cs0, 0, sizeof(cs0));
 	memset(&cs1, 0, sizeof(cs1));
+	memset(&csp, 0, sizeof(csp));
 	for (int r = 0; r < reps; r++) {
-		if (pv_session_rollback(s, 0)) goto fail;
+		if (pv_session_rollback(s, depth)) goto fail;
+		if (cuda) pv_cuda_session_stats(s, &csp);
 		double t0 = cli_now();
 		if (pv_session_eval(s, toks, pp, lg, PV_LOGITS_LAST)) goto fail;
 		double t1 = cli_now();
@@ -209,12 +222,12 @@ int cmd_bench(int argc, char** argv)
 	/* CUDA --profile: where a decode token's time goes (last: it disturbs the session's state) */
 	struct pv_cuda_profile prof;
 	memset(&prof, 0, sizeof(prof));
-	int have_prof = cuda && profile && pv_session_rollback(s, pp) == 0 && pv_cuda_profile(s, toks[0], 20, &prof) == 0;
+	int have_prof = cuda && profile && pv_session_rollback(s, depth + pp) == 0 && pv_cuda_profile(s, toks[0], 20, &prof) == 0;
 	if (cuda && pv_cuda_session_error(s)) {
 		fprintf(stderr, "proven bench: %s\n", pv_cuda_session_error(s));
 		pv_session_free(s);
 		pv_model_close(m);
-		free(toks); free(lg); free(pps); free(tgs);
+		free(all); free(lg); free(pps); free(tgs);
 		return 1;
 	}
 	double tok_mbs = 0;
@@ -233,9 +246,11 @@ int cmd_bench(int argc, char** argv)
 	struct pv_cuda_model_stats ms;
 	memset(&ms, 0, sizeof(ms));
 	double kv_tok = 0, gbs = 0, share = 0, launches = 0, syncs = 0;
+	/* the last rep's prompt: kernels launched outside graphs, graph launches, host syncs */
+	double pp_kernels = (double)(cs0.direct_kernels - csp.direct_kernels), pp_syncs = (double)(cs0.syncs - csp.syncs);
 	if (cuda) {
 		pv_cuda_model_stats(m, &ms);
-		kv_tok = 2.0 * in->n_attn_layers * (double)in->n_kv_heads * in->head_dim * 4.0 * (pp + (tg + 1) / 2.0);
+		kv_tok = 2.0 * in->n_attn_layers * (double)in->n_kv_heads * in->head_dim * 4.0 * (depth + pp + (tg + 1) / 2.0);
 		gbs = (ms.bytes_per_token + kv_tok) * tgm / 1e9;
 		share = d2d > 0 ? gbs / d2d : 0;
 		double n_tok = (double)tg;
@@ -245,10 +260,12 @@ int cmd_bench(int argc, char** argv)
 	if (!json_only && cuda) {
 		printf("| model | arch | params | backend | test | t/s |\n");
 		printf("| --- | --- | ---: | --- | --- | ---: |\n");
-		printf("| %s | %s | %.2f M | cuda (%s) | pp%d | %.2f ± %.2f |\n", dir, in->arch_name, in->n_params / 1e6, dev.name, pp,
-		       ppm, pps_sd);
-		printf("| %s | %s | %.2f M | cuda (%s) | tg%d | %.2f ± %.2f |\n", dir, in->arch_name, in->n_params / 1e6, dev.name, tg,
-		       tgm, tgs_sd);
+		printf("| %s | %s | %.2f M | cuda (%s) | pp%d @ d%d | %.2f ± %.2f |\n", dir, in->arch_name, in->n_params / 1e6, dev.name,
+		       pp, depth, ppm, pps_sd);
+		printf("| %s | %s | %.2f M | cuda (%s) | tg%d @ d%d | %.2f ± %.2f |\n", dir, in->arch_name, in->n_params / 1e6, dev.name,
+		       tg, depth + pp, tgm, tgs_sd);
+		printf("prompt: %.0f kernels outside graphs, %.0f host syncs per prompt of %d tokens\n", pp_kernels, pp_syncs, pp);
+		if (depth) printf("depth: %d tokens filled once in %.2f s (%.0f tok/s)\n", depth, fill_s, depth / fill_s);
 		printf("decode: %.1f MB/token weights + %.1f MB KV -> %.1f GB/s = %.1f%% of the %.1f GB/s D2D copy; "
 		       "%.2f graph launches, %llu kernels, %.2f host syncs per token\n",
 		       ms.bytes_per_token / 1e6, kv_tok / 1e6, gbs, 100 * share, d2d, launches, (unsigned long long)cs1.graph_kernels,
@@ -280,9 +297,9 @@ int cmd_bench(int argc, char** argv)
 	json_str(stdout, dir);
 	printf(",\"arch\":\"%s\",\"n_params\":%lld,\"weight_dtype\":\"%s\",\"backend\":\"%s\",\"isa\":\"%s\",\"threads\":%d,"
 	       "\"n_ctx\":%d,\"pp\":%d,\"tg\":%d,\"reps\":%d,\"pp_tok_s\":%.3f,\"pp_tok_s_sd\":%.3f,\"tg_tok_s\":%.3f,"
-	       "\"tg_tok_s_sd\":%.3f,\"peak_rss_mib\":%.1f,\"build_commit\":\"%s\",\"compiler\":",
+	       "\"tg_tok_s_sd\":%.3f,\"depth\":%d,\"peak_rss_mib\":%.1f,\"build_commit\":\"%s\",\"compiler\":",
 	       in->arch_name, (long long)in->n_params, in->dtype, backend, pv_ops_isa(), threads, ctx, pp, tg, reps, ppm, pps_sd,
-	       tgm, tgs_sd, peak_mib, pv_build_commit);
+	       tgm, tgs_sd, depth, peak_mib, pv_build_commit);
 	json_str(stdout, pv_build_compiler);
 	printf(",\"flags\":");
 	json_str(stdout, pv_build_flags);
@@ -295,12 +312,13 @@ int cmd_bench(int argc, char** argv)
 		       "\"mem_clock_mhz\":%d,\"d2d_gb_s\":%.3f,\"weight_bytes_per_token\":%llu,\"kv_bytes_per_token\":%.0f,"
 		       "\"tg_gb_s\":%.3f,\"tg_bw_share\":%.4f,\"graph_launches_per_token\":%.3f,\"kernels_per_token\":%llu,"
 		       "\"syncs_per_token\":%.3f,\"tg_logits_copied\":false,\"gpu_weights_mib\":%.1f,\"gpu_session_mib\":%.1f,"
-		       "\"gpu_used_mib\":%.1f,\"upload_s\":%.3f,\"pdl\":%d,\"prefetch\":%d",
+		       "\"gpu_used_mib\":%.1f,\"upload_s\":%.3f,\"pdl\":%d,\"prefetch\":%d,\"pp_kernels\":%.0f,\"pp_syncs\":%.0f,"
+		       "\"depth_fill_s\":%.3f",
 		       dev.cc_major, dev.cc_minor, dev.sm_count, dev.driver_version, dev.runtime_version, dev.nvcc_major, dev.nvcc_minor,
 		       dev.sm_clock_mhz, dev.mem_clock_mhz, d2d, (unsigned long long)ms.bytes_per_token, kv_tok, gbs, share, launches,
 		       (unsigned long long)cs1.graph_kernels, syncs, ms.weight_bytes / 1048576.0, cs1.session_bytes / 1048576.0,
 		       cs1.used_after_init / 1048576.0, ms.upload_s, !(getenv("PV_CUDA_PDL") && !strcmp(getenv("PV_CUDA_PDL"), "0")),
-		       getenv("PV_CUDA_PREFETCH") && !strcmp(getenv("PV_CUDA_PREFETCH"), "1"));
+		       getenv("PV_CUDA_PREFETCH") && !strcmp(getenv("PV_CUDA_PREFETCH"), "1"), pp_kernels, pp_syncs, fill_s);
 	}
 	if (have_prof) {
 		printf(",\"profile_total_us\":%.2f,\"profile\":[", prof.total_us);
@@ -313,12 +331,12 @@ int cmd_bench(int argc, char** argv)
 	printf("}\n");
 	pv_session_free(s);
 	pv_model_close(m);
-	free(toks); free(lg); free(pps); free(tgs);
+	free(all); free(lg); free(pps); free(tgs);
 	return 0;
 fail:
 	fprintf(stderr, "proven bench: %s\n", pv_session_error(s));
 	pv_session_free(s);
 	pv_model_close(m);
-	free(toks); free(lg); free(pps); free(tgs);
+	free(all); free(lg); free(pps); free(tgs);
 	return 1;
 }
