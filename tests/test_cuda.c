@@ -12,7 +12,11 @@
  *   quantized:   a fixture with its matrices quantized (Q8_0, Q4_0: every matrix whose width is
  *                a whole number of blocks, the embedding included) against the CPU on the same
  *                weights, greedy ids identical
- *   refused:     a weight type without a CUDA kernel (Q5_K) fails with a clear message
+ *                and Q4_1, Q5_0, Q5_1 (qwen3, qwen2), MoE experts quantized (qwen3_moe: the
+ *                gathered GEMVs); GEMVs of Q4_1, Q5_0, Q5_1, Q5_K against the CPU
+ *   refused:     a weight type without a CUDA kernel (an invalid type) fails with a clear message
+ *   real:        the real Qwen2.5-Coder-0.5B Q4_K_M GGUF (Q5_0/Q8_0/Q4_K/Q6_K) on CUDA vs the CPU
+ *                and transformers over tests/data/real's prompts; skipped when the file is absent
  * Every fixture runs: dense, Gated DeltaNet hybrids (recurrent form; rollback restores the state
  * from device-side checkpoints) and MoE (routing on the GPU, gathered expert GEMVs).
  *
@@ -32,6 +36,7 @@
 #include "quant.h"
 
 #include <math.h>
+#include <sys/stat.h>
 
 #define TOL_REL 2e-4 /* against transformers, as test_conformance                        */
 #define TOL_CPU 1e-4 /* against the CPU engine (summation order only; calibrate on a GPU)  */
@@ -146,14 +151,14 @@ done:
 
 static void test_gemv_quick(void)
 {
-	static const enum pv_dtype types[] = { PV_BF16, PV_F16, PV_F32, PV_Q8_0, PV_Q4_0, PV_Q4_K, PV_Q6_K };
+	static const enum pv_dtype types[] = { PV_BF16, PV_F16, PV_F32, PV_Q8_0, PV_Q4_0, PV_Q4_1, PV_Q5_0, PV_Q5_1, PV_Q4_K, PV_Q5_K, PV_Q6_K };
 	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) gemv_case(types[ti], 37, 512);
 	gemv_case(PV_BF16, 5, 203);
 }
 
 static void test_gemv(void)
 {
-	static const enum pv_dtype types[] = { PV_BF16, PV_F16, PV_F32, PV_Q8_0, PV_Q4_0, PV_Q4_K, PV_Q6_K };
+	static const enum pv_dtype types[] = { PV_BF16, PV_F16, PV_F32, PV_Q8_0, PV_Q4_0, PV_Q4_1, PV_Q5_0, PV_Q5_1, PV_Q4_K, PV_Q5_K, PV_Q6_K };
 	static const int rows[] = { 1, 37, 300 };
 	static const int cols_k[] = { 256, 512, 2816 };
 	static const int cols_odd[] = { 24, 80, 203 };
@@ -167,6 +172,12 @@ static void test_gemv(void)
 	}
 	gemv_case(PV_BF16, 4096, 4096);
 	gemv_case(PV_Q4_K, 1024, 12288);
+	/* the real 0.5B model's shapes (H 896, FFN 4864) and a wide Q5_K */
+	gemv_case(PV_Q5_0, 896, 896);
+	gemv_case(PV_Q5_0, 4864, 896);
+	gemv_case(PV_Q5_K, 1024, 12288);
+	gemv_case(PV_Q4_1, 300, 4864);
+	gemv_case(PV_Q5_1, 300, 4864);
 }
 
 /* ------------------------------------------------------------------------ fixtures --- */
@@ -492,6 +503,31 @@ static int quantize_model(struct pv_model* m, enum pv_dtype t, void** bufs, int 
 		W->type = t;
 		bufs[n++] = q;
 	}
+	/* MoE experts (the gathered GEMVs): a field (gate, up, down) of every expert of a layer, or none */
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		struct pv_layer* L = &m->w.layers[l];
+		if (!m->cfg.layer_moe || !m->cfg.layer_moe[l] || !L->experts) continue;
+		for (int which = 0; which < 3; which++) {
+			int E = m->cfg.n_experts, fits = E > 0;
+			for (int e = 0; e < E && fits; e++) {
+				const struct pv_tensor* W = which == 0 ? &L->experts[e].gate : which == 1 ? &L->experts[e].up : &L->experts[e].down;
+				fits = W->data && W->cols % pv_dtype_block(t) == 0 && W->cols <= 65536;
+			}
+			if (!fits || n + E > max) continue;
+			for (int e = 0; e < E; e++) {
+				struct pv_tensor* W = which == 0 ? &L->experts[e].gate : which == 1 ? &L->experts[e].up : &L->experts[e].down;
+				size_t rb = pv_dtype_row_bytes(t, W->cols);
+				unsigned char* q = malloc(rb * (size_t)W->rows);
+				for (int64_t r = 0; r < W->rows; r++) {
+					pv_tensor_row_f32(W, r, row);
+					CHECK(pv_quant_row(t, row, q + rb * (size_t)r, W->cols) == 0, "quantize expert %d", e);
+				}
+				W->data = q;
+				W->type = t;
+				bufs[n++] = q;
+			}
+		}
+	}
 	if (tied) m->w.lm_head = m->w.embed;
 	free(row);
 	return n;
@@ -509,8 +545,8 @@ static void quantized(const char* name, enum pv_dtype t)
 		json_decref(ref);
 		return;
 	}
-	void* bufs[128];
-	int nq = quantize_model(m, t, bufs, 128);
+	void* bufs[256];
+	int nq = quantize_model(m, t, bufs, 256);
 	CHECK(nq > 0, "%s: no matrix could be quantized to %s", name, pv_dtype_name(t));
 	int rc = pv_cuda_model_init(m, 0, err, sizeof(err));
 	CHECK(rc == 0, "%s/%s: upload: %s", name, pv_dtype_name(t), err);
@@ -551,6 +587,126 @@ static void quantized(const char* name, enum pv_dtype t)
 	json_decref(ref);
 }
 
+/* --------------------------------------------------------------------- real model --- */
+
+#define TOL_REAL 1e-3 /* against transformers' float64 logits, as test_real            */
+#define REAL_STEPS 16
+
+static const char* real_model_path(char* buf, size_t n)
+{
+	const char* env = getenv("PV_REAL_MODEL");
+	struct stat st;
+	if (env && !stat(env, &st)) return env;
+	const char* cache = getenv("PROVEN_CACHE");
+	const char* home = getenv("HOME");
+	if (cache) snprintf(buf, n, "%s/qwen2.5-coder-0.5b.gguf", cache);
+	else snprintf(buf, n, "%s/.cache/proven/qwen2.5-coder-0.5b.gguf", home ? home : "/tmp");
+	return stat(buf, &st) ? NULL : buf;
+}
+
+static double top_err(const float* lg, json_t* ids, json_t* vals)
+{
+	double e = 0;
+	for (size_t i = 0; i < json_array_size(ids); i++) {
+		double d = fabs(lg[json_integer_value(json_array_get(ids, i))] - json_real_value(json_array_get(vals, i)));
+		if (!(d <= e)) e = d;
+	}
+	return e;
+}
+
+/* The real Qwen2.5-Coder-0.5B Q4_K_M GGUF (tools/get-model.sh; Q5_0, Q8_0, Q4_K, Q6_K and F32
+ * tensors, the embedding Q5_0) on CUDA and on the CPU, over the prompts of tests/data/real: every
+ * prompt row's logits and REAL_STEPS teacher-forced one-row steps (fed transformers' greedy ids,
+ * so a miss cannot cascade) within TOL_CPU of the CPU's, greedy ids (argmax of each row that
+ * predicts a generated token) identical to the CPU's, and the reference top-20 logits within
+ * TOL_REAL (as test_real). Skipped with a message when the file is absent (PV_REAL_MODEL names
+ * it; else $PROVEN_CACHE or ~/.cache/proven). */
+static void real_model(void)
+{
+	char buf[1024], err[512];
+	const char* path = real_model_path(buf, sizeof buf);
+	if (!path) {
+		printf("  real model: not available (set PV_REAL_MODEL or run tools/get-model.sh): skipped, nothing checked\n");
+		return;
+	}
+	json_t* ref = json_load_file("tests/data/real/reference.json", 0, NULL);
+	CHECK(ref != NULL, "tests/data/real/reference.json missing (run from the repository root)");
+	if (!ref) return;
+	pv_model *gm = NULL, *cm = NULL;
+	struct pv_model_params gp = { .backend = "cuda" };
+	int rc = pv_model_open(&gm, path, &gp, err, sizeof(err));
+	CHECK(rc == 0, "real model: open on cuda: %s", err);
+	if (rc || pv_model_open(&cm, path, NULL, err, sizeof(err))) {
+		CHECK(rc != 0, "real model: open on the CPU: %s", err);
+		pv_model_close(gm);
+		json_decref(ref);
+		return;
+	}
+	const int V = pv_model_get_info(gm)->vocab;
+	json_t* prompts = json_object_get(ref, "prompts");
+	double worst_cpu = 0, worst_ref = 0;
+	int steps = 0, same_ids = 0, ref_ids = 0;
+	for (size_t pi = 0; pi < json_array_size(prompts); pi++) {
+		json_t* p = json_array_get(prompts, pi);
+		const char* name = json_string_value(json_object_get(p, "name"));
+		int n = 0, ng = 0;
+		int32_t* ids = fx_ids(json_object_get(p, "ids"), &n);
+		int32_t* greedy = fx_ids(json_object_get(p, "greedy_ids"), &ng);
+		if (ng > REAL_STEPS) ng = REAL_STEPS;
+		pv_session* g = new_session(gm, n + REAL_STEPS + 1, 4);
+		pv_session* c = new_session(cm, n + REAL_STEPS + 1, 4);
+		float* lg = malloc(sizeof(float) * (size_t)V * n);
+		float* lc = malloc(sizeof(float) * (size_t)V * n);
+		int ok = g && c && n > 0 && eval_ok(g, ids, n, lg, PV_LOGITS_ALL) && eval_ok(c, ids, n, lc, PV_LOGITS_ALL);
+		double e_cpu = ok ? rel_err(lg, lc, n, V) : 1, e_ref = 0;
+		const float* last_g = lg + (size_t)(n - 1) * V;
+		const float* last_c = lc + (size_t)(n - 1) * V;
+		if (ok) e_ref = top_err(last_g, json_object_get(p, "next_top_ids"), json_object_get(p, "next_top_logits"));
+		json_t* tf = json_object_get(p, "teacher_forced_top20");
+		for (int i = 0; i < ng && ok; i++) {
+			const int tg = pv_argmax(last_g, V), tcpu = pv_argmax(last_c, V);
+			steps++;
+			same_ids += tg == tcpu;
+			ref_ids += tg == greedy[i];
+			json_t* row = json_array_get(tf, i);
+			if (row) {
+				double er = top_err(last_g, json_object_get(row, "top_ids"), json_object_get(row, "top_logits"));
+				e_ref = er > e_ref ? er : e_ref;
+			}
+			int32_t feed = greedy[i];
+			ok = eval_ok(g, &feed, 1, lg, PV_LOGITS_LAST) && eval_ok(c, &feed, 1, lc, PV_LOGITS_LAST);
+			if (!ok) break;
+			ok = pv_cuda_last_token(g) == pv_argmax(lg, V);
+			CHECK(ok, "real/%s: step %d: the GPU argmax differs from the argmax of its logits", name, i);
+			last_g = lg;
+			last_c = lc;
+			const double e = rel_err(lg, lc, 1, V);
+			e_cpu = e > e_cpu ? e : e_cpu;
+		}
+		CHECK(ok, "real/%s: evaluation failed", name);
+		CHECK(e_cpu <= TOL_CPU, "real/%s: CUDA vs CPU rel error %.3g > %g", name, e_cpu, TOL_CPU);
+		CHECK(e_ref <= TOL_REAL, "real/%s: CUDA vs transformers top-20 max |err| %.4g > %g", name, e_ref, TOL_REAL);
+		printf("  real %-16s %3d tokens + %d steps: vs CPU rel %.3e, vs transformers top-20 max |err| %.3e\n", name, n, ng, e_cpu,
+		       e_ref);
+		worst_cpu = e_cpu > worst_cpu ? e_cpu : worst_cpu;
+		worst_ref = e_ref > worst_ref ? e_ref : worst_ref;
+		pv_session_free(g);
+		pv_session_free(c);
+		free(lg);
+		free(lc);
+		free(ids);
+		free(greedy);
+	}
+	CHECK(steps > 0 && same_ids == steps, "real model: greedy ids: %d of %d steps agree between CUDA and the CPU", same_ids, steps);
+	CHECK(ref_ids == steps, "real model: greedy ids: %d of %d steps agree with transformers", ref_ids, steps);
+	if (worst_cpu > g_worst_cpu) g_worst_cpu = worst_cpu;
+	printf("  real model %s: greedy %d/%d steps equal to the CPU's (%d/%d to transformers'); worst rel vs CPU %.3e, "
+	       "top-20 vs transformers %.3e\n", path, same_ids, steps, ref_ids, steps, worst_cpu, worst_ref);
+	pv_model_close(gm);
+	pv_model_close(cm);
+	json_decref(ref);
+}
+
 static int want(int argc, char** argv, const char* section)
 {
 	if (argc < 2) return strcmp(section, "quick") != 0;
@@ -559,7 +715,7 @@ static int want(int argc, char** argv, const char* section)
 	return 0;
 }
 
-/* test_cuda [gemv] [fixtures] [quant] [quick]: sections (default: all but quick). quick is a
+/* test_cuda [gemv] [fixtures] [quant] [real] [quick]: sections (default: all but quick). quick is a
  * small subset for compute-sanitizer: a few GEMVs and the qwen3, qwen3_5 and qwen3_next fixtures.
  * Separate processes keep a fault in one section from hiding the others' results. */
 int main(int argc, char** argv)
@@ -587,17 +743,32 @@ int main(int argc, char** argv)
 		for (int i = 0; i < n; i++) fixture(names[i]);
 	}
 	if (want(argc, argv, "quant")) {
-		/* a type without a CUDA kernel is refused with a message that says so */
-		void* w = make_matrix(PV_Q5_K, 4, 256);
-		struct pv_tensor W = { w, PV_Q5_K, 4, 256 };
-		float x[256] = { 0 }, y[4];
-		int rc = w ? pv_cuda_test_matmul(&W, x, 1, y, err, sizeof(err)) : 0;
-		CHECK(w && rc != 0 && strstr(err, "no CUDA kernel"), "q5_k: expected a clear refusal, got rc %d: %s", rc, err);
-		free(w);
+		/* a type without a CUDA kernel (every GGUF type has one now: an invalid type) is
+		 * refused with a message that says so */
+		float wf[4 * 32] = { 0 }, x[32] = { 0 }, y[4];
+		struct pv_tensor W = { wf, PV_DTYPE_COUNT, 4, 32 };
+		int rc = pv_cuda_test_matmul(&W, x, 1, y, err, sizeof(err));
+		CHECK(rc != 0 && strstr(err, "no CUDA kernel"), "invalid type: expected a clear refusal, got rc %d: %s", rc, err);
+		/* the new types, one-row and small-row GEMVs against the CPU's matmul */
+		static const enum pv_dtype nt[] = { PV_Q4_1, PV_Q5_0, PV_Q5_1, PV_Q5_K };
+		for (size_t i = 0; i < sizeof nt / sizeof nt[0]; i++) {
+			gemv_case(nt[i], 37, 512);
+			gemv_case(nt[i], 300, 2816);
+		}
 		quantized("qwen3", PV_Q8_0);
 		quantized("qwen3", PV_Q4_0);
 		quantized("qwen2", PV_Q8_0);
+		quantized("qwen3", PV_Q4_1);
+		quantized("qwen3", PV_Q5_0);
+		quantized("qwen3", PV_Q5_1);
+		quantized("qwen2", PV_Q5_0);
+		/* the gathered (MoE) GEMVs over quantized experts (gate and up: widths of 32) */
+		quantized("qwen3_moe", PV_Q8_0);
+		quantized("qwen3_moe", PV_Q5_0);
+		quantized("qwen3_moe", PV_Q4_1);
+		/* Q5_K needs widths of 256: the fixtures have none; its GEMVs are checked above */
 	}
+	if (want(argc, argv, "real")) real_model();
 	printf("test_cuda: worst gemv error %.3e of sum |w x| (tol %g); worst logits rel error vs CPU %.3e (tol %g), "
 	       "vs transformers %.3e (tol %g)\n",
 	       g_worst_dot, TOL_DOT, g_worst_cpu, TOL_CPU, g_worst_ref, TOL_REL);

@@ -1,6 +1,6 @@
 /*
  * gemv.cu: matrix-vector products for 1 to 16 activation rows over weights in their stored type
- * (BF16, F16, F32, Q8_0, Q4_0, Q4_K, Q6_K; device layouts in common.cuh).
+ * (BF16, F16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; device layouts in common.cuh).
  *
  * Work split: a block of 8 warps owns 8*R consecutive output rows (R = 1, 2 or 4 rows per
  * warp); the activation rows are staged through shared memory in column tiles shared by all the
@@ -8,7 +8,7 @@
  *
  * Summation order (what makes the result batch-invariant): a weight row is cut into units of UE
  * consecutive elements (8 for BF16/F16, 4 for F32, 1 for float rows whose bytes are not a whole
- * number of 16-byte vectors, 32 for Q8_0/Q4_0, 64 for Q4_K, 128 for Q6_K). Lane l of the warp
+ * number of 16-byte vectors, 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, 64 for Q4_K/Q5_K, 128 for Q6_K). Lane l of the warp
  * owning the output accumulates, for each activation row separately, the units u = l, l+32,
  * l+64, ... in increasing order and, inside a unit, its elements in increasing order, with one
  * fmaf per element: acc = fmaf(w_e, x_e, acc). The 32 lane sums are added by the xor butterfly
@@ -50,6 +50,9 @@ struct Params {
 	int direct;   /* one plain activation row, 16-byte aligned: read from global memory through L1,
 	               * no staging (gemv_kernel) */
 	int pipe;     /* direct: the software-pipelined walk (walk_direct; PV_CUDA_GEMV_PIPE=0: walk) */
+	int pre;      /* direct, one row per warp: the first U units loaded before the PDL wait */
+	int pair;     /* direct: seg[0] = gate, seg[1] = up (same shape); the grid covers seg[0]'s rows,
+	               * a warp does gate row j and up row j and writes silu(g) * u to seg[0].y */
 };
 
 __device__ __forceinline__ float xin(const Params& p, const float* x, const float* x2, int t, int col)
@@ -73,33 +76,49 @@ __device__ __forceinline__ void prefetch_l2(const unsigned char* p, size_t bytes
 template <int K, int TT, int R>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ Params p)
 {
-	/* The weights never depend on earlier kernels: each warp starts its rows streaming into L2
-	 * before waiting for the previous kernel (PDL) and staging the activations. Gathered experts
-	 * are chosen by the previous kernel, so they are not prefetched. */
-	if (p.prefetch && !p.sel && (threadIdx.x & 31) == 0) {
-		const Seg* q = &p.seg[0];
-		if (p.nseg > 1 && (int)blockIdx.x >= p.seg[1].block0) q = &p.seg[1];
-		if (p.nseg > 2 && (int)blockIdx.x >= p.seg[2].block0) q = &p.seg[2];
-		const int64_t r0 = (int64_t)((int)blockIdx.x - q->block0) * (WARPS * R) + (int64_t)(threadIdx.x >> 5) * R;
-		for (int r = 0; r < R; r++)
-			if (r0 + r < q->rows) {
-				prefetch_l2(q->p0 + (size_t)(r0 + r) * q->s0, q->s0);
-				if (q->p1) prefetch_l2(q->p1 + (size_t)(r0 + r) * q->s1, q->s1);
-				if (q->p2) prefetch_l2(q->p2 + (size_t)(r0 + r) * q->s2, q->s2);
-			}
-	}
-	pv_grid_sync(); /* before touching memory other kernels write (PDL) */
-	constexpr int UE = Kern<K>::UE;
-	extern __shared__ float4 smem4[];
-	float* xs = reinterpret_cast<float*>(smem4);
-
+	using KT = Kern<K>;
+	constexpr int UE = KT::UE, U = KT::U;
+	constexpr bool ONE = TT == 1 && R == 1; /* the decode shape: one activation row, one row per warp */
 	const int b = blockIdx.x;
 	const Seg* sp = &p.seg[0];
-	if (p.nseg > 1 && b >= p.seg[1].block0) sp = &p.seg[1];
-	if (p.nseg > 2 && b >= p.seg[2].block0) sp = &p.seg[2];
+	if (!p.pair && p.nseg > 1 && b >= p.seg[1].block0) sp = &p.seg[1];
+	if (!p.pair && p.nseg > 2 && b >= p.seg[2].block0) sp = &p.seg[2];
 	const Seg& s = *sp;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int64_t row0 = (int64_t)(b - s.block0) * (WARPS * R) + (int64_t)warp * R;
+	const int nu = p.cols / UE;
+
+	/* The weights never depend on earlier kernels: each warp starts its rows streaming into L2
+	 * before waiting for the previous kernel (PDL) and staging the activations. Gathered experts
+	 * are chosen by the previous kernel, so they are not prefetched. */
+	if (p.prefetch && !p.sel && lane == 0) {
+		for (int r = 0; r < R; r++)
+			if (row0 + r < s.rows) {
+				prefetch_l2(s.p0 + (size_t)(row0 + r) * s.s0, s.s0);
+				if (s.p1) prefetch_l2(s.p1 + (size_t)(row0 + r) * s.s1, s.s1);
+				if (s.p2) prefetch_l2(s.p2 + (size_t)(row0 + r) * s.s2, s.s2);
+			}
+	}
+	/* The one-row walk's first batch of U units per lane (and per row of a gate/up pair) is loaded
+	 * into registers before the wait: these loads overlap the previous kernel's tail (or the
+	 * whole of a small one, e.g. the add+RMSNorm of one block). The walk then continues from unit
+	 * 32 U + lane, so the units and the fmaf chain are exactly walk()'s. */
+	typename KT::Raw pre0[ONE ? U : 1] = {}, pre1[ONE ? U : 1] = {};
+	const bool use_pre = ONE && p.direct && p.pre && !p.sel && row0 < s.rows;
+	if (use_pre) {
+#pragma unroll
+		for (int k = 0; k < (ONE ? U : 1); k++)
+			if (lane + 32 * k < nu) pre0[k] = load_unit<K>(s, row0, lane + 32 * k, p.stype);
+		if (p.pair) {
+#pragma unroll
+			for (int k = 0; k < (ONE ? U : 1); k++)
+				if (lane + 32 * k < nu) pre1[k] = load_unit<K>(p.seg[1], row0, lane + 32 * k, p.stype);
+		}
+	}
+	pv_grid_sync(); /* before touching memory other kernels write (PDL) */
+	extern __shared__ float4 smem4[];
+	float* xs = reinterpret_cast<float*>(smem4);
+
 	const float *x = p.x, *x2 = p.x2;
 	float* y = s.y;
 	int64_t wrow = 0; /* first weight row (gathered: the selected expert's) */
@@ -116,18 +135,36 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 	for (int r = 0; r < R; r++)
 #pragma unroll
 		for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
+	float accu = 0.0f; /* the up row of a gate/up pair */
 
 	if (TT == 1 && p.direct) {
 		/* One activation row, read in place: every warp walks the whole row as one tile (u0 = 0,
 		 * u1 = cols / UE, c0 = 0), the same units in the same order as the staged walk, so the
 		 * result is bitwise the staged one. The row comes from L2 once per SM and stays in L1
 		 * (the weights bypass L1), instead of once per block through shared memory. */
+		if (use_pre) {
 #pragma unroll
-		for (int r = 0; r < R; r++) {
-			const int64_t row = row0 + r;
-			if (row >= s.rows) continue;
-			if (p.pipe) walk_direct<K>(s, p.stype, wrow + row, lane, p.cols / UE, x, p.ldx, acc[r]);
-			else walk<K, TT>(s, p.stype, wrow + row, lane, 0, p.cols / UE, x, p.ldx, 0, acc[r]);
+			for (int k = 0; k < (ONE ? U : 1); k++)
+				if (lane + 32 * k < nu) KT::template dot<1>(pre0[k], x, p.ldx, (lane + 32 * k) * UE, acc[0]);
+			walk<K, 1>(s, p.stype, row0, lane, 32 * U, nu, x, p.ldx, 0, acc[0]);
+			if (p.pair) {
+#pragma unroll
+				for (int k = 0; k < (ONE ? U : 1); k++)
+					if (lane + 32 * k < nu) KT::template dot<1>(pre1[k], x, p.ldx, (lane + 32 * k) * UE, &accu);
+				walk<K, 1>(p.seg[1], p.stype, row0, lane, 32 * U, nu, x, p.ldx, 0, &accu);
+			}
+		} else {
+#pragma unroll
+			for (int r = 0; r < R; r++) {
+				const int64_t row = row0 + r;
+				if (row >= s.rows) continue;
+				if (p.pipe) walk_direct<K>(s, p.stype, wrow + row, lane, nu, x, p.ldx, acc[r]);
+				else walk<K, TT>(s, p.stype, wrow + row, lane, 0, nu, x, p.ldx, 0, acc[r]);
+			}
+			if (ONE && p.pair && row0 < s.rows) {
+				if (p.pipe) walk_direct<K>(p.seg[1], p.stype, row0, lane, nu, x, p.ldx, &accu);
+				else walk<K, 1>(p.seg[1], p.stype, row0, lane, 0, nu, x, p.ldx, 0, &accu);
+			}
 		}
 	} else
 	for (int c0 = 0; c0 < p.cols; c0 += p.tc) {
@@ -146,6 +183,19 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 		}
 	}
 
+	if (ONE && p.pair) {
+		/* gate/up pair: g and u are the sums the two separate GEMVs would write (same walks, same
+		 * butterfly, bias after), and silu(g) * u is swiglu_kernel's expression: the bits the
+		 * two-kernel path gives (rows of multi-row calls take that path). */
+		float g = pv_warp_sum(acc[0][0]);
+		float u = pv_warp_sum(accu);
+		if (lane == 0 && row0 < s.rows) {
+			if (s.bias) g = g + s.bias[row0];
+			if (p.seg[1].bias) u = u + p.seg[1].bias[row0];
+			y[row0] = (g / (1.0f + expf(-g))) * u; /* pv_silu(gate) * up */
+		}
+		return;
+	}
 #pragma unroll
 	for (int r = 0; r < R; r++) {
 		const int64_t row = row0 + r;
@@ -180,6 +230,10 @@ int kind_of(const struct dmat* w)
 	case PV_Q4_0: return K_Q4_0;
 	case PV_Q4_K: return K_Q4_K;
 	case PV_Q6_K: return K_Q6_K;
+	case PV_Q4_1: return K_Q4_1;
+	case PV_Q5_0: return K_Q5_0;
+	case PV_Q5_1: return K_Q5_1;
+	case PV_Q5_K: return K_Q5_K;
 	default: return -1;
 	}
 }
@@ -194,6 +248,10 @@ int unit_of(int kind)
 	case K_Q8_0: return Kern<K_Q8_0>::UE;
 	case K_Q4_0: return Kern<K_Q4_0>::UE;
 	case K_Q4_K: return Kern<K_Q4_K>::UE;
+	case K_Q4_1: return Kern<K_Q4_1>::UE;
+	case K_Q5_0: return Kern<K_Q5_0>::UE;
+	case K_Q5_1: return Kern<K_Q5_1>::UE;
+	case K_Q5_K: return Kern<K_Q5_K>::UE;
 	default: return Kern<K_Q6_K>::UE;
 	}
 }
@@ -234,6 +292,10 @@ kernel_fn pick(int kind, int TT)
 	case K_Q8_0: return pick_tt<K_Q8_0>(TT);
 	case K_Q4_0: return pick_tt<K_Q4_0>(TT);
 	case K_Q4_K: return pick_tt<K_Q4_K>(TT);
+	case K_Q4_1: return pick_tt<K_Q4_1>(TT);
+	case K_Q5_0: return pick_tt<K_Q5_0>(TT);
+	case K_Q5_1: return pick_tt<K_Q5_1>(TT);
+	case K_Q5_K: return pick_tt<K_Q5_K>(TT);
 	default: return pick_tt<K_Q6_K>(TT);
 	}
 }
@@ -242,7 +304,7 @@ int rows_per_block(int TT) { return WARPS * rows_per_warp(TT); }
 
 /* one launch over outs[0..n) (same kind and cols) */
 int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const float* x, const float* x2, int ldx,
-           int xmode, int T, const struct gemv_gather* ga, char* err, size_t errlen)
+           int xmode, int T, const struct gemv_gather* ga, int pair, char* err, size_t errlen)
 {
 	const int TT = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : 16;
 	const int UE = unit_of(kind), rpb = rows_per_block(TT);
@@ -262,6 +324,8 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	p.prefetch = pv_cuda_prefetch;
 	p.direct = T == 1 && xmode == PV_X_PLAIN && !((uintptr_t)x & 15) && ldx % 4 == 0 && pv_cuda_gemv_direct;
 	p.pipe = pv_cuda_gemv_pipe;
+	p.pre = pv_cuda_gemv_pre && !pv_cuda_gemv_pipe;
+	p.pair = pair;
 	if (ga) {
 		p.sel = ga->sel;
 		p.sel_k = ga->k;
@@ -282,7 +346,7 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 		s.bias = outs[i].bias;
 		s.rows = (int)(ga ? w->rows / ga->n_experts : w->rows); /* gathered: rows of one expert */
 		s.block0 = (int)blocks;
-		blocks += (s.rows + rpb - 1) / rpb;
+		if (!pair || i == 0) blocks += (s.rows + rpb - 1) / rpb;
 	}
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
 	const size_t smem = p.direct ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
@@ -326,10 +390,25 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out,
 				group[g++] = outs[j];
 				done[j] = 1;
 			}
-		if (launch(st, group, g, kind, x, x2, ldx, xmode, T, ga, err, errlen)) return -1;
+		if (launch(st, group, g, kind, x, x2, ldx, xmode, T, ga, 0, err, errlen)) return -1;
 		if (n_launch) ++*n_launch;
 	}
 	return 0;
+}
+
+int pv_cuda_gemv_swiglu(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
+                        int T, int* n_launch, char* err, size_t errlen)
+{
+	const struct dmat *g = gate->w, *u = up->w;
+	const int kind = kind_of(g);
+	if (!pv_cuda_swiglu_pair || !pv_cuda_gemv_direct || pv_cuda_gemv_r2 || T != 1 || kind < 0 || kind != kind_of(u) || g->type != u->type ||
+	    g->rows != u->rows || g->cols != u->cols || g->rows > INT32_MAX / 2 || g->cols > INT32_MAX / 2 || ((uintptr_t)x & 15) ||
+	    ldx % 4)
+		return 0;
+	struct gemv_out o[2] = { *gate, *up };
+	if (launch(st, o, 2, kind, x, NULL, ldx, PV_X_PLAIN, 1, NULL, 1, err, errlen)) return -1;
+	if (n_launch) ++*n_launch;
+	return 1;
 }
 
 int pv_cuda_swiglu(cudaStream_t st, float* g, const float* u, int ld, int width, int n, char* err, size_t errlen)

@@ -31,11 +31,13 @@ extern "C" {
 #ifdef __CUDA_ARCH__
 #define PV_FMUL(a, b) __fmul_rn(a, b)
 #define PV_FSUB(a, b) __fsub_rn(a, b)
+#define PV_FADD(a, b) __fadd_rn(a, b)
 #define PV_U2F(u) __uint_as_float(u)
 #define PV_PERM(x, y, s) __byte_perm(x, y, s)
 #else
 static inline float PV_FMUL(float a, float b) { return a * b; }
 static inline float PV_FSUB(float a, float b) { return a - b; }
+static inline float PV_FADD(float a, float b) { return a + b; }
 static inline float PV_U2F(uint32_t u)
 {
 	float f;
@@ -54,7 +56,7 @@ static inline uint32_t PV_PERM(uint32_t x, uint32_t y, uint32_t s)
 
 namespace pv_units {
 
-enum Kind { K_BF16 = 0, K_F16, K_F32, K_SCALAR, K_Q8_0, K_Q4_0, K_Q4_K, K_Q6_K, K_COUNT };
+enum Kind { K_BF16 = 0, K_F16, K_F32, K_SCALAR, K_Q8_0, K_Q4_0, K_Q4_K, K_Q6_K, K_Q4_1, K_Q5_0, K_Q5_1, K_Q5_K, K_COUNT };
 
 struct Seg {
 	const unsigned char *p0, *p1, *p2;
@@ -405,6 +407,148 @@ PV_UNROLL
 	}
 };
 
+/* The fifth bits of four consecutive elements: bits 0..3 of b (b < 16) moved to bit 4 of bytes
+ * 0..3 (b * 0x00204081 places bit k at bit 8k; the four shifted copies of b do not overlap, so
+ * nothing carries). */
+PV_HD uint32_t spread4(uint32_t b) { return ((b * 0x00204081u) & 0x01010101u) << 4; }
+
+/* Q4_1: element j < 16 is the low nibble of qs[j], j + 16 the high one; x = q * d + m, a
+ * multiply then an add (pv_dequant_block). Planes: qs | d,m (one 4-byte word per block). */
+template <>
+struct Kern<K_Q4_1> {
+	static constexpr int UE = 32, U = 4;
+	struct Raw {
+		uint4 q;
+		unsigned int dm;
+	};
+	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	{
+		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16), ldg<unsigned int>(s.p1 + (size_t)row * s.s1 + (size_t)u * 4) };
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float d = f16f(r.dm & 0xffffu), m = f16f(r.dm >> 16);
+PV_UNROLL
+		for (int half = 0; half < 2; half++)
+PV_UNROLL
+			for (int i = 0; i < 4; i++) {
+				const uint32_t v = (word(r.q, i) >> (4 * half)) & 0x0f0f0f0fu;
+				float w[4];
+PV_UNROLL
+				for (int k = 0; k < 4; k++) w[k] = PV_FADD(PV_FMUL(PV_FSUB(magic_byte(v, k), 8388608.0f), d), m);
+				fma4_rows<TT>(w, xs, tc, e0 + 16 * half + 4 * i, acc);
+			}
+	}
+};
+
+/* Q5_0: Q4_0's nibbles plus bit j of the 32-bit qh as the fifth bit of element j;
+ * x = (q - 16) * d. Planes: qs | qh | d. */
+template <>
+struct Kern<K_Q5_0> {
+	static constexpr int UE = 32, U = 4;
+	struct Raw {
+		uint4 q;
+		unsigned int qh, d;
+	};
+	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	{
+		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16), ldg<unsigned int>(s.p1 + (size_t)row * s.s1 + (size_t)u * 4),
+			    ldw2(s.p2 + (size_t)row * s.s2 + (size_t)u * 2) };
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float d = f16f(r.d);
+PV_UNROLL
+		for (int half = 0; half < 2; half++)
+PV_UNROLL
+			for (int i = 0; i < 4; i++) {
+				const uint32_t v = ((word(r.q, i) >> (4 * half)) & 0x0f0f0f0fu) | spread4((r.qh >> (16 * half + 4 * i)) & 0xfu);
+				float w[4];
+PV_UNROLL
+				for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388624.0f), d);
+				fma4_rows<TT>(w, xs, tc, e0 + 16 * half + 4 * i, acc);
+			}
+	}
+};
+
+/* Q5_1: Q5_0's 5-bit q, x = q * d + m (multiply, then add). Planes: qs | qh | d,m. */
+template <>
+struct Kern<K_Q5_1> {
+	static constexpr int UE = 32, U = 4;
+	struct Raw {
+		uint4 q;
+		unsigned int qh, dm;
+	};
+	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	{
+		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16), ldg<unsigned int>(s.p1 + (size_t)row * s.s1 + (size_t)u * 4),
+			    ldg<unsigned int>(s.p2 + (size_t)row * s.s2 + (size_t)u * 4) };
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float d = f16f(r.dm & 0xffffu), m = f16f(r.dm >> 16);
+PV_UNROLL
+		for (int half = 0; half < 2; half++)
+PV_UNROLL
+			for (int i = 0; i < 4; i++) {
+				const uint32_t v = ((word(r.q, i) >> (4 * half)) & 0x0f0f0f0fu) | spread4((r.qh >> (16 * half + 4 * i)) & 0xfu);
+				float w[4];
+PV_UNROLL
+				for (int k = 0; k < 4; k++) w[k] = PV_FADD(PV_FMUL(PV_FSUB(magic_byte(v, k), 8388608.0f), d), m);
+				fma4_rows<TT>(w, xs, tc, e0 + 16 * half + 4 * i, acc);
+			}
+	}
+};
+
+/* Q5_K: Q4_K's unit (sub-blocks 2i and 2i+1: qs[32i..32i+31] at block byte 48 + 32i) plus bit
+ * 2i (2i+1) of qh[l] (block bytes 16..47) as the fifth bit of element l of sub-block 2i (2i+1);
+ * x = (d * sc) * q - dmin * m. Blocks stored whole (176 bytes, 16-byte aligned). */
+template <>
+struct Kern<K_Q5_K> {
+	static constexpr int UE = 64, U = 2;
+	struct Raw {
+		uint4 h, qh0, qh1, q0, q1;
+		int i;
+	};
+	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	{
+		const unsigned char* b = s.p0 + (size_t)row * s.s0 + (size_t)(u >> 2) * 176;
+		const int i = u & 3;
+		return Raw{ ldw4(b), ldw4(b + 16), ldw4(b + 32), ldw4(b + 48 + 32 * i), ldw4(b + 64 + 32 * i), i };
+	}
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float d = f16f(r.h.x & 0xffffu), dmin = f16f(r.h.x >> 16);
+PV_UNROLL
+		for (int sub = 0; sub < 2; sub++) {
+			const int j = 2 * r.i + sub;
+			int sc, m;
+			if (j < 4) {
+				sc = sbyte(r.h, j) & 63;
+				m = sbyte(r.h, j + 4) & 63;
+			} else {
+				sc = (sbyte(r.h, j + 4) & 0xf) | ((sbyte(r.h, j - 4) >> 6) << 4);
+				m = (sbyte(r.h, j + 4) >> 4) | ((sbyte(r.h, j) >> 6) << 4);
+			}
+			const float d1 = PV_FMUL(d, (float)sc), m1 = PV_FMUL(dmin, (float)m);
+PV_UNROLL
+			for (int i = 0; i < 8; i++) {
+				const uint32_t hb = ((word(i < 4 ? r.qh0 : r.qh1, i & 3) >> j) & 0x01010101u) << 4;
+				const uint32_t v = ((word(i < 4 ? r.q0 : r.q1, i & 3) >> (4 * sub)) & 0x0f0f0f0fu) | hb;
+				float w[4];
+PV_UNROLL
+				for (int k = 0; k < 4; k++)
+					w[k] = PV_FSUB(PV_FMUL(d1, PV_FSUB(magic_byte(v, k), 8388608.0f)), m1);
+				fma4_rows<TT>(w, xs, tc, e0 + 32 * sub + 4 * i, acc);
+			}
+		}
+	}
+};
+
 
 /* ---- a lane's walk over one column tile -------------------------------------------------- */
 
@@ -551,6 +695,40 @@ PV_HD float dq_elem(const Planes& a, int64_t row, int c)
 		const int q = (nib | ((qh[l] >> (2 * k)) & 3) << 4) - 32;
 		return PV_FMUL(PV_FMUL(d, (float)sc[l / 16 + 2 * k]), (float)q);
 	}
+	case PV_Q4_1:
+	case PV_Q5_0:
+	case PV_Q5_1: {
+		/* planes: qs | d,m (Q4_1); qs | qh | d (Q5_0); qs | qh | d,m (Q5_1) */
+		const int b = c / 32, j = c % 32;
+		const int byte = r0[(size_t)b * 16 + (j & 15)];
+		int q = j < 16 ? byte & 0xf : byte >> 4;
+		if (a.type != PV_Q4_1) {
+			const unsigned char* qh = a.p1 + (size_t)row * a.s1 + (size_t)b * 4;
+			q |= ((qh[j >> 3] >> (j & 7)) & 1) << 4;
+		}
+		const unsigned char* dp = a.type == PV_Q4_1 ? a.p1 + (size_t)row * a.s1 + (size_t)b * 4
+		                                             : a.p2 + (size_t)row * a.s2 + (size_t)b * (a.type == PV_Q5_0 ? 2 : 4);
+		const float d = f16f(u16at(dp));
+		if (a.type == PV_Q5_0) return PV_FMUL((float)(q - 16), d);
+		return PV_FADD(PV_FMUL((float)q, d), f16f(u16at(dp + 2)));
+	}
+	case PV_Q5_K: {
+		const unsigned char* b = r0 + (size_t)(c / 256) * 176;
+		const int w = c % 256, s = w / 32, l = w % 32;
+		const float d = f16f(u16at(b)), dmin = f16f(u16at(b + 2));
+		const unsigned char* q = b + 4;
+		int sc, m;
+		if (s < 4) {
+			sc = q[s] & 63;
+			m = q[s + 4] & 63;
+		} else {
+			sc = (q[s + 4] & 0xf) | ((q[s - 4] >> 6) << 4);
+			m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+		}
+		const int v = ((b[48 + 32 * (s >> 1) + l] >> (4 * (s & 1))) & 0xf) | ((b[16 + l] >> s) & 1) << 4;
+		const float d1 = PV_FMUL(d, (float)sc), m1 = PV_FMUL(dmin, (float)m);
+		return PV_FSUB(PV_FMUL(d1, (float)v), m1);
+	}
 	default: return PV_U2F(0x7fc00000u); /* never: types are checked at upload */
 	}
 }
@@ -559,8 +737,9 @@ PV_HD float dq_elem(const Planes& a, int64_t row, int c)
 /* ---- the upload's plane split (host) -------------------------------------------------------- */
 
 /* Bytes of plane p of one stored row (pv_dtype_row_bytes(type, cols) bytes at row) into dst:
- * Q8_0 qs | d, Q4_0 qs | d, Q6_K ql+qh | scales | d (common.cuh, struct dmat); other types are
- * copied whole (stride0 bytes). */
+ * Q8_0 qs | d, Q4_0 qs | d, Q4_1 qs | d,m, Q5_0 qs | qh | d, Q5_1 qs | qh | d,m, Q6_K
+ * ql+qh | scales | d (common.cuh, struct dmat); other types (Q4_K, Q5_K, floats) are copied
+ * whole (stride0 bytes). */
 static inline void extract_plane(int type, int64_t cols, size_t stride0, int p, const unsigned char* row, unsigned char* dst)
 {
 	const int64_t nb32 = cols / 32, nb256 = cols / 256;
@@ -575,6 +754,26 @@ static inline void extract_plane(int type, int64_t cols, size_t stride0, int p, 
 		for (int64_t b = 0; b < nb32; b++) {
 			if (p == 0) memcpy(dst + 16 * b, row + 18 * b + 2, 16);
 			else memcpy(dst + 2 * b, row + 18 * b, 2);
+		}
+		return;
+	case PV_Q4_1: /* d m qs[16] -> qs | d,m */
+		for (int64_t b = 0; b < nb32; b++) {
+			if (p == 0) memcpy(dst + 16 * b, row + 20 * b + 4, 16);
+			else memcpy(dst + 4 * b, row + 20 * b, 4);
+		}
+		return;
+	case PV_Q5_0: /* d qh[4] qs[16] -> qs | qh | d */
+		for (int64_t b = 0; b < nb32; b++) {
+			if (p == 0) memcpy(dst + 16 * b, row + 22 * b + 6, 16);
+			else if (p == 1) memcpy(dst + 4 * b, row + 22 * b + 2, 4);
+			else memcpy(dst + 2 * b, row + 22 * b, 2);
+		}
+		return;
+	case PV_Q5_1: /* d m qh[4] qs[16] -> qs | qh | d,m */
+		for (int64_t b = 0; b < nb32; b++) {
+			if (p == 0) memcpy(dst + 16 * b, row + 24 * b + 8, 16);
+			else if (p == 1) memcpy(dst + 4 * b, row + 24 * b + 4, 4);
+			else memcpy(dst + 4 * b, row + 24 * b, 4);
 		}
 		return;
 	case PV_Q6_K:

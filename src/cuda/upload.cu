@@ -1,7 +1,7 @@
 /*
  * upload.cu: the model's weights on the GPU. Every matrix is copied once, in its stored type,
- * into one device allocation (the arena); the f32 vectors (norms, biases) follow. Q8_0, Q4_0
- * and Q6_K blocks are split into planes on the way (common.cuh, struct dmat) so the kernels'
+ * into one device allocation (the arena); the f32 vectors (norms, biases) follow. Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1 and Q6_K blocks are split into planes on the way (common.cuh, struct dmat) so the kernels'
  * loads are aligned; no value changes. Copies go through two pinned staging buffers so the host
  * fills one while the other is in flight.
  */
@@ -26,6 +26,15 @@ int pv_cuda_prefetch;
 int pv_cuda_gemv_r2;
 int pv_cuda_gemv_direct = 1;
 int pv_cuda_gemv_pipe = 0;
+int pv_cuda_gemv_pre = 1;
+int pv_cuda_swiglu_pair = 1;
+int pv_cuda_attn_fuse = 1;
+
+static int env_off(const char* name) /* 1 unless the variable is "0" */
+{
+	const char* v = getenv(name);
+	return !(v && !strcmp(v, "0"));
+}
 
 int pv_cuda_select_device(char* err, size_t errlen)
 {
@@ -41,6 +50,9 @@ int pv_cuda_select_device(char* err, size_t errlen)
 	/* off by default: measured on the H200 (8B bf16 208.9 vs 200.4 tok/s, q4_k 97.8 vs 93.3);
 	 * PV_CUDA_GEMV_PIPE=1: on */
 	pv_cuda_gemv_pipe = gp && !strcmp(gp, "1");
+	pv_cuda_gemv_pre = env_off("PV_CUDA_GEMV_PRE");
+	pv_cuda_swiglu_pair = env_off("PV_CUDA_SWIGLU_PAIR");
+	pv_cuda_attn_fuse = env_off("PV_CUDA_ATTN_FUSE");
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess) return pv_errf(err, errlen, "CUDA backend: no CUDA device (%s)", cudaGetErrorString(e));
@@ -72,6 +84,7 @@ int pv_cuda_plan_mat(const struct pv_tensor* t, struct dmat* d, char* err, size_
 	case PV_F16:
 	case PV_BF16:
 	case PV_Q4_K:
+	case PV_Q5_K:
 		d->n_planes = 1;
 		d->stride[0] = pv_dtype_row_bytes(t->type, t->cols);
 		break;
@@ -85,6 +98,18 @@ int pv_cuda_plan_mat(const struct pv_tensor* t, struct dmat* d, char* err, size_
 		d->stride[0] = (size_t)nb32 * 16;
 		d->stride[1] = (size_t)nb32 * 2;
 		break;
+	case PV_Q4_1:
+		d->n_planes = 2;
+		d->stride[0] = (size_t)nb32 * 16;
+		d->stride[1] = (size_t)nb32 * 4;
+		break;
+	case PV_Q5_0:
+	case PV_Q5_1:
+		d->n_planes = 3;
+		d->stride[0] = (size_t)nb32 * 16;
+		d->stride[1] = (size_t)nb32 * 4;
+		d->stride[2] = (size_t)nb32 * (t->type == PV_Q5_0 ? 2 : 4);
+		break;
 	case PV_Q6_K:
 		d->n_planes = 3;
 		d->stride[0] = (size_t)nb256 * 192;
@@ -93,7 +118,7 @@ int pv_cuda_plan_mat(const struct pv_tensor* t, struct dmat* d, char* err, size_
 		break;
 	default:
 		return pv_errf(err, errlen,
-		               "CUDA backend: weight type %s has no CUDA kernel yet (supported: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)",
+		               "CUDA backend: weight type %s has no CUDA kernel (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)",
 		               pv_dtype_name(t->type));
 	}
 	if (t->rows <= 0 || t->cols <= 0 || !d->stride[0] || pv_dtype_row_bytes(t->type, t->cols) == 0)

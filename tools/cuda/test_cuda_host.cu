@@ -1,7 +1,9 @@
 /*
  * test_cuda_host.cu: the CUDA backend's weight decoders, on the host (no GPU needed; part of
  * `make test` whenever the CUDA backend is built). units.cuh holds one copy of each decoder for
- * both the device and the host; this checks, for every weight type the backend runs:
+ * both the device and the host; this checks, for every weight type the backend runs (F32, F16,
+ * BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), on quantized random floats and, for
+ * the quantized types, on blocks of random bytes with extreme f16 scales:
  *   - the upload's plane split, then each GEMV unit's load + dequantization: with a one-hot
  *     activation, a unit's dot product is the weight itself, equal to pv_dequant_row's
  *   - the order: a unit's fmaf chain over a random activation equals the same chain written
@@ -46,8 +48,53 @@ struct Load<K_SCALAR> {
 	static Kern<K_SCALAR>::Raw load(const Seg& s, int64_t row, int u, int stype) { return Kern<K_SCALAR>::load_t(s, row, u, stype); }
 };
 
+/* byte offsets of a quantized block's f16 fields (d, then m / dmin where there is one) */
+static int f16_fields(enum pv_dtype t, int* off)
+{
+	switch (t) {
+	case PV_Q8_0: case PV_Q4_0: case PV_Q5_0: off[0] = 0; return 1;
+	case PV_Q4_1: case PV_Q5_1: case PV_Q4_K: case PV_Q5_K: off[0] = 0; off[1] = 2; return 2;
+	case PV_Q6_K: off[0] = 208; return 1;
+	default: return 0;
+	}
+}
+
+static uint32_t urand(void)
+{
+	g_rng = g_rng * 1664525u + 1013904223u;
+	return g_rng >> 8;
+}
+
+/* an f16 scale: the extremes (zeros of both signs, the smallest and largest subnormals, the
+ * smallest normal, one, the largest finite of both signs) or a random finite value */
+static uint16_t extreme_f16(void)
+{
+	static const uint16_t ex[] = { 0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0x7bff, 0xfbff, 0x8001, 0x2e66 };
+	const uint32_t k = urand() % 20;
+	if (k < sizeof ex / sizeof ex[0]) return ex[k];
+	uint16_t h = (uint16_t)(urand() & 0xffff);
+	if (((h >> 10) & 0x1f) == 0x1f) h &= 0xbfff; /* no infinities or NaNs */
+	return h;
+}
+
+/* A row of random blocks: every byte random (every nibble, high bit and packed 6-bit scale
+ * pattern), the f16 scales from extreme_f16() */
+static void raw_row(enum pv_dtype t, unsigned char* dst, int cols)
+{
+	const size_t rb = pv_dtype_row_bytes(t, cols), bb = pv_dtype_block_bytes(t);
+	for (size_t i = 0; i < rb; i++) dst[i] = (unsigned char)urand();
+	int off[2];
+	const int nf = f16_fields(t, off);
+	for (size_t b = 0; b < rb / bb; b++)
+		for (int k = 0; k < nf; k++) {
+			const uint16_t h = extreme_f16();
+			memcpy(dst + b * bb + off[k], &h, 2);
+		}
+}
+
+/* raw: the rows are random blocks (raw_row) instead of quantized random floats */
 template <int K>
-static void check(enum pv_dtype t, int rows, int cols, const char* label)
+static void check(enum pv_dtype t, int rows, int cols, const char* label, int raw = 0)
 {
 	char err[256];
 	const size_t rb = pv_dtype_row_bytes(t, cols);
@@ -57,7 +104,8 @@ static void check(enum pv_dtype t, int rows, int cols, const char* label)
 	for (int r = 0; r < rows; r++) {
 		for (int c = 0; c < cols; c++) f[c] = frand() * 0.1f * (1 + r);
 		unsigned char* dst = w + rb * (size_t)r;
-		if (t == PV_F32) memcpy(dst, f, rb);
+		if (raw) raw_row(t, dst, cols);
+		else if (t == PV_F32) memcpy(dst, f, rb);
 		else if (t == PV_BF16 || t == PV_F16)
 			for (int c = 0; c < cols; c++) {
 				uint16_t h = t == PV_BF16 ? to_bf16(f[c]) : pv_f32_to_f16(f[c]);
@@ -120,7 +168,7 @@ static void check(enum pv_dtype t, int rows, int cols, const char* label)
 	CHECK(!bad_map, "%s: %d unit elements decode to the wrong weight", label, bad_map);
 	CHECK(!bad_order, "%s: %d units accumulate in another order than element order", label, bad_order);
 	CHECK(!bad_elem, "%s: %d embedding elements differ from pv_dequant_row", label, bad_elem);
-	printf("  %-14s [%d, %d]: unit decode, order and embedding lookup %s\n", label, rows, cols,
+	printf("  %-14s [%d, %d]%s: unit decode, order and embedding lookup %s\n", label, rows, cols, raw ? " random blocks" : "",
 	       bad_map || bad_order || bad_elem ? "WRONG" : "exact");
 	for (int p = 0; p < d.n_planes; p++) free(planes[p]);
 	free(xs);
@@ -174,7 +222,7 @@ static float gemv_row_direct(const Seg& s, int stype, int64_t row, int64_t cols,
 /* batch invariance of the emulated kernel: a row's result from a launch of 1, 2, 4, 8 or 16
  * staged rows (each with its own tile width) is bitwise the same; and it is the dot product */
 template <int K>
-static void check_walk(enum pv_dtype t, int cols, const char* label)
+static void check_walk(enum pv_dtype t, int cols, const char* label, int raw = 0)
 {
 	char err[256];
 	const size_t rb = pv_dtype_row_bytes(t, cols);
@@ -187,6 +235,7 @@ static void check_walk(enum pv_dtype t, int cols, const char* label)
 			uint16_t h = t == PV_BF16 ? to_bf16(f[c]) : pv_f32_to_f16(f[c]);
 			memcpy(w + 2 * c, &h, 2);
 		}
+	else if (raw) raw_row(t, w, cols);
 	else pv_quant_row(t, f, w, cols);
 	pv_dequant_row(t, w, f, cols);
 	struct pv_tensor T = { w, t, 1, cols };
@@ -229,7 +278,8 @@ static void check_walk(enum pv_dtype t, int cols, const char* label)
 	}
 	CHECK(same, "%s [%d]: a row's result depends on how many rows the launch stages (or on staging at all)", label, cols);
 	CHECK(worst < 1e-5, "%s [%d]: the emulated GEMV is off the float64 dot product by %.3g of sum |w x|", label, cols, worst);
-	printf("  %-14s [%d]: emulated GEMV, in place (plain and pipelined) and 1..16 staged rows bitwise equal, error %.2e of sum |w x|\n", label, cols, worst);
+	printf("  %-14s [%d]%s: emulated GEMV, in place (plain and pipelined) and 1..16 staged rows bitwise equal, error %.2e of sum |w x|\n",
+	       label, cols, raw ? " random blocks" : "", worst);
 	for (int p = 0; p < d.n_planes; p++) free(planes[p]);
 	free(w);
 	free(f);
@@ -248,6 +298,20 @@ int main(void)
 	check<K_Q4_0>(PV_Q4_0, 3, 768, "q4_0");
 	check<K_Q4_K>(PV_Q4_K, 3, 768, "q4_k");
 	check<K_Q6_K>(PV_Q6_K, 3, 768, "q6_k");
+	check<K_Q4_1>(PV_Q4_1, 3, 768, "q4_1");
+	check<K_Q5_0>(PV_Q5_0, 3, 768, "q5_0");
+	check<K_Q5_1>(PV_Q5_1, 3, 768, "q5_1");
+	check<K_Q5_K>(PV_Q5_K, 3, 768, "q5_k");
+	/* random blocks (every bit pattern of the quants and packed scales, extreme f16 scales):
+	 * 1024 blocks of the 32-element types, 128 super-blocks of the K types */
+	check<K_Q8_0>(PV_Q8_0, 16, 2048, "q8_0", 1);
+	check<K_Q4_0>(PV_Q4_0, 16, 2048, "q4_0", 1);
+	check<K_Q4_1>(PV_Q4_1, 16, 2048, "q4_1", 1);
+	check<K_Q5_0>(PV_Q5_0, 16, 2048, "q5_0", 1);
+	check<K_Q5_1>(PV_Q5_1, 16, 2048, "q5_1", 1);
+	check<K_Q4_K>(PV_Q4_K, 16, 2048, "q4_k", 1);
+	check<K_Q5_K>(PV_Q5_K, 16, 2048, "q5_k", 1);
+	check<K_Q6_K>(PV_Q6_K, 16, 2048, "q6_k", 1);
 	/* widths past one tile (8192 / TT columns) exercise the walk across tiles */
 	check_walk<K_BF16>(PV_BF16, 12288, "bf16");
 	check_walk<K_F16>(PV_F16, 1536, "f16");
@@ -257,6 +321,14 @@ int main(void)
 	check_walk<K_Q4_0>(PV_Q4_0, 4096, "q4_0");
 	check_walk<K_Q4_K>(PV_Q4_K, 12288, "q4_k");
 	check_walk<K_Q6_K>(PV_Q6_K, 2816, "q6_k");
+	check_walk<K_Q4_1>(PV_Q4_1, 4096, "q4_1");
+	check_walk<K_Q5_0>(PV_Q5_0, 4864, "q5_0");
+	check_walk<K_Q5_1>(PV_Q5_1, 4096, "q5_1");
+	check_walk<K_Q5_K>(PV_Q5_K, 12288, "q5_k");
+	check_walk<K_Q5_0>(PV_Q5_0, 896, "q5_0", 1);
+	check_walk<K_Q5_K>(PV_Q5_K, 2816, "q5_k", 1);
+	check_walk<K_Q4_1>(PV_Q4_1, 1056, "q4_1", 1);
+	check_walk<K_Q5_1>(PV_Q5_1, 1056, "q5_1", 1);
 	/* unit counts that end mid-batch (the pipelined walk's tails) */
 	check_walk<K_BF16>(PV_BF16, 4104, "bf16");
 	check_walk<K_Q4_K>(PV_Q4_K, 2816, "q4_k");
