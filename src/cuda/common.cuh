@@ -130,6 +130,11 @@ struct gemv_gather {
 int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
                         int xmode, int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen);
 
+/* One-row gate/up GEMV with the SwiGLU product in its epilogue: gate->y = silu(gate x) * (up x),
+ * bitwise what pv_cuda_gemv of both then pv_cuda_swiglu give. Returns 1 when it launched, 0 when
+ * the shapes/types/alignment (or PV_CUDA_SWIGLU_PAIR=0) call for the two-kernel path, -1 on error. */
+int pv_cuda_gemv_swiglu(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
+                        int T, int* n_launch, char* err, size_t errlen);
 /* g[t*ld + i] = silu(g[t*ld + i]) * u[t*ld + i] for i < width, t < n: the SwiGLU product, once, so
  * the down projection is a plain GEMV (one kernel) */
 int pv_cuda_swiglu(cudaStream_t st, float* g, const float* u, int ld, int width, int n, char* err, size_t errlen);
@@ -220,6 +225,12 @@ extern int pv_cuda_prefetch; /* GEMV weight rows prefetched into L2 (off; PV_CUD
 extern int pv_cuda_gemv_r2;  /* one-row GEMVs with 2 weight rows per warp (PV_CUDA_GEMV_R=2)  */
 extern int pv_cuda_gemv_direct; /* one-row GEMVs read the activation in place (PV_CUDA_GEMV_DIRECT=0: staged) */
 extern int pv_cuda_gemv_pipe;   /* ... with the software-pipelined walk (PV_CUDA_GEMV_PIPE=0: plain walk) */
+extern int pv_cuda_gemv_pre;    /* one-row GEMVs load their first weight units before the PDL wait
+                                 * (PV_CUDA_GEMV_PRE=0: after) */
+extern int pv_cuda_swiglu_pair; /* one-row gate/up GEMV: a warp owns gate row j and up row j and
+                                 * writes silu(g) * u (PV_CUDA_SWIGLU_PAIR=0: separate kernel) */
+extern int pv_cuda_attn_fuse;   /* one-row attention does the q/k norm, RoPE and KV write itself
+                                 * (PV_CUDA_ATTN_FUSE=0: the qkv_post kernel first) */
 
 __device__ __forceinline__ void pv_grid_sync(void)
 {
