@@ -35,7 +35,7 @@ static void print_list(void)
 	printf("%-10s %-19s %3s %5s %9s %6s %-14s %-12s %6s %4s %8s |", "arch", "preset", "L", "H", "heads", "ffn", "moe E/k/Ie/Is",
 	       "deltanet", "V", "tied", "params");
 	for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) printf(" %8s", pv_convert_type_name(types[k]));
-	printf("   (GiB of tensor data)\n");
+	printf("   (GiB of tensor data; M: MiB)\n");
 	for (int i = 0; i < n; i++) {
 		const struct pv_synth_preset* s = &ps[i];
 		char heads[32], moe[32], dn[32], params[32];
@@ -63,7 +63,9 @@ static void print_list(void)
 				printf(" %8s", "?");
 				continue;
 			}
-			printf(" %8.2f", (double)plan.data_bytes / (1u << 30));
+			double b = (double)plan.data_bytes;
+			if (b >= 0.1 * (1u << 30)) printf(" %8.2f", b / (1u << 30));
+			else printf(" %7.1fM", b / (1u << 20));
 			pv_synth_plan_free(&plan);
 		}
 		printf("\n");

@@ -334,6 +334,9 @@ struct gen {
 	uint16_t d, dmin;   /* quantized types: the per-tensor f16 scales        */
 	size_t unit_bytes;  /* a block (quantized) or an element (float)        */
 	int words;          /* random 64-bit words per block                    */
+	void* lut;          /* float types, big tensors: the output bytes of each
+	                       16-bit random (65536 entries), so an element is one
+	                       table load instead of float arithmetic            */
 };
 
 static uint16_t f32_to_bf16(float f)
@@ -354,6 +357,24 @@ static inline float value(const struct gen* g, uint16_t r)
 	case K_DT_BIAS: return -6.9f + 4.65f * u;
 	default: return g->amp * s;
 	}
+}
+
+/* The stored bytes (F32, F16 or BF16) of the value of random r. */
+static void float_out(const struct gen* g, uint16_t r, unsigned char* o)
+{
+	float x = value(g, r);
+	if (g->type == PV_F32) {
+		memcpy(o, &x, 4);
+	} else {
+		uint16_t h = g->type == PV_BF16 ? f32_to_bf16(x) : pv_f32_to_f16(x);
+		memcpy(o, &h, 2);
+	}
+}
+
+static void gen_free(struct gen* g)
+{
+	free(g->lut);
+	g->lut = NULL;
 }
 
 static void gen_init(struct gen* g, const struct pv_synth_tensor* t, const struct pv_config* c, uint64_t seed)
@@ -382,6 +403,12 @@ static void gen_init(struct gen* g, const struct pv_synth_tensor* t, const struc
 	case PV_Q6_K: g->d = pv_f32_to_f16(g->amp / 128.0f), g->words = 24; break; /* (d*4)*(q-32), q in [0, 63] */
 	default: break;
 	}
+	if (!pv_dtype_is_quant(t->type) && (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2]) >= ((uint64_t)1 << 20)) {
+		unsigned char* lut = malloc(g->unit_bytes << 16);
+		if (lut) /* without it, the direct path computes the same bytes */
+			for (uint32_t r = 0; r < 65536; r++) float_out(g, (uint16_t)r, lut + r * g->unit_bytes);
+		g->lut = lut;
+	}
 }
 
 /* Units [u0, u0 + n) of a tensor into out: blocks for quantized types, elements otherwise. */
@@ -389,16 +416,15 @@ static void gen_units(const struct gen* g, uint64_t u0, uint64_t n, unsigned cha
 {
 	uint64_t w[24];
 	if (!pv_dtype_is_quant(g->type)) {
-		uint64_t word = 0;
-		for (uint64_t e = u0; e < u0 + n; e++) {
-			if (e == u0 || (e & 3) == 0) word = mix64(g->key + ((e >> 2) + 1) * GAMMA);
-			float x = value(g, (uint16_t)(word >> (16 * (e & 3))));
-			unsigned char* o = out + (e - u0) * g->unit_bytes;
-			if (g->type == PV_F32) {
-				memcpy(o, &x, 4);
-			} else {
-				uint16_t h = g->type == PV_BF16 ? f32_to_bf16(x) : pv_f32_to_f16(x);
-				memcpy(o, &h, 2);
+		/* element e takes 16 bits (lane e % 4) of word e / 4 */
+		for (uint64_t e = u0, end = u0 + n; e < end;) {
+			uint64_t word = mix64(g->key + ((e >> 2) + 1) * GAMMA);
+			for (unsigned lane = (unsigned)(e & 3); lane < 4 && e < end; lane++, e++) {
+				uint16_t r = (uint16_t)(word >> (16 * lane));
+				unsigned char* o = out + (e - u0) * g->unit_bytes;
+				if (!g->lut) float_out(g, r, o);
+				else if (g->unit_bytes == 2) memcpy(o, (const uint16_t*)g->lut + r, 2); /* fixed sizes: plain stores */
+				else memcpy(o, (const float*)g->lut + r, 4);
 			}
 		}
 		return;
@@ -573,11 +599,15 @@ int pv_synth_write(const struct pv_synth_params* p, uint64_t* file_bytes, char* 
 			if (f.n_tasks > max_tasks) f.n_tasks = max_tasks;
 			if ((uint64_t)f.n_tasks > f.n) f.n_tasks = (int)f.n;
 			pv_pool_run(f.n_tasks > 1 ? pool : NULL, fill_task, &f, f.n_tasks);
-			if (writer_submit(&wt, buf[cur], nbytes)) goto werr;
+			if (writer_submit(&wt, buf[cur], nbytes)) {
+				gen_free(&g);
+				goto werr;
+			}
 			cur ^= 1;
 			done += nbytes;
 			if (p->progress) p->progress(p->progress_ud, done, plan.data_bytes);
 		}
+		gen_free(&g);
 	}
 	if (writer_wait(&wt)) goto werr;
 	rc = 0;
