@@ -85,6 +85,12 @@ struct pv_cuda_session_stats {
 	uint64_t memcpys;          /* cudaMemcpyAsync calls issued by the host outside graphs   */
 	uint64_t session_bytes;    /* device memory this session allocated                      */
 	uint64_t used_after_init;  /* device memory in use after the session was created        */
+	/* the prefill path (calls of >= chunk_min_tokens rows; src/cuda/README.md, "Prefill") */
+	uint64_t prefill_calls;    /* backend forward calls it served                           */
+	uint64_t prefill_tokens;   /* their rows                                                */
+	uint64_t prefill_kernels;  /* kernels it launched (also counted in direct_kernels)      */
+	uint64_t prefill_gemms;    /* cuBLAS GEMM calls                                         */
+	double prefill_gpu_ms;     /* GPU time of those calls (CUDA events around each call)     */
 };
 int pv_cuda_session_stats(const struct pv_session* s, struct pv_cuda_session_stats* st);
 
@@ -116,6 +122,16 @@ int pv_cuda_profile(struct pv_session* s, int32_t token, int reps, struct pv_cud
 
 /* Tests: 0 evaluates one-row calls with direct launches instead of the graph (default 1). */
 void pv_cuda_set_graphs(struct pv_session* s, int on);
+
+/* The prefill path: calls of at least chunk_min_tokens rows (and more than 16; for models with
+ * DeltaNet layers, only calls the session runs in the chunked form) go through bf16 tensor-core
+ * GEMMs (cuBLAS, loaded at run time) and a flash-style attention in chunks of `chunk` rows; the
+ * results agree with the 16-row path within tolerance (not bitwise). 1 when cuBLAS can be
+ * loaded (else prompts keep the 16-row path, with a one-time message on stderr). */
+int pv_cuda_prefill_available(void);
+/* Per session: on (default 1; PV_CUDA_PREFILL=0 in the environment: 0) and the rows per chunk
+ * (0: the default 1024, or PV_CUDA_PREFILL_CHUNK). Tests use it to force the 16-row path. */
+void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk);
 
 /* Tests: y[t*W->rows + o] = sum_i x[t*W->cols + i] * W[o, i] for t < T (any T >= 1), through the
  * same upload and GEMV kernels as the forward pass (T is split into steps of at most 16 rows). */

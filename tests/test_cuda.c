@@ -17,6 +17,13 @@
  *   refused:     a weight type without a CUDA kernel (an invalid type) fails with a clear message
  *   real:        the real Qwen2.5-Coder-0.5B Q4_K_M GGUF (Q5_0/Q8_0/Q4_K/Q6_K) on CUDA vs the CPU
  *                and transformers over tests/data/real's prompts; skipped when the file is absent
+ *   prefill:     the prompt path (bf16 GEMMs, src/cuda/prefill.cu) on every fixture and on quantized
+ *                ones: the last row vs the exact 16-row path (one chunk, chunks of 48 rows, calls
+ *                of 64 rows), greedy decode after it, counters, every row of the reference
+ *                prompts vs transformers, all within TOL_PREFILL (below); the other sections run
+ *                their sessions with the prefill off (they check the exact path)
+ *   prefill-bench (only when named): PV_PREFILL_MODEL's pp512 / pp4096 through the prefill path
+ *                and pp512 through the 16-row path, tok/s (wall clock and CUDA events)
  * Every fixture runs: dense, Gated DeltaNet hybrids (recurrent form; rollback restores the state
  * from device-side checkpoints) and MoE (routing on the GPU, gathered expert GEMVs).
  *
@@ -36,6 +43,7 @@
 #include "quant.h"
 
 #include <math.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #define TOL_REL 2e-4 /* against transformers, as test_conformance                        */
@@ -212,6 +220,7 @@ static pv_session* new_session(pv_model* m, int ctx, int ckpts)
 	pv_session* s = NULL;
 	struct pv_session_params p = { .n_ctx = ctx, .n_checkpoints = ckpts };
 	if (pv_session_new(&s, m, &p, err, sizeof(err))) fprintf(stderr, "session: %s\n", err);
+	pv_cuda_set_prefill(s, 0, 0); /* these sections check the exact 16-row path; section prefill the other */
 	return s;
 }
 
@@ -707,15 +716,334 @@ static void real_model(void)
 	json_decref(ref);
 }
 
+/* ------------------------------------------------------------------------- prefill --- */
+
+/*
+ * The prefill path (src/cuda/prefill.cu): calls of >= chunk_min_tokens rows through bf16 GEMMs.
+ * Its activations enter each GEMM rounded to bf16 (unit roundoff 2^-9 ≈ 2e-3); a GEMM output then
+ * carries a relative error of about 2^-9 / sqrt(3) ≈ 1e-3 of sqrt(sum (w x)^2) (random-sign
+ * rounding errors add in quadrature), and a few layers with residual connections leave the
+ * logits within a few 1e-3 of the exact path's, relative to the row's largest |logit|. Hence
+ * TOL_PREFILL = 1e-2 against the exact 16-row path and against transformers, and greedy ids equal
+ * except at near ties: a step whose exact top-1 / top-2 gap is below 2 TOL_PREFILL max(1, max
+ * |logit|) may pick either (counted and printed, never a failure).
+ */
+#define TOL_PREFILL 1e-2
+#define PREFILL_ROWS 200 /* prompt rows of the comparison (the fixtures' prompts, repeated) */
+#define PREFILL_STEPS 16 /* greedy steps after the prompt                                 */
+
+static double g_worst_prefill;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static pv_session* prefill_session(pv_model* m, int ctx, int max_batch, int on, int chunk)
+{
+	char err[256];
+	pv_session* s = NULL;
+	/* chunk_min_tokens 17: every call above 16 rows takes the prefill path (when on) */
+	struct pv_session_params p = { .n_ctx = ctx, .n_checkpoints = 4, .max_batch = max_batch, .chunk_min_tokens = 17 };
+	if (pv_session_new(&s, m, &p, err, sizeof(err))) {
+		fprintf(stderr, "session: %s\n", err);
+		return NULL;
+	}
+	pv_cuda_set_prefill(s, on, chunk);
+	return s;
+}
+
+/* top-1 minus top-2 of a row, and max(1, max |logit|) */
+static double top_gap(const float* l, int V, double* scale)
+{
+	double a = -INFINITY, b = -INFINITY, mx = 1;
+	for (int i = 0; i < V; i++) {
+		if (l[i] > a) {
+			b = a;
+			a = l[i];
+		} else if (l[i] > b) {
+			b = l[i];
+		}
+		if (fabs(l[i]) > mx) mx = fabs(l[i]);
+	}
+	*scale = mx;
+	return a - b;
+}
+
+/* 1 when x's argmax equals ref's or ref's top-2 gap is a near tie (*ties counts those) */
+static int same_or_tie(const float* x, const float* ref, int V, int* ties)
+{
+	if (pv_argmax(x, V) == pv_argmax(ref, V)) return 1;
+	double sc, gap = top_gap(ref, V, &sc);
+	if (gap <= 2 * TOL_PREFILL * sc) {
+		++*ties;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * One prompt of np rows on four sessions of model m: the exact 16-row path, the prefill path in
+ * one chunk, in chunks of 48 rows, and in calls of 64 rows (session.c splits the call, so later
+ * calls read the earlier calls' KV cache and DeltaNet state). The last row's logits, the GPU
+ * argmax, PREFILL_STEPS greedy decode steps after it (fed the exact session's ids, so the rows
+ * stay comparable) and the counters.
+ */
+static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, int np, int V)
+{
+	const int ctx = np + PREFILL_STEPS + 8;
+	enum { EX, ONE, MULTI, CALLS, NS };
+	static const char* const sname[NS] = { "exact", "one chunk", "chunks of 48", "calls of 64" };
+	pv_session* s[NS] = { prefill_session(m, ctx, 256, 0, 0), prefill_session(m, ctx, 256, 1, 0),
+		              prefill_session(m, ctx, 256, 1, 48), prefill_session(m, ctx, 64, 1, 0) };
+	float* l[NS];
+	for (int i = 0; i < NS; i++) l[i] = malloc(sizeof(float) * (size_t)V);
+	int ok = 1;
+	for (int i = 0; i < NS; i++) ok &= s[i] != NULL;
+	struct pv_cuda_session_stats st0[NS], st1[NS];
+	for (int i = 0; i < NS && ok; i++) {
+		pv_cuda_session_stats(s[i], &st0[i]);
+		ok = eval_ok(s[i], prompt, np, l[i], PV_LOGITS_LAST);
+		pv_cuda_session_stats(s[i], &st1[i]);
+	}
+	CHECK(ok, "prefill %s: evaluation failed", label);
+	if (!ok) goto done;
+	{
+		double e[NS] = { 0 }, e_dec = 0;
+		int ties = 0, same = 1;
+		for (int i = 1; i < NS; i++) {
+			e[i] = rel_err(l[i], l[EX], 1, V);
+			same &= same_or_tie(l[i], l[EX], V, &ties);
+			CHECK(pv_cuda_last_token(s[i]) == pv_argmax(l[i], V), "prefill %s (%s): the GPU argmax differs from its logits' argmax",
+			      label, sname[i]);
+		}
+		const double e_cm = rel_err(l[MULTI], l[ONE], 1, V);
+		/* counters: one prefill call per call of more than 16 rows, one host sync per call */
+		int calls_64 = 0, ncalls_64 = 0;
+		for (int off = 0; off < np; off += 64, ncalls_64++) calls_64 += np - off > 16;
+		CHECK(st1[EX].prefill_calls == st0[EX].prefill_calls, "prefill %s: the exact session took the prefill path", label);
+		CHECK(st1[ONE].prefill_calls - st0[ONE].prefill_calls == 1 && st1[MULTI].prefill_calls - st0[MULTI].prefill_calls == 1 &&
+		          st1[CALLS].prefill_calls - st0[CALLS].prefill_calls == (uint64_t)calls_64,
+		      "prefill %s: prefill calls %llu / %llu / %llu (want 1 / 1 / %d)", label,
+		      (unsigned long long)(st1[ONE].prefill_calls - st0[ONE].prefill_calls),
+		      (unsigned long long)(st1[MULTI].prefill_calls - st0[MULTI].prefill_calls),
+		      (unsigned long long)(st1[CALLS].prefill_calls - st0[CALLS].prefill_calls), calls_64);
+		CHECK(st1[ONE].syncs - st0[ONE].syncs == 1 && st1[CALLS].syncs - st0[CALLS].syncs == (uint64_t)ncalls_64,
+		      "prefill %s: %llu host syncs for one call (want 1)", label, (unsigned long long)(st1[ONE].syncs - st0[ONE].syncs));
+		/* greedy decode after the prompt: the state the prefill left behind */
+		for (int k = 0; k < PREFILL_STEPS && ok; k++) {
+			int32_t tok = pv_argmax(l[EX], V);
+			for (int i = 0; i < NS && ok; i++) ok = eval_ok(s[i], &tok, 1, l[i], PV_LOGITS_LAST);
+			for (int i = 1; i < NS && ok; i++) {
+				const double ei = rel_err(l[i], l[EX], 1, V);
+				e_dec = ei > e_dec ? ei : e_dec;
+				same &= same_or_tie(l[i], l[EX], V, &ties);
+			}
+		}
+		CHECK(ok, "prefill %s: decode after the prompt failed", label);
+		double worst = e_dec;
+		for (int i = 1; i < NS; i++) worst = e[i] > worst ? e[i] : worst;
+		worst = e_cm > worst ? e_cm : worst;
+		CHECK(worst <= TOL_PREFILL, "prefill %s: rel error %.3g > %g (one chunk %.3g, chunks of 48 %.3g, calls of 64 %.3g, "
+		                            "48 vs one %.3g, decode %.3g)",
+		      label, worst, TOL_PREFILL, e[ONE], e[MULTI], e[CALLS], e_cm, e_dec);
+		CHECK(same, "prefill %s: greedy ids differ from the exact path's beyond near ties", label);
+		if (worst > g_worst_prefill) g_worst_prefill = worst;
+		printf("  prefill %-22s %3d rows: vs exact rel %.2e (1 chunk) %.2e (48-row chunks) %.2e (64-row calls), 48 vs 1 %.2e; "
+		       "%d decode steps %.2e; near ties %d; %llu kernels, %llu gemms per call\n",
+		       label, np, e[ONE], e[MULTI], e[CALLS], e_cm, PREFILL_STEPS, e_dec, ties,
+		       (unsigned long long)(st1[ONE].prefill_kernels - st0[ONE].prefill_kernels),
+		       (unsigned long long)(st1[ONE].prefill_gemms - st0[ONE].prefill_gemms));
+	}
+done:
+	for (int i = 0; i < NS; i++) {
+		pv_session_free(s[i]);
+		free(l[i]);
+	}
+}
+
+/* The fixture's reference prompts through the prefill path, every row's logits (PV_LOGITS_ALL:
+ * the LM head in 16-row groups) against transformers' within TOL_PREFILL. */
+static void prefill_reference(const char* name, pv_model* m, json_t* ref, const char* refpath, int V)
+{
+	json_t* cases = json_object_get(ref, "cases");
+	for (size_t ci = 0; ci < json_array_size(cases); ci++) {
+		json_t* c = json_array_get(cases, ci);
+		const char* cname = json_string_value(json_object_get(c, "name"));
+		char tname[64];
+		snprintf(tname, sizeof(tname), "logits_%s", cname);
+		int R = 0, C = 0, np = 0;
+		float* lref = fx_read_f32(refpath, tname, &R, &C);
+		int32_t* prompt = fx_ids(json_object_get(c, "prompt"), &np);
+		CHECK(lref && C == V && R >= np, "%s/%s: reference logits missing", name, cname);
+		pv_session* s = prefill_session(m, np + 8, 256, 1, 0);
+		float* lg = malloc(sizeof(float) * (size_t)V * np);
+		struct pv_cuda_session_stats a, b;
+		int ok = lref && C == V && R >= np && s && (pv_cuda_session_stats(s, &a), eval_ok(s, prompt, np, lg, PV_LOGITS_ALL));
+		if (ok) {
+			pv_cuda_session_stats(s, &b);
+			const double e = rel_err(lg, lref, np, V);
+			CHECK(b.prefill_calls == a.prefill_calls + 1, "%s/%s: the prompt did not take the prefill path", name, cname);
+			CHECK(e <= TOL_PREFILL, "%s/%s: prefill vs transformers rel error %.3g > %g", name, cname, e, TOL_PREFILL);
+			if (e > g_worst_prefill) g_worst_prefill = e;
+			printf("  prefill %-16s %-9s %3d rows, every row vs transformers rel %.2e\n", name, cname, np, e);
+		} else {
+			CHECK(0, "%s/%s: prefill evaluation failed", name, cname);
+		}
+		pv_session_free(s);
+		free(lg);
+		free(lref);
+		free(prompt);
+	}
+}
+
+/* PREFILL_ROWS rows from the fixture's first prompt, repeated */
+static int32_t* prefill_prompt(json_t* ref, int* np)
+{
+	int nb = 0;
+	int32_t* base = fx_ids(json_object_get(json_array_get(json_object_get(ref, "cases"), 0), "prompt"), &nb);
+	int32_t* p = malloc(sizeof(int32_t) * PREFILL_ROWS);
+	for (int i = 0; i < PREFILL_ROWS; i++) p[i] = nb ? base[i % nb] : 0;
+	free(base);
+	*np = PREFILL_ROWS;
+	return p;
+}
+
+static void prefill_fixture(const char* name)
+{
+	char dir[600], path[700], err[512];
+	snprintf(dir, sizeof(dir), "%s/%s", fx_root(), name);
+	snprintf(path, sizeof(path), "%s/reference.json", dir);
+	json_t* ref = json_load_file(path, 0, NULL);
+	CHECK(ref != NULL, "%s: no reference.json", name);
+	if (!ref) return;
+	pv_model* m = NULL;
+	struct pv_model_params gp = { .backend = "cuda" };
+	int rc = pv_model_open(&m, dir, &gp, err, sizeof(err));
+	CHECK(rc == 0, "%s: open on cuda: %s", name, err);
+	if (!rc) {
+		const int V = pv_model_get_info(m)->vocab;
+		int np;
+		int32_t* prompt = prefill_prompt(ref, &np);
+		prefill_case(name, m, prompt, np, V);
+		snprintf(path, sizeof(path), "%s/reference.safetensors", dir);
+		prefill_reference(name, m, ref, path, V);
+		free(prompt);
+	}
+	pv_model_close(m);
+	json_decref(ref);
+}
+
+/* A fixture with its matrices quantized (quantize_model): the prefill's dequantization path. */
+static void prefill_quantized(const char* name, enum pv_dtype t)
+{
+	char dir[600], path[700], err[512], label[64];
+	snprintf(dir, sizeof(dir), "%s/%s", fx_root(), name);
+	snprintf(path, sizeof(path), "%s/reference.json", dir);
+	snprintf(label, sizeof(label), "%s/%s", name, pv_dtype_name(t));
+	json_t* ref = json_load_file(path, 0, NULL);
+	pv_model* m = NULL;
+	if (!ref || pv_model_open(&m, dir, NULL, err, sizeof(err))) {
+		CHECK(0, "%s: cannot open", name);
+		json_decref(ref);
+		return;
+	}
+	void* bufs[128];
+	int nq = quantize_model(m, t, bufs, 128);
+	int rc = pv_cuda_model_init(m, 0, err, sizeof(err));
+	CHECK(nq > 0 && rc == 0, "%s: upload: %s", label, err);
+	if (nq > 0 && !rc) {
+		int np;
+		int32_t* prompt = prefill_prompt(ref, &np);
+		prefill_case(label, m, prompt, np, m->cfg.vocab);
+		free(prompt);
+	}
+	pv_model_close(m);
+	for (int i = 0; i < nq; i++) free(bufs[i]);
+	json_decref(ref);
+}
+
+/* test_cuda prefill-bench: PV_PREFILL_MODEL (a model directory or GGUF) on the GPU, prompts of
+ * 512 and 4096 random tokens (3 timed runs each after a warm-up, rollback to 0 in between),
+ * tok/s from the wall clock and from the prefill's CUDA events; the exact 16-row path at 512 for
+ * comparison. Not part of the default run. */
+static void prefill_bench(void)
+{
+	char err[512];
+	const char* path = getenv("PV_PREFILL_MODEL");
+	if (!path) {
+		printf("  prefill-bench: set PV_PREFILL_MODEL to a model directory or GGUF file: skipped\n");
+		return;
+	}
+	pv_model* m = NULL;
+	struct pv_model_params gp = { .backend = "cuda", .verbose = 1 };
+	if (pv_model_open(&m, path, &gp, err, sizeof(err))) {
+		CHECK(0, "prefill-bench: %s: %s", path, err);
+		return;
+	}
+	const int V = pv_model_get_info(m)->vocab, maxn = 4096;
+	int32_t* toks = malloc(sizeof(int32_t) * maxn);
+	float* lg = malloc(sizeof(float) * (size_t)V);
+	uint32_t rng = 12345;
+	for (int i = 0; i < maxn; i++) {
+		rng = rng * 1664525u + 1013904223u;
+		toks[i] = (int32_t)((rng >> 8) % (uint32_t)V);
+	}
+	printf("  prefill-bench %s (cuBLAS %s)\n", path, pv_cuda_prefill_available() ? "loaded" : "absent");
+	static const int sizes[] = { 512, 4096 };
+	for (int on = 1; on >= 0; on--)
+		for (size_t si = 0; si < 2; si++) {
+			const int n = sizes[si];
+			if (!on && n > 512) continue;
+			char e2[256];
+			pv_session* s = NULL;
+			struct pv_session_params sp = { .n_ctx = n + 16, .max_batch = n };
+			if (pv_session_new(&s, m, &sp, e2, sizeof(e2))) {
+				CHECK(0, "prefill-bench: session: %s", e2);
+				continue;
+			}
+			pv_cuda_set_prefill(s, on, 0);
+			const int reps = on ? 3 : 1;
+			double best = 0, gpu_best = 0;
+			int ok = eval_ok(s, toks, n, lg, PV_LOGITS_LAST); /* warm-up (cuBLAS handle, scratch) */
+			for (int r = 0; r < reps && ok; r++) {
+				struct pv_cuda_session_stats a, b;
+				ok = pv_session_rollback(s, 0) == 0;
+				pv_cuda_session_stats(s, &a);
+				double t0 = now_s();
+				ok = ok && eval_ok(s, toks, n, lg, PV_LOGITS_LAST);
+				double t1 = now_s();
+				pv_cuda_session_stats(s, &b);
+				const double tps = n / (t1 - t0), gms = b.prefill_gpu_ms - a.prefill_gpu_ms;
+				best = tps > best ? tps : best;
+				if (gms > 0 && n / (gms * 1e-3) > gpu_best) gpu_best = n / (gms * 1e-3);
+				if (r == 0 && on)
+					printf("    pp%-5d prefill: %llu kernels, %llu gemms, %llu syncs per prompt\n", n,
+					       (unsigned long long)(b.prefill_kernels - a.prefill_kernels),
+					       (unsigned long long)(b.prefill_gemms - a.prefill_gemms), (unsigned long long)(b.syncs - a.syncs));
+			}
+			CHECK(ok, "prefill-bench: pp%d failed", n);
+			printf("    pp%-5d %-8s %10.1f tok/s wall (best of %d)%s", n, on ? "prefill" : "16-row", best, reps, on ? "" : "\n");
+			if (on) printf(", %10.1f tok/s GPU (events)\n", gpu_best);
+			pv_session_free(s);
+		}
+	free(toks);
+	free(lg);
+	pv_model_close(m);
+}
+
 static int want(int argc, char** argv, const char* section)
 {
-	if (argc < 2) return strcmp(section, "quick") != 0;
+	if (argc < 2) return strcmp(section, "quick") != 0 && strcmp(section, "prefill-bench") != 0;
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], section)) return 1;
 	return 0;
 }
 
-/* test_cuda [gemv] [fixtures] [quant] [real] [quick]: sections (default: all but quick). quick is a
+/* test_cuda [gemv] [fixtures] [quant] [real] [prefill] [prefill-bench] [quick]: sections (default: all
+ * but quick and prefill-bench). quick is a
  * small subset for compute-sanitizer: a few GEMVs and the qwen3, qwen3_5 and qwen3_next fixtures.
  * Separate processes keep a fault in one section from hiding the others' results. */
 int main(int argc, char** argv)
@@ -769,6 +1097,19 @@ int main(int argc, char** argv)
 		/* Q5_K needs widths of 256: the fixtures have none; its GEMVs are checked above */
 	}
 	if (want(argc, argv, "real")) real_model();
+	if (want(argc, argv, "prefill")) {
+		CHECK(pv_cuda_prefill_available(), "prefill: cuBLAS cannot be loaded (set PV_CUBLAS to libcublas.so.13)");
+		if (pv_cuda_prefill_available()) {
+			static char names[64][128];
+			int n = fx_list(fx_root(), names, 64);
+			for (int i = 0; i < n; i++) prefill_fixture(names[i]);
+			prefill_quantized("qwen3", PV_Q8_0);
+			prefill_quantized("qwen2", PV_Q4_0);
+			prefill_quantized("qwen3_moe", PV_Q8_0);
+			printf("test_cuda: worst prefill rel error %.3e (tol %g)\n", g_worst_prefill, TOL_PREFILL);
+		}
+	}
+	if (want(argc, argv, "prefill-bench")) prefill_bench();
 	printf("test_cuda: worst gemv error %.3e of sum |w x| (tol %g); worst logits rel error vs CPU %.3e (tol %g), "
 	       "vs transformers %.3e (tol %g)\n",
 	       g_worst_dot, TOL_DOT, g_worst_cpu, TOL_CPU, g_worst_ref, TOL_REL);

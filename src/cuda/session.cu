@@ -15,6 +15,7 @@
  * next step, at the one marked place in forward() below.
  */
 #include "common.cuh"
+#include "prefill.cuh"
 
 #include <math.h>
 #include <stdlib.h>
@@ -65,6 +66,7 @@ struct dsession {
 	cudaGraph_t graph;
 	cudaGraphExec_t gexec;
 	int graphs_on;
+	struct pv_prefill* pre; /* the prompt path (prefill.cu), allocated on first use */
 	int failed;
 	int last_token;
 	struct pv_cuda_session_stats stats;
@@ -411,9 +413,40 @@ void fail(struct pv_session* s, float* logits, size_t n_floats)
 		for (size_t i = 0; i < n_floats; i++) logits[i] = __builtin_nanf("");
 }
 
+/* What the prefill path (prefill.cu) uses of the session. */
+void prefill_view(struct pv_session* s, struct pv_prefill_view* v)
+{
+	struct dsession* d = DS(s);
+	memset(v, 0, sizeof(*v));
+	v->st = d->st;
+	v->dm = DM(s);
+	v->kc = d->kc;
+	v->vc = d->vc;
+	v->cos = d->cos;
+	v->sin = d->sin;
+	v->state = d->state;
+	v->lin_index = d->lin_index;
+	v->ld_raw = d->ld_raw;
+	v->ldq = d->ldq;
+	v->rlog = d->rlog;
+	v->top_w = d->top_w;
+	v->eg = d->eg;
+	v->eu = d->eu;
+	v->eo = d->eo;
+	v->shg = d->shg;
+	v->shu = d->shu;
+	v->sho = d->sho;
+	v->top_idx = d->top_idx;
+	v->logits = d->logits;
+	v->ids = d->ids;
+	v->ids_host = d->ids_host;
+	v->stats = &d->stats;
+}
+
 int cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit, int chunked)
 {
-	(void)chunked; /* DeltaNet layers always run the recurrent form here (deltanet.cu) */
+	/* chunked: long calls may take the prefill path (prefill.cu); the 16-row steps run the
+	 * recurrent DeltaNet form (deltanet.cu) */
 	struct dsession* d = DS(s);
 	const int V = s->m->cfg.vocab;
 	const size_t n_logit_floats = logits && first_logit < n ? (size_t)(n - first_logit) * V : 0;
@@ -426,7 +459,7 @@ int cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* logi
 	d->stats.forwards++;
 	d->stats.tokens += (uint64_t)n;
 	d->last_token = -1;
-	int have_id = 0;
+	int have_id = 0, prefilled = 0;
 	cudaError_t e;
 #define STEP(call, what)                                         \
 	do {                                                     \
@@ -454,9 +487,19 @@ int cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* logi
 			STEP(cudaMemcpyAsync(logits, d->logits, sizeof(float) * V, cudaMemcpyDeviceToHost, d->st), "logits copy");
 			d->stats.memcpys++;
 		}
+	} else if (pv_prefill_wanted(&d->pre, s, n, chunked)) {
+		/* Prompt hook: long calls (>= chunk_min_tokens rows) go to the prefill path: bf16
+		 * tensor-core GEMMs in chunks, results within tolerance of the 16-row steps (like the
+		 * CPU's chunked DeltaNet), no host synchronisation until the one below. */
+		struct pv_prefill_view v;
+		prefill_view(s, &v);
+		if (pv_prefill_forward(&d->pre, s, &v, tokens, n, logits, first_logit, &have_id, err, errlen)) {
+			fail(s, logits, n_logit_floats);
+			return -1;
+		}
+		prefilled = 1;
 	} else {
-		/* Steps of at most 16 rows. (Prompt hook: long calls would go to a cuBLAS prefill here;
-		 * its results need only agree within tolerance, like the CPU's chunked DeltaNet.) */
+		/* Steps of at most 16 rows. */
 		int slot = 0;
 		for (int c0 = 0; c0 < n; c0 += PV_CUDA_ROWS, slot++) {
 			const int rows = n - c0 < PV_CUDA_ROWS ? n - c0 : PV_CUDA_ROWS;
@@ -495,6 +538,7 @@ int cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* logi
 	}
 	STEP(cudaStreamSynchronize(d->st), "cudaStreamSynchronize");
 	d->stats.syncs++;
+	if (prefilled) pv_prefill_account(d->pre, &d->stats);
 	if (have_id) d->last_token = d->ids_host[0];
 #undef STEP
 	return 0;
@@ -507,6 +551,7 @@ void session_free(struct pv_session* s)
 	struct dsession* d = DS(s);
 	if (!d) return;
 	if (d->st) cudaStreamSynchronize(d->st);
+	pv_prefill_free(d->pre); /* its cuBLAS handle is bound to d->st */
 	if (d->gexec) cudaGraphExecDestroy(d->gexec);
 	if (d->graph) cudaGraphDestroy(d->graph);
 	if (d->mem) cudaFree(d->mem);
@@ -760,6 +805,16 @@ void pv_cuda_set_graphs(struct pv_session* s, int on)
 {
 	if (s && s->be == &cuda_backend && s->dev) DS(s)->graphs_on = on != 0;
 }
+
+void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk)
+{
+	if (!s || s->be != &cuda_backend || !s->dev) return;
+	struct dsession* d = DS(s);
+	if (d->st) cudaStreamSynchronize(d->st); /* a chunk change frees the prefill scratch */
+	pv_prefill_set(&d->pre, on, chunk);
+}
+
+int pv_cuda_prefill_available(void) { return pv_cublas_load(NULL); }
 
 /* ---- profile ---------------------------------------------------------------------------- */
 
