@@ -179,6 +179,11 @@ static void test_gemv(void)
 		}
 	}
 	gemv_case(PV_BF16, 4096, 4096);
+	/* the bulk-copy one-row kernel (gemv_tma.cu): rows of many stages through its 4-stage ring,
+	 * and a last stage shorter than the others */
+	gemv_case(PV_BF16, 1000, 12288);
+	gemv_case(PV_F16, 77, 5128);
+	gemv_case(PV_F32, 77, 2572);
 	gemv_case(PV_Q4_K, 1024, 12288);
 	/* the real 0.5B model's shapes (H 896, FFN 4864) and a wide Q5_K */
 	gemv_case(PV_Q5_0, 896, 896);
@@ -785,19 +790,27 @@ static int same_or_tie(const float* x, const float* ref, int V, int* ties)
 }
 
 /*
- * One prompt of np rows on four sessions of model m: the exact 16-row path, the prefill path in
- * one chunk, in chunks of 48 rows, and in calls of 64 rows (session.c splits the call, so later
- * calls read the earlier calls' KV cache and DeltaNet state). The last row's logits, the GPU
+ * One prompt of np rows on five sessions of model m: the exact 16-row path, the prefill path in
+ * one chunk, in chunks of 48 rows, in calls of 64 rows (session.c splits the call, so later
+ * calls read the earlier calls' KV cache and DeltaNet state), and in one chunk with the other
+ * attention and MoE kernels (PV_CUDA_PREFILL_ATTN=f32: the CUDA-core attention instead of the
+ * tensor-core one; PV_CUDA_PREFILL_MOE=gemv: the decode's gathered expert GEMVs instead of the
+ * grouped GEMMs). The last row's logits, the GPU
  * argmax, PREFILL_STEPS greedy decode steps after it (fed the exact session's ids, so the rows
  * stay comparable) and the counters.
  */
 static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, int np, int V)
 {
 	const int ctx = np + PREFILL_STEPS + 8;
-	enum { EX, ONE, MULTI, CALLS, NS };
-	static const char* const sname[NS] = { "exact", "one chunk", "chunks of 48", "calls of 64" };
+	enum { EX, ONE, MULTI, CALLS, F32, NS };
+	static const char* const sname[NS] = { "exact", "one chunk", "chunks of 48", "calls of 64", "f32 attention, GEMV experts" };
 	pv_session* s[NS] = { prefill_session(m, ctx, 256, 0, 0), prefill_session(m, ctx, 256, 1, 0),
-		              prefill_session(m, ctx, 256, 1, 48), prefill_session(m, ctx, 64, 1, 0) };
+		              prefill_session(m, ctx, 256, 1, 48), prefill_session(m, ctx, 64, 1, 0), NULL };
+	setenv("PV_CUDA_PREFILL_ATTN", "f32", 1); /* read when the session's prefill state is made */
+	setenv("PV_CUDA_PREFILL_MOE", "gemv", 1);
+	s[F32] = prefill_session(m, ctx, 256, 1, 0);
+	unsetenv("PV_CUDA_PREFILL_ATTN");
+	unsetenv("PV_CUDA_PREFILL_MOE");
 	float* l[NS];
 	for (int i = 0; i < NS; i++) l[i] = malloc(sizeof(float) * (size_t)V);
 	int ok = 1;
@@ -847,13 +860,13 @@ static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, 
 		for (int i = 1; i < NS; i++) worst = e[i] > worst ? e[i] : worst;
 		worst = e_cm > worst ? e_cm : worst;
 		CHECK(worst <= TOL_PREFILL, "prefill %s: rel error %.3g > %g (one chunk %.3g, chunks of 48 %.3g, calls of 64 %.3g, "
-		                            "48 vs one %.3g, decode %.3g)",
-		      label, worst, TOL_PREFILL, e[ONE], e[MULTI], e[CALLS], e_cm, e_dec);
+		                            "f32 attention + GEMV experts %.3g, 48 vs one %.3g, decode %.3g)",
+		      label, worst, TOL_PREFILL, e[ONE], e[MULTI], e[CALLS], e[F32], e_cm, e_dec);
 		CHECK(same, "prefill %s: greedy ids differ from the exact path's beyond near ties", label);
 		if (worst > g_worst_prefill) g_worst_prefill = worst;
-		printf("  prefill %-22s %3d rows: vs exact rel %.2e (1 chunk) %.2e (48-row chunks) %.2e (64-row calls), 48 vs 1 %.2e; "
-		       "%d decode steps %.2e; near ties %d; %llu kernels, %llu gemms per call\n",
-		       label, np, e[ONE], e[MULTI], e[CALLS], e_cm, PREFILL_STEPS, e_dec, ties,
+		printf("  prefill %-22s %3d rows: vs exact rel %.2e (1 chunk) %.2e (48-row chunks) %.2e (64-row calls) %.2e (f32 "
+		       "attention, GEMV experts), 48 vs 1 %.2e; %d decode steps %.2e; near ties %d; %llu kernels, %llu gemms per call\n",
+		       label, np, e[ONE], e[MULTI], e[CALLS], e[F32], e_cm, PREFILL_STEPS, e_dec, ties,
 		       (unsigned long long)(st1[ONE].prefill_kernels - st0[ONE].prefill_kernels),
 		       (unsigned long long)(st1[ONE].prefill_gemms - st0[ONE].prefill_gemms));
 	}

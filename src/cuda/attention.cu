@@ -49,6 +49,16 @@ __host__ __device__ inline int key_slices(int ghd)
 	return kg >= 8 ? 8 : kg >= 4 ? 4 : kg >= 2 ? 2 : 1;
 }
 
+/* shared floats of a split block: q [G][hd], scores [G][S], the V slice sums [KG][G*hd]; the fused
+ * input stage adds a scratch row of hd floats per warp after them */
+__host__ __device__ inline int split_floats(int G, int hd)
+{
+	const int ghd = G * hd, KG = key_slices(ghd);
+	return ghd + G * S + (KG > 1 ? KG * ghd : 0);
+}
+
+size_t split_smem(int G, int hd, int fuse) { return sizeof(float) * ((size_t)split_floats(G, hd) + (fuse ? (size_t)WARPS * hd : 0)); }
+
 __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_constant__ attn_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
@@ -65,7 +75,33 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 	const int ns = min(pos / S + 1, a.n_split);
 	if ((int)blockIdx.x >= ns) return;
 
-	for (int i = threadIdx.x; i < ghd; i += THREADS) qs[i] = a.q[(size_t)t * qd + (size_t)kh * ghd + i];
+	if (a.fuse) {
+		/* the input stage of qkv_post_kernel for this kv head, same function, same bits: the G
+		 * query heads into qs (every block), and in the block that owns the split holding pos
+		 * (it reads that key below, after the barrier at the top of its split loop) the k head
+		 * normed and roped into the cache and the v head copied */
+		const struct qkv_post_args& pa = a.pa;
+		const int half = pa.R / 2;
+		const float *cs = pa.cos + (size_t)pos * half, *sn = pa.sin + (size_t)pos * half;
+		float* buf = sm + split_floats(G, hd) + warp * hd;
+		const int last = (ns - 1) % (int)gridDim.x == (int)blockIdx.x;
+		const int items = G + (last ? 2 : 0);
+		for (int it = warp; it < items; it += WARPS) {
+			if (it < G) {
+				const int h = kh * G + it;
+				pv_head_post(pa.qraw + (size_t)t * pa.ldq + (size_t)h * (pa.gated ? 2 * hd : hd), buf, qs + it * hd, pa.q_norm,
+				             hd, pa.R, pa.eps, cs, sn);
+			} else if (it == G) {
+				pv_head_post(pa.kraw + (size_t)t * kvd + (size_t)kh * hd, buf, pa.kc + (size_t)pos * kvd + (size_t)kh * hd,
+				             pa.k_norm, hd, pa.R, pa.eps, cs, sn);
+			} else {
+				for (int d = lane; d < hd; d += 32)
+					pa.vc[(size_t)pos * kvd + (size_t)kh * hd + d] = pa.vraw[(size_t)t * kvd + (size_t)kh * hd + d];
+			}
+		}
+	} else {
+		for (int i = threadIdx.x; i < ghd; i += THREADS) qs[i] = a.q[(size_t)t * qd + (size_t)kh * ghd + i];
+	}
 	const float scale = 1.0f / sqrtf((float)hd);
 
 	for (int sp = blockIdx.x; sp < ns; sp += gridDim.x) {
@@ -83,7 +119,8 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 #pragma unroll
 				for (int i = 0; i < MAX_HD / 128; i++) {
 					const int d4 = lane + 32 * i;
-					kr[u][i] = jj < nk && d4 < hd4 ? __ldg(K + d4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+					/* fused: plain loads, coherent with this block's own write of the key at pos */
+					kr[u][i] = jj < nk && d4 < hd4 ? (a.fuse ? K[d4] : __ldg(K + d4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 				}
 			}
 #pragma unroll
@@ -139,7 +176,7 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 			float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 8
 			for (int jj = k0; jj < k1; jj++) {
-				const float4 v = __ldg(V + (size_t)jj * (kvd >> 2));
+				const float4 v = a.fuse ? V[(size_t)jj * (kvd >> 2)] : __ldg(V + (size_t)jj * (kvd >> 2));
 				const float w = e[jj];
 				acc.x = fmaf(w, v.x, acc.x);
 				acc.y = fmaf(w, v.y, acc.y);
@@ -197,20 +234,15 @@ __global__ void __launch_bounds__(CTHREADS) attn_combine_kernel(const __grid_con
 		for (int s = 0; s < ns; s++) o = fmaf(a.part_o[(base + s) * hd + d], expf(ml[s].x - M), o);
 		o = o * inv;
 		if (a.gate) {
-			const float g = a.gate[(size_t)t * qd + (size_t)h * hd + d];
+			const float g = a.gate[(size_t)t * a.gate_ld + (size_t)h * a.gate_hs + d];
 			o = o * (1.0f / (1.0f + expf(-g))); /* pv_sigmoid, as forward.c */
 		}
 		a.o[(size_t)t * qd + (size_t)h * hd + d] = o;
 	}
 }
 
-size_t split_smem(int G, int hd)
-{
-	const int ghd = G * hd, KG = key_slices(ghd);
-	return sizeof(float) * ((size_t)ghd + (size_t)G * S + (KG > 1 ? (size_t)KG * ghd : 0));
-}
-
 } // namespace
+
 
 int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, size_t errlen)
 {
@@ -220,18 +252,20 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
 	if (hd > MAX_HD || hd % 4) return pv_errf(err, errlen, "CUDA backend: head dim %d (a multiple of 4 up to %d)", hd, MAX_HD);
 	if (nh / nkv * hd > MAX_GHD)
 		return pv_errf(err, errlen, "CUDA backend: %d query heads per kv head x head dim %d above %d", nh / nkv, hd, MAX_GHD);
-	if (split_smem(nh / nkv, hd) > 48 * 1024)
-		return pv_errf(err, errlen, "CUDA backend: attention needs %zu bytes of shared memory", split_smem(nh / nkv, hd));
+	if (split_smem(nh / nkv, hd, 1) > 48 * 1024)
+		return pv_errf(err, errlen, "CUDA backend: attention needs %zu bytes of shared memory", split_smem(nh / nkv, hd, 1));
 	return 0;
 }
 
 int pv_cuda_attention(cudaStream_t st, const struct attn_args* a, int n, char* err, size_t errlen)
 {
 	if (pv_cuda_attention_check(a->nh, a->nkv, a->hd, a->n_split, err, errlen)) return -1;
+	if (a->fuse && (n != 1 || a->pa.hd > MAX_HD || a->pa.R > a->pa.hd))
+		return pv_errf(err, errlen, "CUDA backend: fused attention input stage with %d rows", n);
 	const int G = a->nh / a->nkv;
 	const unsigned gx = (unsigned)(a->n_split < MAX_GRID_X ? a->n_split : MAX_GRID_X);
 	PV_LAUNCH("attention", err, errlen, attn_split_kernel, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
-	          split_smem(G, a->hd), st, *a);
+	          split_smem(G, a->hd, a->fuse), st, *a);
 	PV_LAUNCH("attention combine", err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS), 0, st,
 	          *a);
 	return 0;

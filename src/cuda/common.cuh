@@ -135,6 +135,14 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out,
  * the shapes/types/alignment (or PV_CUDA_SWIGLU_PAIR=0) call for the two-kernel path, -1 on error. */
 int pv_cuda_gemv_swiglu(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
                         int T, int* n_launch, char* err, size_t errlen);
+/* gemv_tma.cu: one activation row over BF16/F16/F32 rows whose weights come into shared memory
+ * through the bulk copy engine (the first stages before the PDL wait); bitwise pv_cuda_gemv's
+ * result. pair: outs = {gate, up}, writes silu(g) * u to gate's y. Returns 1 when it launched,
+ * 0 when the shapes/types/alignment do not fit it (or it is off: PV_CUDA_GEMV_TMA=1 turns it on), -1 on error.
+ * pv_cuda_gemv_tma_init raises the kernels' shared-memory limit (once, before any capture). */
+int pv_cuda_gemv_tma(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, int ldx, int pair,
+                     int* n_launch, char* err, size_t errlen);
+int pv_cuda_gemv_tma_init(char* err, size_t errlen);
 /* g[t*ld + i] = silu(g[t*ld + i]) * u[t*ld + i] for i < width, t < n: the SwiGLU product, once, so
  * the down projection is a plain GEMV (one kernel) */
 int pv_cuda_swiglu(cudaStream_t st, float* g, const float* u, int ld, int width, int n, char* err, size_t errlen);
@@ -203,10 +211,17 @@ struct attn_args {
 	const float* q;            /* [n][nh*hd]                                                    */
 	const float *kc, *vc;      /* [n_ctx][nkv*hd]                                               */
 	const float* gate;         /* [n][nh*hd] or NULL: o *= sigmoid(gate)                        */
+	int gate_ld, gate_hs;      /* gate row stride and head stride: nh*hd, hd (or ldq, 2 hd fused) */
 	float* o;                  /* [n][nh*hd]                                                    */
 	float *part_o, *part_ml;   /* [n][nh][n_split][hd], [n][nh][n_split][2]                     */
 	int nh, nkv, hd, n_split;
 	const struct dstep* step;
+	/* fused input stage (one row only): q is computed from qraw (q/k norm + RoPE, pv_head_post)
+	 * by every block, and the block of the split holding the row's position writes its kv
+	 * head's k (normed, roped) and v into the cache before reading it; `post` carries the
+	 * qkv_post_args fields (its q, gate, step are unused). fuse 0: q is ready (qkv_post ran). */
+	int fuse;
+	struct qkv_post_args pa;
 };
 int pv_cuda_attention(cudaStream_t st, const struct attn_args* a, int n, char* err, size_t errlen);
 int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, size_t errlen);
@@ -226,9 +241,10 @@ extern int pv_cuda_gemv_r2;  /* one-row GEMVs with 2 weight rows per warp (PV_CU
 extern int pv_cuda_gemv_direct; /* one-row GEMVs read the activation in place (PV_CUDA_GEMV_DIRECT=0: staged) */
 extern int pv_cuda_gemv_pipe;   /* ... with the software-pipelined walk (PV_CUDA_GEMV_PIPE=0: plain walk) */
 extern int pv_cuda_gemv_pre;    /* one-row GEMVs load their first weight units before the PDL wait
-                                 * (PV_CUDA_GEMV_PRE=0: after) */
+                                 * (off: measured 185 vs 206 tok/s on 8B bf16; PV_CUDA_GEMV_PRE=1: on) */
 extern int pv_cuda_swiglu_pair; /* one-row gate/up GEMV: a warp owns gate row j and up row j and
                                  * writes silu(g) * u (PV_CUDA_SWIGLU_PAIR=0: separate kernel) */
+extern int pv_cuda_gemv_tma_on;  /* one-row BF16/F16/F32 GEMVs through gemv_tma.cu (off: measured slower; PV_CUDA_GEMV_TMA=1: on) */
 extern int pv_cuda_attn_fuse;   /* one-row attention does the q/k norm, RoPE and KV write itself
                                  * (PV_CUDA_ATTN_FUSE=0: the qkv_post kernel first) */
 
@@ -272,6 +288,38 @@ __device__ __forceinline__ float pv_warp_max(float v)
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
 	return v;
+}
+
+/* One head vector of the attention input stage, by one warp (norm_rope.cu's qkv_post_kernel and
+ * attention.cu's fused form share it, so both give the same bits): RMSNorm over the hd values of
+ * src (when nw; the sum of squares lane-strided, then the butterfly), then NeoX RoPE over the
+ * first R dims with the position's cos/sin rows; dst may be global or shared memory; buf is the
+ * warp's own scratch of hd floats. */
+__device__ __forceinline__ void pv_head_post(const float* src, float* buf, float* dst, const float* nw, int hd, int R,
+                                             float eps, const float* cs, const float* sn)
+{
+	const int lane = threadIdx.x & 31;
+	__syncwarp(); /* buf is free (a previous head's RoPE has read it) */
+	float ss = 0.0f;
+	for (int d = lane; d < hd; d += 32) {
+		const float x = src[d];
+		buf[d] = x;
+		ss = ss + x * x;
+	}
+	if (nw) {
+		ss = pv_warp_sum(ss);
+		const float r = 1.0f / sqrtf(ss / (float)hd + eps);
+		for (int d = lane; d < hd; d += 32) buf[d] = (buf[d] * r) * nw[d];
+	}
+	__syncwarp();
+	/* NeoX RoPE over the first R dims (forward.c rope_neox) */
+	const int half = R / 2;
+	for (int i = lane; i < half; i += 32) {
+		const float x0 = buf[i], x1 = buf[i + half];
+		dst[i] = x0 * cs[i] - x1 * sn[i];
+		dst[i + half] = x1 * cs[i] + x0 * sn[i];
+	}
+	for (int d = R + lane; d < hd; d += 32) dst[d] = buf[d];
 }
 
 #endif

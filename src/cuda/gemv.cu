@@ -390,6 +390,12 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out,
 				group[g++] = outs[j];
 				done[j] = 1;
 			}
+		if (!ga && T == 1 && xmode == PV_X_PLAIN && pv_cuda_gemv_direct) {
+			/* one row of BF16/F16/F32 weights: the bulk-copy kernel (gemv_tma.cu), same bits */
+			const int h = pv_cuda_gemv_tma(st, group, g, x, ldx, 0, n_launch, err, errlen);
+			if (h < 0) return -1;
+			if (h) continue;
+		}
 		if (launch(st, group, g, kind, x, x2, ldx, xmode, T, ga, 0, err, errlen)) return -1;
 		if (n_launch) ++*n_launch;
 	}
@@ -406,6 +412,8 @@ int pv_cuda_gemv_swiglu(cudaStream_t st, const struct gemv_out* gate, const stru
 	    ldx % 4)
 		return 0;
 	struct gemv_out o[2] = { *gate, *up };
+	const int h = pv_cuda_gemv_tma(st, o, 2, x, ldx, 1, n_launch, err, errlen);
+	if (h) return h;
 	if (launch(st, o, 2, kind, x, NULL, ldx, PV_X_PLAIN, 1, NULL, 1, err, errlen)) return -1;
 	if (n_launch) ++*n_launch;
 	return 1;

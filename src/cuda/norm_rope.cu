@@ -156,28 +156,8 @@ __global__ void __launch_bounds__(POST_WARPS * 32) qkv_post_kernel(const __grid_
 	if (isq && a.gated)
 		for (int d = lane; d < hd; d += 32) a.gate[(size_t)t * qd + (size_t)h * hd + d] = src[hd + d];
 
-	float ss = 0.0f;
-	for (int d = lane; d < hd; d += 32) {
-		const float x = src[d];
-		v[d] = x;
-		ss = ss + x * x;
-	}
-	if (nw) {
-		ss = pv_warp_sum(ss);
-		const float r = 1.0f / sqrtf(ss / (float)hd + a.eps);
-		for (int d = lane; d < hd; d += 32) v[d] = (v[d] * r) * nw[d];
-	}
-	__syncwarp();
-	/* NeoX RoPE over the first R dims (forward.c rope_neox) */
 	const int half = a.R / 2;
-	const float* cs = a.cos + (size_t)pos * half;
-	const float* sn = a.sin + (size_t)pos * half;
-	for (int i = lane; i < half; i += 32) {
-		const float x0 = v[i], x1 = v[i + half];
-		dst[i] = x0 * cs[i] - x1 * sn[i];
-		dst[i + half] = x1 * cs[i] + x0 * sn[i];
-	}
-	for (int d = a.R + lane; d < hd; d += 32) dst[d] = v[d];
+	pv_head_post(src, v, dst, nw, hd, a.R, a.eps, a.cos + (size_t)pos * half, a.sin + (size_t)pos * half);
 }
 
 constexpr int ARGMAX_THREADS = 1024;

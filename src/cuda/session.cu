@@ -178,8 +178,11 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 		if (pv_cuda_gemv(st, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 		if (mark(d, G_QKV, *nl, err, errlen)) return -1;
 	}
+	/* one row: the attention kernel does the input stage itself (pv_cuda_attn_fuse) */
+	const int fuse = n == 1 && pv_cuda_attn_fuse;
+	struct qkv_post_args pa;
 	{
-		struct qkv_post_args a;
+		struct qkv_post_args& a = pa;
 		a.qraw = d->qraw;
 		a.kraw = d->kraw;
 		a.vraw = d->vraw;
@@ -199,16 +202,23 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 		a.R = c->rope_dim;
 		a.eps = c->rms_eps;
 		a.step = step;
-		if (pv_cuda_qkv_post(st, &a, n, err, errlen)) return -1;
-		++*nl;
-		if (mark(d, G_ROPE, *nl, err, errlen)) return -1;
+		if (!fuse) {
+			if (pv_cuda_qkv_post(st, &a, n, err, errlen)) return -1;
+			++*nl;
+			if (mark(d, G_ROPE, *nl, err, errlen)) return -1;
+		}
 	}
 	{
 		struct attn_args a;
+		memset(&a, 0, sizeof a);
 		a.q = d->q;
 		a.kc = d->kc[l];
 		a.vc = d->vc[l];
-		a.gate = c->attn_gate ? d->gate : NULL;
+		a.gate = c->attn_gate ? (fuse ? d->qraw + c->head_dim : d->gate) : NULL;
+		a.gate_ld = fuse ? d->ldq : qd;
+		a.gate_hs = fuse ? 2 * c->head_dim : c->head_dim;
+		a.fuse = fuse;
+		a.pa = pa;
 		a.o = d->o;
 		a.part_o = d->part_o;
 		a.part_ml = d->part_ml;
@@ -238,12 +248,17 @@ int enqueue_swiglu(struct pv_session* s, const struct dmat* gate, const struct d
 	const int H = s->m->cfg.hidden;
 	struct gemv_out o[2] = { { gate, g, width, NULL }, { up, u, width, NULL } };
 	weigh(d, o, 2, 1);
-	if (pv_cuda_gemv(d->st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	/* one row: the product silu(g) * u in the gate/up kernel's epilogue (same bits) */
+	const int paired = pv_cuda_gemv_swiglu(d->st, &o[0], &o[1], d->xn, H, n, nl, err, errlen);
+	if (paired < 0) return -1;
+	if (!paired && pv_cuda_gemv(d->st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	if (!shared && mark(d, G_GATEUP, *nl, err, errlen)) return -1;
 	struct gemv_out od[1] = { { down, out, H, NULL } };
 	weigh(d, od, 1, 1);
-	if (pv_cuda_swiglu(d->st, g, u, width, width, n, err, errlen)) return -1;
-	++*nl;
+	if (!paired) {
+		if (pv_cuda_swiglu(d->st, g, u, width, width, n, err, errlen)) return -1;
+		++*nl;
+	}
 	if (pv_cuda_gemv(d->st, od, 1, g, NULL, width, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	return mark(d, shared ? G_MSHARED : G_DOWN, *nl, err, errlen);
 }
@@ -676,6 +691,7 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 		d->ld_raw = pv_cfg_conv_dim(c) > wide ? pv_cfg_conv_dim(c) : wide;
 	}
 
+	if (pv_cuda_gemv_tma_init(err, errlen)) return -1; /* before any graph capture */
 	CU(cudaStreamCreateWithFlags(&d->st, cudaStreamNonBlocking), err, errlen);
 	struct carve cv = { 0, NULL };
 	layout(s, &cv);

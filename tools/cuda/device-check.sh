@@ -8,15 +8,15 @@
 #
 # Order (most needed first; each heavy step starts only while time is left):
 #   nvidia-smi; build/cuda/test_cuda gemv | fixtures | quant (the CUDA tests, one process per
-#   section), fixtures again with PV_CUDA_PDL=0 (PDL is on by default) and with
-#   PV_CUDA_GEMV_DIRECT=0 (one-row GEMVs staging their activation); the device-to-device copy
-#   bandwidth; `proven bench --backend cuda` on fixtures (dense, hybrid, MoE); Qwen3-8B-shaped
-#   bf16 and q4_k (each also staged, -staged, and with the plain instead of the pipelined in-place
-#   walk, -nopipe; bf16 also without PDL and with the L2 prefetch, which is off by default),
-#   q8_0, q4_0, q6_k; Qwen3-1.7B bf16; Qwen3.5-0.8B-shaped bf16 (DeltaNet hybrid); last,
-#   compute-sanitizer memcheck on `test_cuda quick`. Models have random weights
-#   (tools/cuda/make_model.py, tools/bench/make_model.py), are written to /dev/shm when it has
-#   room (else /tmp) and deleted after their benches.
+#   section), fixtures again with PV_CUDA_PDL=0 and with PV_CUDA_GEMV_DIRECT=0; the device-to-device
+#   copy bandwidth; `proven bench --backend cuda` on fixtures; random-weight GGUF models with the
+#   published shapes written by `proven synth` (to /dev/shm when it has room, deleted after their
+#   rows): Qwen3-8B bf16 (pp512/tg128 with the profile; pp4096 and decode at depth 32k when the
+#   prefill is fast), then (full mode) Qwen3.5-35B-A3B q8_0, Qwen3.5-9B bf16, Qwen3-8B q8_0 /
+#   q4_k_m, Qwen3.5-35B-A3B q4_k_m, Qwen3-30B-A3B q8_0, Qwen3-8B q4_0 / q6_k, Qwen3-1.7B,
+#   Qwen3.5-0.8B; quick mode instead runs the 8B bf16 with each decode change turned off
+#   (PV_CUDA_GEMV_TMA=1, PV_CUDA_SWIGLU_PAIR=0, PV_CUDA_ATTN_FUSE=0, both); last,
+#   compute-sanitizer memcheck on `test_cuda quick`.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/pv-device-check}
@@ -46,7 +46,7 @@ for f in $B/proven $B/cuda/test_cuda; do
 	[ -x "$f" ] || { echo "device-check: $f missing: build with nvcc here (make), carry build/proven and build/cuda/test_cuda"; exit 2; }
 done
 W=/tmp/pv-models
-if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2 {print $4}')" -gt 25000000 ]; then W=/dev/shm/pv-models; fi
+if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2 {print $4}')" -gt 40000000 ]; then W=/dev/shm/pv-models; fi
 mkdir -p "$W"
 
 # 1. the card as found (never changed)
@@ -79,6 +79,10 @@ fixtures_rc=$last_rc
 run_tests quant "" quant
 run_tests "fixtures without PDL" "PV_CUDA_PDL=0" fixtures
 run_tests "fixtures staged gemv" "PV_CUDA_GEMV_DIRECT=0" fixtures
+run_tests "fixtures without prefill" "PV_CUDA_PREFILL=0" fixtures
+for sec in prefill real; do # sections that exist in this build
+	strings $B/cuda/test_cuda | grep -qx "$sec" && run_tests "$sec" "" "$sec"
+done
 # if the fixtures failed, once more without the decode graph (tells graph capture from kernels)
 [ $fixtures_rc = 0 ] || run_tests "fixtures without graphs" "PV_CUDA_GRAPHS=0" fixtures
 
@@ -99,59 +103,57 @@ bench() { # name model [args...]
 	fi
 	rm -f "$OUT/.b"
 }
-make_model() { # preset dtype out
+synth() { # preset type out: a random-weight GGUF with the preset's published shapes
 	local t=$(date +%s)
-	if python3 tools/cuda/make_model.py --preset "$1" --dtype "$2" --out "$3" >>"$LOG" 2>&1; then
-		echo "made $1 $2 in $(($(date +%s) - t)) s" >>"$LOG"
+	if $B/proven synth --preset "$1" --type "$2" --out "$3" >>"$LOG" 2>&1; then
+		echo "synth $1 $2 in $(($(date +%s) - t)) s ($(du -h "$3" | cut -f1))" >>"$LOG"
 		return 0
 	fi
 	status=1
-	say "== make_model $1 $2 FAILED: $(tail -2 "$LOG" | tr '\n' ' ')"
+	say "== synth $1 $2 FAILED: $(tail -2 "$LOG" | tr '\n' ' ')"
+	rm -f "$3"
 	return 1
 }
-ARGS="--pp 128 --tg 128 --reps 3"
+# prefill fast enough (tok/s of the last bench's pp) for the long-context rows
+fast_prefill() { [ "$(tail -1 "$JSON" | python3 -c 'import json,sys; print(int(json.loads(sys.stdin.read()).get("pp_tok_s",0)))' 2>/dev/null || echo 0)" -gt 3000 ]; }
+ARGS="--pp 512 --tg 128 --reps 3"
 
 for fx in qwen2 qwen3 qwen3_odd qwen3_5 qwen3_moe qwen3_next; do
 	bench "fixture-$fx" tests/fixtures/$fx --pp 64 --tg 128 --reps 3
 done
 
-for dt in bf16 q4_k q8_0 q4_0 q6_k; do
-	[ "$MODE" = quick ] && [ $dt != bf16 ] && continue
-	have_time 30 "qwen3-8b $dt" || continue
-	m="$W/q8b-$dt"
-	[ $dt = bf16 ] || m="$m.gguf"
-	if make_model qwen3-8b $dt "$m"; then
-		bench "qwen3-8b-$dt" "$m" $ARGS --profile
-		case $dt in
-		bf16 | q4_k)
-			have_time 20 "qwen3-8b $dt variants" && {
-				PV_CUDA_GEMV_DIRECT=0 bench "qwen3-8b-$dt-staged" "$m" $ARGS
-				PV_CUDA_GEMV_PIPE=1 bench "qwen3-8b-$dt-pipe" "$m" $ARGS
-				if [ $dt = bf16 ]; then
-					PV_CUDA_PDL=0 bench "qwen3-8b-$dt-nopdl" "$m" $ARGS
-					PV_CUDA_PREFETCH=1 bench "qwen3-8b-$dt-pf" "$m" $ARGS
-				fi
-			} ;;
-		esac
-		rm -rf "$m"
+# one model: the default row with the profile, then (rows) more rows; variants only in quick mode
+model_rows() { # name preset type [long]
+	local name=$1 preset=$2 dt=$3 long=${4:-}
+	local m="$W/$name.gguf"
+	have_time 40 "$name" || return 0
+	synth "$preset" "$dt" "$m" || return 0
+	bench "$name" "$m" $ARGS --profile
+	if [ "$MODE" = quick ]; then
+		PV_CUDA_GEMV_TMA=1 bench "$name-tma" "$m" $ARGS
+		PV_CUDA_SWIGLU_PAIR=0 bench "$name-nopair" "$m" $ARGS
+		PV_CUDA_ATTN_FUSE=0 bench "$name-nofuse" "$m" $ARGS
+		PV_CUDA_SWIGLU_PAIR=0 PV_CUDA_ATTN_FUSE=0 bench "$name-v3path" "$m" $ARGS
 	fi
-done
-if [ "$MODE" != quick ] && have_time 30 "qwen3-1.7b" && make_model qwen3-1.7b bf16 "$W/q17"; then
-	bench qwen3-1.7b-bf16 "$W/q17" $ARGS --profile
-	rm -rf "$W/q17"
-fi
-if [ "$MODE" != quick ] && have_time 40 "qwen3.5-0.8b"; then
-	# a Gated DeltaNet hybrid with real shapes (bf16, N(0, 0.02) weights; numpy, ~1.6 GB)
-	t=$(date +%s)
-	if python3 tools/bench/make_model.py --preset qwen3.5-0.8b --out "$W/q35" >>"$LOG" 2>&1; then
-		echo "made qwen3.5-0.8b in $(($(date +%s) - t)) s" >>"$LOG"
-		bench qwen3.5-0.8b-bf16 "$W/q35" $ARGS --profile
-	else
-		status=1
-		say "== make_model qwen3.5-0.8b FAILED: $(tail -2 "$LOG" | tr '\n' ' ')"
+	if [ -n "$long" ] && fast_prefill; then
+		have_time 30 "$name 4k" && bench "$name-pp4096" "$m" --pp 4096 --tg 128 --reps 2
+		[ "$MODE" != quick ] && have_time 90 "$name 32k" && bench "$name-d32k" "$m" --depth 32256 --pp 512 --tg 64 --reps 1 --ctx 32900
 	fi
-	rm -rf "$W/q35"
-fi
+	rm -f "$m"
+}
+model_rows qwen3-8b-bf16 qwen3-8b bf16 long
+[ "$MODE" = quick ] || {
+	model_rows qwen3.5-35b-a3b-q8_0 qwen3.5-35b-a3b q8_0 long
+	model_rows qwen3.5-9b-bf16 qwen3.5-9b bf16 long
+	model_rows qwen3-8b-q8_0 qwen3-8b q8_0
+	model_rows qwen3-8b-q4_k_m qwen3-8b q4_k_m
+	model_rows qwen3.5-35b-a3b-q4_k_m qwen3.5-35b-a3b q4_k_m
+	model_rows qwen3-30b-a3b-q8_0 qwen3-30b-a3b q8_0
+	model_rows qwen3-8b-q4_0 qwen3-8b q4_0
+	model_rows qwen3-8b-q6_k qwen3-8b q6_k
+	model_rows qwen3-1.7b-bf16 qwen3-1.7b bf16
+	model_rows qwen3.5-0.8b-bf16 qwen3.5-0.8b bf16
+}
 rm -rf "$W"
 
 # 5. memory errors on a small subset (compute-sanitizer works on Firecracker machines)
@@ -182,12 +184,12 @@ for r in rows:  # where the time goes, per profiled model
         parts = ", ".join(f"{p['group']} {p['us']:.0f}" + (f" ({p['bytes'] / (p['us'] * 1e3):.0f} GB/s)" if p["bytes"] and p["us"] else "")
                           for p in sorted(r["profile"], key=lambda p: -p["us"])[:8])
         print(f"profile {r['name']}: {tot:.0f} us/token: {parts}")
-print(f"{'model':<26}{'dtype':>7}{'tg t/s':>9}{'pp t/s':>9}{'MB/tok':>8}{'GB/s':>7}{'%d2d':>6}{'kern':>6}{'graph':>6}{'sync':>5}{'GPU MiB':>9}")
+print(f"{'model':<30}{'dtype':>7}{'d':>6}{'pp':>5}{'tg t/s':>9}{'pp t/s':>9}{'MB/tok':>8}{'GB/s':>7}{'%d2d':>6}{'kern':>6}{'graph':>6}{'sync':>5}{'GPU MiB':>9}")
 for r in rows:
     if "tg_tok_s" not in r:
         continue
     mb = (r["weight_bytes_per_token"] + r["kv_bytes_per_token"]) / 1e6
-    print(f"{r['name']:<26}{r['weight_dtype']:>7}{r['tg_tok_s']:>9.1f}{r['pp_tok_s']:>9.1f}{mb:>8.1f}{r['tg_gb_s']:>7.0f}"
+    print(f"{r['name']:<30}{r['weight_dtype']:>7}{r.get('depth',0):>6}{r['pp']:>5}{r['tg_tok_s']:>9.1f}{r['pp_tok_s']:>9.1f}{mb:>8.1f}{r['tg_gb_s']:>7.0f}"
           f"{100 * r['tg_bw_share']:>6.1f}{r['kernels_per_token']:>6}{r['graph_launches_per_token']:>6.2f}"
           f"{r['syncs_per_token']:>5.2f}{r['gpu_used_mib']:>9.0f}")
 EOF
