@@ -28,7 +28,7 @@
 
 namespace {
 
-constexpr int S = PV_ATT_SPLIT;
+constexpr int SMAX = PV_ATT_SPLIT; /* the largest split: scores are staged [G][SMAX] */
 constexpr int THREADS = 256;
 constexpr int WARPS = THREADS / 32;
 constexpr int MAX_HD = 256;
@@ -38,8 +38,8 @@ constexpr int MAX_SPLITS = 1 << 16;
 constexpr int MAX_GRID_X = 64; /* blocks per (kv head, row) along the splits */
 constexpr int KEY_UNROLL = 4;  /* keys whose K rows a warp loads before using them */
 
-static_assert(S % (WARPS * 8) == 0, "the key slices divide the split");
-static_assert(S <= 64, "per-head softmax: each lane holds two keys");
+static_assert(SMAX % 64 == 0, "splits of 32 or 64 keys: the 8 key slices divide them");
+static_assert(SMAX <= 64, "per-head softmax: each lane holds two keys");
 
 /* key slices of the V accumulation: a function of G*hd alone */
 __host__ __device__ inline int key_slices(int ghd)
@@ -54,7 +54,7 @@ __host__ __device__ inline int key_slices(int ghd)
 __host__ __device__ inline int split_floats(int G, int hd)
 {
 	const int ghd = G * hd, KG = key_slices(ghd);
-	return ghd + G * S + (KG > 1 ? KG * ghd : 0);
+	return ghd + G * SMAX + (KG > 1 ? KG * ghd : 0);
 }
 
 size_t split_smem(int G, int hd, int fuse) { return sizeof(float) * ((size_t)split_floats(G, hd) + (fuse ? (size_t)WARPS * hd : 0)); }
@@ -67,10 +67,11 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 	const int kh = blockIdx.y, t = blockIdx.z;
 	const int pos = a.step->pos0 + t;
 	const int hd = a.hd, G = a.nh / a.nkv, kvd = a.nkv * hd, qd = a.nh * hd, ghd = G * hd;
+	const int S = a.split; /* keys per split: 64, or 32 (PV_CUDA_ATT_SPLIT=32); fixed per session */
 	const int hd4 = hd >> 2, items = ghd >> 2, KG = key_slices(ghd), slice = S / KG;
 	float* qs = sm;                 /* [G][hd]          */
-	float* sc = sm + ghd;           /* [G][S]           */
-	float4* pv = reinterpret_cast<float4*>(sc + G * S); /* [KG][items] (KG > 1) */
+	float* sc = sm + ghd;           /* [G][SMAX]        */
+	float4* pv = reinterpret_cast<float4*>(sc + G * SMAX); /* [KG][items] (KG > 1) */
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int ns = min(pos / S + 1, a.n_split);
 	if ((int)blockIdx.x >= ns) return;
@@ -140,7 +141,7 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 						}
 					}
 					part = pv_warp_sum(part);
-					if (lane == 0 && jj < nk) sc[g * S + jj] = part * scale;
+					if (lane == 0 && jj < nk) sc[g * SMAX + jj] = part * scale;
 				}
 			}
 		}
@@ -150,12 +151,12 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 		const size_t pbase = ((size_t)t * a.nh + (size_t)kh * G) * a.n_split + sp; /* + g * n_split */
 		for (int g = warp; g < G; g += WARPS) {
 			float m = -FLT_MAX;
-			for (int jj = lane; jj < nk; jj += 32) m = fmaxf(m, sc[g * S + jj]);
+			for (int jj = lane; jj < nk; jj += 32) m = fmaxf(m, sc[g * SMAX + jj]);
 			m = pv_warp_max(m);
 			float l = 0.0f;
 			for (int jj = lane; jj < nk; jj += 32) {
-				const float e = expf(sc[g * S + jj] - m);
-				sc[g * S + jj] = e;
+				const float e = expf(sc[g * SMAX + jj] - m);
+				sc[g * SMAX + jj] = e;
 				l = l + e;
 			}
 			l = pv_warp_sum(l);
@@ -172,7 +173,7 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 			const int g = it / hd4, d4 = it - g * hd4;
 			const int k0 = kg * slice, k1 = min(k0 + slice, nk);
 			const float4* V = reinterpret_cast<const float4*>(a.vc + (size_t)j0 * kvd + (size_t)kh * hd) + d4;
-			const float* e = sc + g * S;
+			const float* e = sc + g * SMAX;
 			float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 8
 			for (int jj = k0; jj < k1; jj++) {
@@ -214,7 +215,7 @@ __global__ void __launch_bounds__(CTHREADS) attn_combine_kernel(const __grid_con
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	const int h = blockIdx.x, t = blockIdx.y;
 	const int pos = a.step->pos0 + t;
-	const int ns = min(pos / S + 1, a.n_split), hd = a.hd, qd = a.nh * hd;
+	const int ns = min(pos / a.split + 1, a.n_split), hd = a.hd, qd = a.nh * hd;
 	const int lane = threadIdx.x & 31;
 	const size_t base = ((size_t)t * a.nh + h) * a.n_split;
 	const float2* ml = reinterpret_cast<const float2*>(a.part_ml) + base;
@@ -248,7 +249,7 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
 {
 	if (nkv <= 0 || nh % nkv) return pv_errf(err, errlen, "CUDA backend: %d query heads over %d kv heads", nh, nkv);
 	if (nh / nkv > MAX_G) return pv_errf(err, errlen, "CUDA backend: %d query heads per kv head (at most %d)", nh / nkv, MAX_G);
-	if (n_split > MAX_SPLITS) return pv_errf(err, errlen, "CUDA backend: context of %d keys above %d", n_split * S, MAX_SPLITS * S);
+	if (n_split > MAX_SPLITS) return pv_errf(err, errlen, "CUDA backend: %d attention splits above %d", n_split, MAX_SPLITS);
 	if (hd > MAX_HD || hd % 4) return pv_errf(err, errlen, "CUDA backend: head dim %d (a multiple of 4 up to %d)", hd, MAX_HD);
 	if (nh / nkv * hd > MAX_GHD)
 		return pv_errf(err, errlen, "CUDA backend: %d query heads per kv head x head dim %d above %d", nh / nkv, hd, MAX_GHD);
@@ -260,6 +261,7 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
 int pv_cuda_attention(cudaStream_t st, const struct attn_args* a, int n, char* err, size_t errlen)
 {
 	if (pv_cuda_attention_check(a->nh, a->nkv, a->hd, a->n_split, err, errlen)) return -1;
+	if (a->split != 32 && a->split != 64) return pv_errf(err, errlen, "CUDA backend: attention split of %d keys", a->split);
 	if (a->fuse && (n != 1 || a->pa.hd > MAX_HD || a->pa.R > a->pa.hd))
 		return pv_errf(err, errlen, "CUDA backend: fused attention input stage with %d rows", n);
 	const int G = a->nh / a->nkv;

@@ -215,6 +215,7 @@ struct attn_args {
 	float* o;                  /* [n][nh*hd]                                                    */
 	float *part_o, *part_ml;   /* [n][nh][n_split][hd], [n][nh][n_split][2]                     */
 	int nh, nkv, hd, n_split;
+	int split;                 /* keys per split (32 or 64), the same for every call of a session */
 	const struct dstep* step;
 	/* fused input stage (one row only): q is computed from qraw (q/k norm + RoPE, pv_head_post)
 	 * by every block, and the block of the split holding the row's position writes its kv

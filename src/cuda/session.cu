@@ -62,7 +62,7 @@ struct dsession {
 	struct dstep* gstep_host; /* pinned */
 	int* ids_host;            /* pinned, [PV_CUDA_ROWS] */
 	int n_slots;
-	int n_split, ldq, ffn;
+	int n_split, att_split, ldq, ffn;
 	cudaGraph_t graph;
 	cudaGraphExec_t gexec;
 	int graphs_on;
@@ -226,6 +226,7 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 		a.nkv = c->n_kv_heads;
 		a.hd = c->head_dim;
 		a.n_split = d->n_split;
+		a.split = d->att_split;
 		a.step = step;
 		if (pv_cuda_attention(st, &a, n, err, errlen)) return -1;
 		*nl += 2;
@@ -671,7 +672,10 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 		d->graphs_on = !(g && !strcmp(g, "0"));
 	}
 	d->last_token = -1;
-	d->n_split = (s->n_ctx + PV_ATT_SPLIT - 1) / PV_ATT_SPLIT;
+	/* keys per attention split: a session constant (the layout of every row's sum depends on it) */
+	const char* as = getenv("PV_CUDA_ATT_SPLIT");
+	d->att_split = as && !strcmp(as, "32") ? 32 : PV_ATT_SPLIT;
+	d->n_split = (s->n_ctx + d->att_split - 1) / d->att_split;
 	d->ldq = (c->attn_gate ? 2 : 1) * pv_cfg_q_dim(c);
 	d->ffn = c->intermediate > 0 ? c->intermediate : 1;
 	d->n_slots = (s->max_batch + PV_CUDA_ROWS - 1) / PV_CUDA_ROWS;
