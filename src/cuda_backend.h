@@ -129,8 +129,11 @@ void pv_cuda_set_graphs(struct pv_session* s, int on);
  * results agree with the 16-row path within tolerance (not bitwise). 1 when cuBLAS can be
  * loaded (else prompts keep the 16-row path, with a one-time message on stderr). */
 int pv_cuda_prefill_available(void);
-/* Per session: on (default 1; PV_CUDA_PREFILL=0 in the environment: 0) and the rows per chunk
- * (0: the default 1024, or PV_CUDA_PREFILL_CHUNK). Tests use it to force the 16-row path. */
+/* Per session: on = 0 (the 16-row path), 1 (prefill, fast: bf16 GEMM inputs, tensor-core
+ * attention) or 2 (prefill, precise: GEMM inputs as bf16 hi + lo pairs, twice the GEMMs, and
+ * the f32 attention; within ~1e-3 of the exact path where the fast mode may differ by ~1e-2);
+ * the default is 1 (PV_CUDA_PREFILL=0 or 2 in the environment change it); and the rows per chunk
+ * (0: the default 1024, or PV_CUDA_PREFILL_CHUNK). Tests use it to force either path. */
 void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk);
 
 /* Tests: y[t*W->rows + o] = sum_i x[t*W->cols + i] * W[o, i] for t < T (any T >= 1), through the

@@ -20,7 +20,9 @@
  *   prefill:     the prompt path (bf16 GEMMs, src/cuda/prefill.cu) on every fixture and on quantized
  *                ones: the last row vs the exact 16-row path (one chunk, chunks of 48 rows, calls
  *                of 64 rows), greedy decode after it, counters, every row of the reference
- *                prompts vs transformers, all within TOL_PREFILL (below); the other sections run
+ *                prompts vs transformers, in the fast mode (bf16 GEMM inputs: TOL_PREFILL on
+ *                dense fixtures, a gross-error bound on hybrids) and the precise mode (bf16 hi +
+ *                lo inputs: TOL_PRECISE everywhere; tolerances below); the other sections run
  *                their sessions with the prefill off (they check the exact path)
  *   prefill-bench (only when named): PV_PREFILL_MODEL's pp512 / pp4096 through the prefill path
  *                and pp512 through the 16-row path, tok/s (wall clock and CUDA events)
@@ -725,19 +727,30 @@ static void real_model(void)
 
 /*
  * The prefill path (src/cuda/prefill.cu): calls of >= chunk_min_tokens rows through bf16 GEMMs.
- * Its activations enter each GEMM rounded to bf16 (unit roundoff 2^-9 ≈ 2e-3); a GEMM output then
- * carries a relative error of about 2^-9 / sqrt(3) ≈ 1e-3 of sqrt(sum (w x)^2) (random-sign
- * rounding errors add in quadrature), and a few layers with residual connections leave the
- * logits within a few 1e-3 of the exact path's, relative to the row's largest |logit|. Hence
- * TOL_PREFILL = 1e-2 against the exact 16-row path and against transformers, and greedy ids equal
- * except at near ties: a step whose exact top-1 / top-2 gap is below 2 TOL_PREFILL max(1, max
- * |logit|) may pick either (counted and printed, never a failure).
+ * Errors are relative to the row's max(1, max |logit|), against the exact 16-row path and against
+ * transformers. They were measured beforehand with the CPU engine computing every layer matmul
+ * from inputs rounded as the GPU rounds them (a local emulation, same fixtures and prompts; the
+ * H200's first prefill run matched it to two digits, row for row):
+ *   fast mode (default; bf16 GEMM inputs, unit roundoff 2^-9, f16 tensor-core attention):
+ *     dense fixtures: at most 1.3e-2 over every prompt row (last rows <= 7e-3): TOL_PREFILL 2e-2,
+ *     greedy ids equal except at near ties;
+ *     hybrid (DeltaNet) fixtures: up to 0.30 in some rows (0.03 in last rows): these tiny random
+ *     models amplify bf16 rounding ~150x, so they are checked for gross errors only
+ *     (TOL_PREFILL_GROSS 0.6: a wrong state, layout or position gives O(1) and more);
+ *   precise mode (pv_cuda_set_prefill on = 2: GEMM inputs as bf16 hi + lo, the f32 attention):
+ *     at most 1.1e-3 (qwen3_5 multiturn), most fixtures <= 1.5e-4: TOL_PRECISE 3e-3 on every
+ *     fixture, greedy ids equal except at near ties. This is the check of the plumbing.
+ * Quantized weights are rounded to bf16 in both modes: TOL_PREFILL (they are dense fixtures).
+ * A near tie: a step whose exact top-1 / top-2 gap is below 2 x the tolerance x max(1, max
+ * |logit|) may pick either id (counted and printed, never a failure).
  */
-#define TOL_PREFILL 1e-2
+#define TOL_PREFILL 2e-2
+#define TOL_PREFILL_GROSS 0.6
+#define TOL_PRECISE 3e-3
 #define PREFILL_ROWS 200 /* prompt rows of the comparison (the fixtures' prompts, repeated) */
 #define PREFILL_STEPS 16 /* greedy steps after the prompt                                 */
 
-static double g_worst_prefill;
+static double g_worst_prefill[2]; /* fast, precise */
 
 static double now_s(void)
 {
@@ -777,12 +790,12 @@ static double top_gap(const float* l, int V, double* scale)
 	return a - b;
 }
 
-/* 1 when x's argmax equals ref's or ref's top-2 gap is a near tie (*ties counts those) */
-static int same_or_tie(const float* x, const float* ref, int V, int* ties)
+/* 1 when x's argmax equals ref's or ref's top-2 gap is a near tie at tolerance tol */
+static int same_or_tie(const float* x, const float* ref, int V, double tol, int* ties)
 {
 	if (pv_argmax(x, V) == pv_argmax(ref, V)) return 1;
 	double sc, gap = top_gap(ref, V, &sc);
-	if (gap <= 2 * TOL_PREFILL * sc) {
+	if (gap <= 2 * tol * sc) {
 		++*ties;
 		return 1;
 	}
@@ -799,16 +812,16 @@ static int same_or_tie(const float* x, const float* ref, int V, int* ties)
  * argmax, PREFILL_STEPS greedy decode steps after it (fed the exact session's ids, so the rows
  * stay comparable) and the counters.
  */
-static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, int np, int V)
+static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, int np, int V, int mode, double tol, int greedy)
 {
 	const int ctx = np + PREFILL_STEPS + 8;
 	enum { EX, ONE, MULTI, CALLS, F32, NS };
 	static const char* const sname[NS] = { "exact", "one chunk", "chunks of 48", "calls of 64", "f32 attention, GEMV experts" };
-	pv_session* s[NS] = { prefill_session(m, ctx, 256, 0, 0), prefill_session(m, ctx, 256, 1, 0),
-		              prefill_session(m, ctx, 256, 1, 48), prefill_session(m, ctx, 64, 1, 0), NULL };
+	pv_session* s[NS] = { prefill_session(m, ctx, 256, 0, 0), prefill_session(m, ctx, 256, mode, 0),
+		              prefill_session(m, ctx, 256, mode, 48), prefill_session(m, ctx, 64, mode, 0), NULL };
 	setenv("PV_CUDA_PREFILL_ATTN", "f32", 1); /* read when the session's prefill state is made */
 	setenv("PV_CUDA_PREFILL_MOE", "gemv", 1);
-	s[F32] = prefill_session(m, ctx, 256, 1, 0);
+	s[F32] = prefill_session(m, ctx, 256, mode, 0);
 	unsetenv("PV_CUDA_PREFILL_ATTN");
 	unsetenv("PV_CUDA_PREFILL_MOE");
 	float* l[NS];
@@ -828,7 +841,7 @@ static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, 
 		int ties = 0, same = 1;
 		for (int i = 1; i < NS; i++) {
 			e[i] = rel_err(l[i], l[EX], 1, V);
-			same &= same_or_tie(l[i], l[EX], V, &ties);
+			same &= same_or_tie(l[i], l[EX], V, tol, &ties);
 			CHECK(pv_cuda_last_token(s[i]) == pv_argmax(l[i], V), "prefill %s (%s): the GPU argmax differs from its logits' argmax",
 			      label, sname[i]);
 		}
@@ -852,21 +865,23 @@ static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, 
 			for (int i = 1; i < NS && ok; i++) {
 				const double ei = rel_err(l[i], l[EX], 1, V);
 				e_dec = ei > e_dec ? ei : e_dec;
-				same &= same_or_tie(l[i], l[EX], V, &ties);
+				same &= same_or_tie(l[i], l[EX], V, tol, &ties);
 			}
 		}
 		CHECK(ok, "prefill %s: decode after the prompt failed", label);
 		double worst = e_dec;
 		for (int i = 1; i < NS; i++) worst = e[i] > worst ? e[i] : worst;
 		worst = e_cm > worst ? e_cm : worst;
-		CHECK(worst <= TOL_PREFILL, "prefill %s: rel error %.3g > %g (one chunk %.3g, chunks of 48 %.3g, calls of 64 %.3g, "
+		CHECK(worst <= tol, "prefill %s: rel error %.3g > %g (one chunk %.3g, chunks of 48 %.3g, calls of 64 %.3g, "
 		                            "f32 attention + GEMV experts %.3g, 48 vs one %.3g, decode %.3g)",
-		      label, worst, TOL_PREFILL, e[ONE], e[MULTI], e[CALLS], e[F32], e_cm, e_dec);
-		CHECK(same, "prefill %s: greedy ids differ from the exact path's beyond near ties", label);
-		if (worst > g_worst_prefill) g_worst_prefill = worst;
-		printf("  prefill %-22s %3d rows: vs exact rel %.2e (1 chunk) %.2e (48-row chunks) %.2e (64-row calls) %.2e (f32 "
-		       "attention, GEMV experts), 48 vs 1 %.2e; %d decode steps %.2e; near ties %d; %llu kernels, %llu gemms per call\n",
-		       label, np, e[ONE], e[MULTI], e[CALLS], e[F32], e_cm, PREFILL_STEPS, e_dec, ties,
+		      label, worst, tol, e[ONE], e[MULTI], e[CALLS], e[F32], e_cm, e_dec);
+		CHECK(!greedy || same, "prefill %s: greedy ids differ from the exact path's beyond near ties", label);
+		if (worst > g_worst_prefill[mode == 2]) g_worst_prefill[mode == 2] = worst;
+		printf("  prefill %-7s %-18s %3d rows: vs exact rel %.2e (1 chunk) %.2e (48-row chunks) %.2e (64-row calls) %.2e (f32 "
+		       "attention, GEMV experts), 48 vs 1 %.2e; %d decode steps %.2e; greedy %s (near ties %d); %llu kernels, %llu gemms "
+		       "per call\n",
+		       mode == 2 ? "precise" : "fast", label, np, e[ONE], e[MULTI], e[CALLS], e[F32], e_cm, PREFILL_STEPS, e_dec,
+		       same ? "same" : greedy ? "DIFFERS" : "differs (not checked)", ties,
 		       (unsigned long long)(st1[ONE].prefill_kernels - st0[ONE].prefill_kernels),
 		       (unsigned long long)(st1[ONE].prefill_gemms - st0[ONE].prefill_gemms));
 	}
@@ -877,9 +892,9 @@ done:
 	}
 }
 
-/* The fixture's reference prompts through the prefill path, every row's logits (PV_LOGITS_ALL:
- * the LM head in 16-row groups) against transformers' within TOL_PREFILL. */
-static void prefill_reference(const char* name, pv_model* m, json_t* ref, const char* refpath, int V)
+/* The fixture's reference prompts through the prefill path (mode 1 fast, 2 precise), every row's
+ * logits (PV_LOGITS_ALL: the LM head in 16-row groups) against transformers' within tol. */
+static void prefill_reference(const char* name, pv_model* m, json_t* ref, const char* refpath, int V, int mode, double tol)
 {
 	json_t* cases = json_object_get(ref, "cases");
 	for (size_t ci = 0; ci < json_array_size(cases); ci++) {
@@ -891,7 +906,7 @@ static void prefill_reference(const char* name, pv_model* m, json_t* ref, const 
 		float* lref = fx_read_f32(refpath, tname, &R, &C);
 		int32_t* prompt = fx_ids(json_object_get(c, "prompt"), &np);
 		CHECK(lref && C == V && R >= np, "%s/%s: reference logits missing", name, cname);
-		pv_session* s = prefill_session(m, np + 8, 256, 1, 0);
+		pv_session* s = prefill_session(m, np + 8, 256, mode, 0);
 		float* lg = malloc(sizeof(float) * (size_t)V * np);
 		struct pv_cuda_session_stats a, b;
 		int ok = lref && C == V && R >= np && s && (pv_cuda_session_stats(s, &a), eval_ok(s, prompt, np, lg, PV_LOGITS_ALL));
@@ -899,9 +914,10 @@ static void prefill_reference(const char* name, pv_model* m, json_t* ref, const 
 			pv_cuda_session_stats(s, &b);
 			const double e = rel_err(lg, lref, np, V);
 			CHECK(b.prefill_calls == a.prefill_calls + 1, "%s/%s: the prompt did not take the prefill path", name, cname);
-			CHECK(e <= TOL_PREFILL, "%s/%s: prefill vs transformers rel error %.3g > %g", name, cname, e, TOL_PREFILL);
-			if (e > g_worst_prefill) g_worst_prefill = e;
-			printf("  prefill %-16s %-9s %3d rows, every row vs transformers rel %.2e\n", name, cname, np, e);
+			CHECK(e <= tol, "%s/%s: prefill (%s) vs transformers rel error %.3g > %g", name, cname, mode == 2 ? "precise" : "fast", e, tol);
+			if (e > g_worst_prefill[mode == 2]) g_worst_prefill[mode == 2] = e;
+			printf("  prefill %-7s %-16s %-9s %3d rows, every row vs transformers rel %.2e (tol %g)\n", mode == 2 ? "precise" : "fast",
+			       name, cname, np, e, tol);
 		} else {
 			CHECK(0, "%s/%s: prefill evaluation failed", name, cname);
 		}
@@ -938,11 +954,16 @@ static void prefill_fixture(const char* name)
 	CHECK(rc == 0, "%s: open on cuda: %s", name, err);
 	if (!rc) {
 		const int V = pv_model_get_info(m)->vocab;
+		int hybrid = 0;
+		for (int l = 0; l < m->cfg.n_layers; l++) hybrid |= m->cfg.layer_kind[l] == PV_LAYER_LINEAR;
+		const double tol = hybrid ? TOL_PREFILL_GROSS : TOL_PREFILL;
 		int np;
 		int32_t* prompt = prefill_prompt(ref, &np);
-		prefill_case(name, m, prompt, np, V);
 		snprintf(path, sizeof(path), "%s/reference.safetensors", dir);
-		prefill_reference(name, m, ref, path, V);
+		prefill_case(name, m, prompt, np, V, 1, tol, !hybrid);
+		prefill_reference(name, m, ref, path, V, 1, tol);
+		prefill_case(name, m, prompt, np, V, 2, TOL_PRECISE, 1);
+		prefill_reference(name, m, ref, path, V, 2, TOL_PRECISE);
 		free(prompt);
 	}
 	pv_model_close(m);
@@ -970,7 +991,8 @@ static void prefill_quantized(const char* name, enum pv_dtype t)
 	if (nq > 0 && !rc) {
 		int np;
 		int32_t* prompt = prefill_prompt(ref, &np);
-		prefill_case(label, m, prompt, np, m->cfg.vocab);
+		prefill_case(label, m, prompt, np, m->cfg.vocab, 1, TOL_PREFILL, 1);
+		prefill_case(label, m, prompt, np, m->cfg.vocab, 2, TOL_PREFILL, 1); /* weights rounded to bf16 in both modes */
 		free(prompt);
 	}
 	pv_model_close(m);
@@ -1119,7 +1141,8 @@ int main(int argc, char** argv)
 			prefill_quantized("qwen3", PV_Q8_0);
 			prefill_quantized("qwen2", PV_Q4_0);
 			prefill_quantized("qwen3_moe", PV_Q8_0);
-			printf("test_cuda: worst prefill rel error %.3e (tol %g)\n", g_worst_prefill, TOL_PREFILL);
+			printf("test_cuda: worst prefill rel error: fast %.3e (dense tol %g), precise %.3e (tol %g)\n", g_worst_prefill[0], TOL_PREFILL,
+			       g_worst_prefill[1], TOL_PRECISE);
 		}
 	}
 	if (want(argc, argv, "prefill-bench")) prefill_bench();

@@ -40,7 +40,13 @@
 typedef __nv_bfloat16 bf16;
 
 struct pv_prefill {
-	int on, chunk;            /* settings                                                      */
+	int on, chunk, chunk0;    /* settings; chunk0: the default (PV_CUDA_PREFILL_CHUNK or 1024)  */
+	int split;                /* precise mode: every GEMM input as bf16 hi + lo (two GEMMs), the
+	                           * f32 attention (pv_cuda_set_prefill on = 2, PV_CUDA_PREFILL=2)   */
+	bf16 *xl, *ol, *hl, *ehl, *shl; /* the low halves of xb, ob, hb, ehb, shb (precise mode)   */
+	int attn_f32;             /* attention on the CUDA cores (PV_CUDA_PREFILL_ATTN=f32), else mma */
+	int moe_gemv;             /* MoE experts by the decode's gathered GEMVs (PV_CUDA_PREFILL_MOE=gemv) */
+	int delta_rec;            /* DeltaNet by the decode's one-block-per-head kernel (PV_CUDA_PREFILL_DELTA=decode) */
 	int R, max_rows, n_steps; /* scratch rows (0: not allocated), tokens and steps it holds   */
 	unsigned char* mem;
 	size_t mem_bytes;
@@ -59,6 +65,15 @@ struct pv_prefill {
 	bf16* hb;                 /* [R][ldf]                                                      */
 	int ldf;
 	float *mix, *lz, *lb, *la, *lab, *lu, *lo; /* DeltaNet: [R][ld_raw], [R][vd], [R][Hv] x2, [R][2Hv], [R][cd], [R][vd] */
+	/* MoE (grouped expert GEMMs): router logits [R][E], top-k [R][k] ids and weights, the slots
+	 * (q = t k + j) sorted by expert, per-expert offsets [E+1], row tiles (expert, first sorted
+	 * slot) and their count; per-slot expert gate/up [R k][Ie], product [R k][ldie] bf16, outputs
+	 * [R k][H]; the shared expert's gate/up [R][Is], product [R][ldis] bf16, output [R][H] */
+	float *rlog, *tw, *eg, *eu, *eo, *sg, *su, *so;
+	int *tidx, *perm, *eoff, *ntiles;
+	int2* tiles;
+	bf16 *ehb, *shb;
+	int ldie, ldis, moe_gemm;
 	bf16* wbuf;               /* a dequantized weight matrix [rows][cols]                      */
 	size_t wbuf_elems;
 	void* ws;                 /* cuBLAS workspace                                              */
@@ -78,6 +93,15 @@ constexpr size_t WS_BYTES = (size_t)32 << 20;
 
 int round8(int v) { return (v + 7) / 8 * 8; }
 
+/* hi[i] = bf16(y); lo[i] = bf16(y - hi[i]) unless lo is NULL (the precise mode: the pair carries
+ * ~16 significant bits; y - hi is exact in f32) */
+__device__ __forceinline__ void put_bf16(bf16* hi, bf16* lo, size_t i, float y)
+{
+	const bf16 h = __float2bfloat16_rn(y);
+	hi[i] = h;
+	if (lo) lo[i] = __float2bfloat16_rn(y - __bfloat162float(h));
+}
+
 /* ---- small kernels ---------------------------------------------------------------------- */
 
 __global__ void embed_kernel(pv_units::Planes m, const int* tok, float* x, int H)
@@ -94,8 +118,8 @@ constexpr int NORM_THREADS = 256;
 /* x[t] += delta[t] (unless NULL); y = rmsnorm(x[t]) * w (pv_rmsnorm's expression); xn[t] = y
  * (unless NULL), xb[t] = bf16(y) (unless NULL). One block per row; the sum of squares by lanes
  * (stride 256, in order), the warp butterfly, then the warps in order. */
-__global__ void __launch_bounds__(NORM_THREADS) norm_kernel(float* x, const float* delta, float* xn, bf16* xb, int ldb,
-                                                            const float* w, int H, float eps)
+__global__ void __launch_bounds__(NORM_THREADS) norm_kernel(float* x, const float* delta, float* xn, bf16* xb, bf16* xl,
+                                                            int ldb, const float* w, int H, float eps)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ float red[NORM_THREADS / 32 + 1];
@@ -123,26 +147,26 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_kernel(float* x, const floa
 	for (int i = threadIdx.x; i < H; i += NORM_THREADS) {
 		const float y = (xr[i] * r) * w[i];
 		if (xn) xn[(size_t)t * H + i] = y;
-		if (xb) xb[(size_t)t * ldb + i] = __float2bfloat16_rn(y);
+		if (xb) put_bf16(xb, xl, (size_t)t * ldb + i, y);
 	}
 }
 
 /* h[t][i] = bf16(silu(g[t][i]) * u[t][i]) (gemv.cu xin's expression), i < w */
-__global__ void swiglu_kernel(const float* g, const float* u, int ld, bf16* h, int ldh, int w)
+__global__ void swiglu_kernel(const float* g, const float* u, int ld, bf16* h, bf16* hl, int ldh, int w)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	const int i = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
 	if (i >= w) return;
 	const float a = g[(size_t)t * ld + i];
-	h[(size_t)t * ldh + i] = __float2bfloat16_rn((a / (1.0f + expf(-a))) * u[(size_t)t * ld + i]);
+	put_bf16(h, hl, (size_t)t * ldh + i, (a / (1.0f + expf(-a))) * u[(size_t)t * ld + i]);
 }
 
 /* y[t][i] = bf16(x[t][i]), i < w */
-__global__ void cvt_kernel(const float* x, int ldx, bf16* y, int ldy, int w)
+__global__ void cvt_kernel(const float* x, int ldx, bf16* y, bf16* yl, int ldy, int w)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	const int i = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
-	if (i < w) y[(size_t)t * ldy + i] = __float2bfloat16_rn(x[(size_t)t * ldx + i]);
+	if (i < w) put_bf16(y, yl, (size_t)t * ldy + i, x[(size_t)t * ldx + i]);
 }
 
 /* y[t][i] += b[i], i < w */
@@ -188,7 +212,7 @@ struct pattn_args {
 	const float* q;          /* [T][nh*hd]                                                     */
 	const float *kc, *vc;    /* [n_ctx][nkv*hd]                                                */
 	const float* gate;       /* [T][nh*hd] or NULL                                             */
-	bf16* o;                 /* [T][ldo]                                                       */
+	bf16 *o, *ol;            /* [T][ldo]; ol: the low halves (precise mode) or NULL            */
 	int ldo, T, pos0, nh, nkv, hd, bq;
 };
 
@@ -313,9 +337,603 @@ __global__ void __launch_bounds__(ATHREADS) attn_kernel(const __grid_constant__ 
 					const float g = a.gate[(size_t)t * qd + (size_t)h * hd + d];
 					o[c] = o[c] * (1.0f / (1.0f + expf(-g))); /* pv_sigmoid, as forward.c */
 				}
-				a.o[(size_t)t * a.ldo + (size_t)h * hd + d] = __float2bfloat16_rn(o[c]);
+				put_bf16(a.o, a.ol, (size_t)t * a.ldo + (size_t)h * hd + d, o[c]);
 			}
 		}
+	}
+}
+
+/*
+ * The same attention on the tensor cores (mma.sync m16n8k16, f16 inputs, f32 accumulation), the
+ * FlashAttention-2 scheme. Block (row tile, kv head kh), 4 warps, 64 query vectors (the G heads
+ * of kh for BQ = 64 / G consecutive rows, vector r: row t0 + r / G, head kh * G + r % G); warp w
+ * owns vectors 16 w .. 16 w + 15. Head dims are padded with zeros to HP = 16 NT (NT k-steps).
+ * Shared memory, f16, rows of HS = HP + 8 halves (16-byte rows for ldmatrix, 8 rows on 8 distinct
+ * bank groups): Q [64][HS] (scaled by 1/sqrt(hd) before rounding), K [64][HS], V [64][HS].
+ * Per key tile of 64 positions (in order, up to the block's last row):
+ *   S = Q K^T: 16 x 64 per warp, 8 n-tiles x NT k-steps; A (Q) and B (K, stored [key][d] =
+ *   the "col" operand) by ldmatrix.x4;
+ *   keys after a row's position are -inf; online softmax per row on f32 (the 4 lanes of a row
+ *   group combined by xor 1, 2), P rounded to f16 and reused in registers as the A operand of
+ *   O += P V (the C layout of two n-tiles is the A layout of one k-step); V by ldmatrix.x4.trans.
+ * Fragment layouts (PTX ISA, m16n8k16, g = lane / 4, c = lane % 4): A regs {row g, cols 2c..2c+1},
+ * {row g+8, same}, {row g, cols 2c+8..}, {row g+8, cols 2c+8..}; B regs {k 2c..2c+1, n g},
+ * {k 2c+8.., n g}; C {row g, cols 2c, 2c+1}, {row g+8, cols 2c, 2c+1}.
+ * Deterministic (the mma order is fixed); f16 rounding of q, k, v and p is the tolerance cost.
+ */
+constexpr int MQ = 64, MK = 64, MTHREADS = 128;
+
+__device__ __forceinline__ void ldsm_x4(uint32_t* r, const __half* p)
+{
+	const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(a));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t* r, const __half* p)
+{
+	const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(a));
+}
+
+/* d += a b (m16n8k16, f16 in, f32 accumulate) */
+__device__ __forceinline__ void mma16816(float* d, const uint32_t* a, uint32_t b0, uint32_t b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+	             "{%0, %1, %2, %3};"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_h2(float lo, float hi)
+{
+	const __half2 h = __floats2half2_rn(lo, hi); /* .x (low 16 bits) = lo */
+	return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+size_t mma_smem(int NT) { return sizeof(__half) * (size_t)(MQ + 2 * MK) * (size_t)(16 * NT + 8); }
+
+template <int NT>
+__global__ void __launch_bounds__(MTHREADS) attn_mma_kernel(const __grid_constant__ pattn_args a)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	constexpr int HP = 16 * NT, HS = HP + 8;
+	extern __shared__ float4 sm4[];
+	__half* Qs = reinterpret_cast<__half*>(sm4); /* [MQ][HS] */
+	__half* Ks = Qs + MQ * HS;                   /* [MK][HS] */
+	__half* Vs = Ks + MK * HS;                   /* [MK][HS] */
+	const int hd = a.hd, G = a.nh / a.nkv, kvd = a.nkv * hd, qd = a.nh * hd;
+	const int kh = blockIdx.y, t0 = blockIdx.x * a.bq;
+	const int nr = min(a.bq, a.T - t0), nq = nr * G;
+	const int last = a.pos0 + t0 + nr - 1;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+	const float scale = 1.0f / sqrtf((float)hd);
+
+	for (int i = tid; i < MQ * (HP / 2); i += MTHREADS) {
+		const int r = i / (HP / 2), d = 2 * (i - r * (HP / 2));
+		float x0 = 0.0f, x1 = 0.0f;
+		if (r < nq && d < hd) { /* hd is a multiple of 4: d + 1 < hd too */
+			const float* q = a.q + (size_t)(t0 + r / G) * qd + (size_t)(kh * G + r % G) * hd;
+			x0 = q[d] * scale;
+			x1 = q[d + 1] * scale;
+		}
+		*reinterpret_cast<__half2*>(Qs + r * HS + d) = __floats2half2_rn(x0, x1);
+	}
+	const int ra = warp * 16 + g, rb = ra + 8; /* this thread's two query vectors */
+	const int pa = a.pos0 + t0 + (ra < nq ? ra / G : 0), pb = a.pos0 + t0 + (rb < nq ? rb / G : 0);
+	float o[2 * NT][4];
+#pragma unroll
+	for (int i = 0; i < 2 * NT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+	float ma = -INFINITY, mb = -INFINITY, la = 0.0f, lb = 0.0f;
+
+	for (int j0 = 0; j0 <= last; j0 += MK) {
+		__syncthreads(); /* Q written; the previous tile's K and V consumed */
+		for (int i = tid; i < MK * (HP / 4); i += MTHREADS) {
+			const int j = i / (HP / 4), d = 4 * (i - j * (HP / 4));
+			float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kv;
+			if (j0 + j <= last && d < hd) {
+				const size_t off = (size_t)(j0 + j) * kvd + (size_t)kh * hd + d;
+				kv = __ldg(reinterpret_cast<const float4*>(a.kc + off));
+				vv = __ldg(reinterpret_cast<const float4*>(a.vc + off));
+			}
+			*reinterpret_cast<uint2*>(Ks + j * HS + d) = make_uint2(pack_h2(kv.x, kv.y), pack_h2(kv.z, kv.w));
+			*reinterpret_cast<uint2*>(Vs + j * HS + d) = make_uint2(pack_h2(vv.x, vv.y), pack_h2(vv.z, vv.w));
+		}
+		__syncthreads();
+		float s[8][4];
+#pragma unroll
+		for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+		for (int kk = 0; kk < NT; kk++) {
+			uint32_t qa[4];
+			ldsm_x4(qa, Qs + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * HS + 16 * kk + 8 * (lane >> 4));
+#pragma unroll
+			for (int n2 = 0; n2 < 4; n2++) {
+				uint32_t kb[4];
+				ldsm_x4(kb, Ks + (16 * n2 + (lane & 7) + 8 * (lane >> 4)) * HS + 16 * kk + 8 * ((lane >> 3) & 1));
+				mma16816(s[2 * n2], qa, kb[0], kb[1]);
+				mma16816(s[2 * n2 + 1], qa, kb[2], kb[3]);
+			}
+		}
+		float mxa = -INFINITY, mxb = -INFINITY;
+#pragma unroll
+		for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const int key = j0 + 8 * nt + 2 * c + e;
+				if (key > pa) s[nt][e] = -INFINITY;
+				if (key > pb) s[nt][2 + e] = -INFINITY;
+				mxa = fmaxf(mxa, s[nt][e]);
+				mxb = fmaxf(mxb, s[nt][2 + e]);
+			}
+		mxa = fmaxf(mxa, __shfl_xor_sync(0xffffffffu, mxa, 1));
+		mxa = fmaxf(mxa, __shfl_xor_sync(0xffffffffu, mxa, 2));
+		mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, 1));
+		mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, 2));
+		const float na = fmaxf(ma, mxa), nb = fmaxf(mb, mxb); /* finite: tile 0 holds key 0 */
+		const float aa = expf(ma - na), ab = expf(mb - nb);
+		float sa = 0.0f, sb = 0.0f;
+#pragma unroll
+		for (int nt = 0; nt < 8; nt++) {
+			s[nt][0] = expf(s[nt][0] - na);
+			s[nt][1] = expf(s[nt][1] - na);
+			s[nt][2] = expf(s[nt][2] - nb);
+			s[nt][3] = expf(s[nt][3] - nb);
+			sa = sa + s[nt][0];
+			sa = sa + s[nt][1];
+			sb = sb + s[nt][2];
+			sb = sb + s[nt][3];
+		}
+		sa = sa + __shfl_xor_sync(0xffffffffu, sa, 1);
+		sa = sa + __shfl_xor_sync(0xffffffffu, sa, 2);
+		sb = sb + __shfl_xor_sync(0xffffffffu, sb, 1);
+		sb = sb + __shfl_xor_sync(0xffffffffu, sb, 2);
+		la = la * aa + sa;
+		lb = lb * ab + sb;
+		ma = na;
+		mb = nb;
+#pragma unroll
+		for (int i = 0; i < 2 * NT; i++) {
+			o[i][0] = o[i][0] * aa;
+			o[i][1] = o[i][1] * aa;
+			o[i][2] = o[i][2] * ab;
+			o[i][3] = o[i][3] * ab;
+		}
+#pragma unroll
+		for (int ks = 0; ks < MK / 16; ks++) {
+			uint32_t pf[4] = { pack_h2(s[2 * ks][0], s[2 * ks][1]), pack_h2(s[2 * ks][2], s[2 * ks][3]),
+				           pack_h2(s[2 * ks + 1][0], s[2 * ks + 1][1]), pack_h2(s[2 * ks + 1][2], s[2 * ks + 1][3]) };
+#pragma unroll
+			for (int d2 = 0; d2 < NT; d2++) {
+				uint32_t vb[4];
+				ldsm_x4_t(vb, Vs + (16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1)) * HS + 16 * d2 + 8 * (lane >> 4));
+				mma16816(o[2 * d2], pf, vb[0], vb[1]);
+				mma16816(o[2 * d2 + 1], pf, vb[2], vb[3]);
+			}
+		}
+	}
+	const float ia = 1.0f / la, ib = 1.0f / lb;
+#pragma unroll
+	for (int half = 0; half < 2; half++) {
+		const int r = half ? rb : ra;
+		if (r >= nq) continue;
+		const int t = t0 + r / G, h = kh * G + r % G;
+		const float inv = half ? ib : ia;
+#pragma unroll
+		for (int i = 0; i < 2 * NT; i++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const int d = 8 * i + 2 * c + e;
+				if (d >= hd) continue;
+				float v = o[i][2 * half + e] * inv;
+				if (a.gate) {
+					const float gt = a.gate[(size_t)t * qd + (size_t)h * hd + d];
+					v = v * (1.0f / (1.0f + expf(-gt))); /* pv_sigmoid, as forward.c */
+				}
+				put_bf16(a.o, a.ol, (size_t)t * a.ldo + (size_t)h * hd + d, v);
+			}
+	}
+}
+
+typedef void (*attn_fn)(pattn_args);
+
+/* the tensor-core kernel for head dims padded to 16 NT (NT 1-8, 16), else NULL */
+attn_fn mma_kernel(int NT)
+{
+	switch (NT) {
+	case 1: return attn_mma_kernel<1>;
+	case 2: return attn_mma_kernel<2>;
+	case 3: return attn_mma_kernel<3>;
+	case 4: return attn_mma_kernel<4>;
+	case 5: return attn_mma_kernel<5>;
+	case 6: return attn_mma_kernel<6>;
+	case 7: return attn_mma_kernel<7>;
+	case 8: return attn_mma_kernel<8>;
+	case 16: return attn_mma_kernel<16>;
+	default: return NULL;
+	}
+}
+
+/* ---- Gated DeltaNet over T rows ----------------------------------------------------------- */
+
+/*
+ * The decode kernels' arithmetic (deltanet.cu), spread wider, so u, o and the state come out
+ * bitwise as deltanet.cu's conv + recurrent kernels give them for the same projections:
+ *   conv:  one thread per (row, channel) (the rows are independent: a row reads the inputs and
+ *          the saved window, never outputs), the same sum over tau in order, then SiLU; the
+ *          window update (rows n .. n+P-1 of [state; inputs]) in a second kernel after it;
+ *   delta: the state columns are independent (S^T k, the update and S^T q touch column j
+ *          alone), so a block is one warp owning 32 columns of one value head, each lane its
+ *          column of S in registers (DK floats); per row the q/k l2 norms by the same fixed tree
+ *          as the decode's 128-thread block sum (four warp butterflies over elements
+ *          lane + 32 w, added in w order), beta, decay and the column's two fmaf-free chains over
+ *          i in order, as deltanet.cu; the next row's inputs are loaded before the current row
+ *          is computed; o before the norm goes to oraw;
+ *   norm:  the gated RMSNorm per (row, head) by a 128-thread block with the decode's block sum,
+ *          times silu(z), written as bf16 for out_proj.
+ * The grid has Hv x dv/32 warps instead of Hv blocks of 128 threads walking the rows.
+ */
+__device__ __forceinline__ float d_silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float d_sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float d_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* column in a row of the projection for conv channel ch (deltanet.cu src_col) */
+__device__ __forceinline__ int d_src_col(const delta_args& a, int ch)
+{
+	if (!a.qkvz) return ch;
+	const int kd = a.Hk * a.dk, r = a.Hv / a.Hk, gw = 2 * a.dk + 2 * r * a.dv;
+	if (ch < kd) return (ch / a.dk) * gw + ch % a.dk;
+	if (ch < 2 * kd) return ((ch - kd) / a.dk) * gw + a.dk + (ch - kd) % a.dk;
+	const int cc = ch - 2 * kd;
+	return (cc / (r * a.dv)) * gw + 2 * a.dk + cc % (r * a.dv);
+}
+
+__global__ void dconv_kernel(const __grid_constant__ delta_args a)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	const int ch = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+	const int cd = 2 * a.Hk * a.dk + a.Hv * a.dv, K = a.Kc, P = K - 1;
+	if (ch >= cd) return;
+	const int sc = d_src_col(a, ch);
+	const float* w = a.conv_w + (size_t)ch * K;
+	float acc = 0.0f;
+	for (int tau = 0; tau < K; tau++) {
+		const int src = t - P + tau; /* negative rows come from the state */
+		const float xv = src < 0 ? a.conv_state[(size_t)(P + src) * cd + ch] : a.mix[(size_t)src * a.ld_mix + sc];
+		acc = acc + w[tau] * xv;
+	}
+	a.u[(size_t)t * cd + ch] = d_silu(acc);
+}
+
+__global__ void dconv_state_kernel(const __grid_constant__ delta_args a)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+	const int cd = 2 * a.Hk * a.dk + a.Hv * a.dv, P = a.Kc - 1;
+	if (ch >= cd) return;
+	const int sc = d_src_col(a, ch);
+	for (int p = 0; p < P; p++) { /* row p is written after it is read (ci >= p) */
+		const int ci = a.n + p;
+		a.conv_state[(size_t)p * cd + ch] = ci < P ? a.conv_state[(size_t)ci * cd + ch] : a.mix[(size_t)(ci - P) * a.ld_mix + sc];
+	}
+}
+
+template <int DK>
+__global__ void __launch_bounds__(32) dcols_kernel(const __grid_constant__ delta_args a, float* oraw)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	constexpr int NG = (DK + 31) / 32;
+	__shared__ __align__(16) float qs[NG * 32], ks[NG * 32];
+	const int lane = threadIdx.x, h = blockIdx.y, j = blockIdx.x * 32 + lane;
+	const int dk = DK, dv = a.dv, Hk = a.Hk, Hv = a.Hv, r = Hv / Hk;
+	const int kd = Hk * dk, cd = 2 * kd + Hv * dv, vd = Hv * dv;
+	const int kh = a.v_tiled ? h % Hk : h / r;
+	const bool col = j < dv;
+	float* S = a.S + (size_t)h * dk * dv;
+	float st[DK];
+#pragma unroll
+	for (int i = 0; i < DK; i++) st[i] = col ? S[(size_t)i * dv + j] : 0.0f;
+	const float qscale = 1.0f / sqrtf((float)dk);
+	const float sa = a.ssm_a[h], db = a.dt_bias[h];
+	/* inputs of row t: q, k elements lane + 32 w, v of column j, the beta and decay inputs */
+	float qn[NG], kn[NG], vn = 0.0f, bn = 0.0f, gn = 0.0f;
+	auto load = [&](int t) {
+		const float* u = a.u + (size_t)t * cd;
+#pragma unroll
+		for (int w = 0; w < NG; w++) {
+			const int e = lane + 32 * w;
+			qn[w] = e < dk ? u[(size_t)kh * dk + e] : 0.0f;
+			kn[w] = e < dk ? u[kd + (size_t)kh * dk + e] : 0.0f;
+		}
+		vn = col ? u[2 * kd + (size_t)h * dv + j] : 0.0f;
+		if (a.ba_grouped) {
+			const int grp = h / r, jj = h % r;
+			bn = a.ab[(size_t)t * 2 * Hv + grp * 2 * r + jj];
+			gn = a.ab[(size_t)t * 2 * Hv + grp * 2 * r + r + jj];
+		} else {
+			bn = a.b[(size_t)t * Hv + h];
+			gn = a.a[(size_t)t * Hv + h];
+		}
+	};
+	if (a.n > 0) load(0);
+	for (int t = 0; t < a.n; t++) {
+		/* the decode's block_sum: warp butterflies over elements lane + 32 w, then w in order
+		 * (its warps past dk add zeros) */
+		float ssq = 0.0f, ssk = 0.0f;
+#pragma unroll
+		for (int w = 0; w < NG; w++) {
+			const float sq = pv_warp_sum(qn[w] * qn[w]), sk = pv_warp_sum(kn[w] * kn[w]);
+			ssq = w ? ssq + sq : sq;
+			ssk = w ? ssk + sk : sk;
+		}
+		__syncwarp(); /* the previous row's qs/ks are consumed */
+#pragma unroll
+		for (int w = 0; w < NG; w++) {
+			qs[lane + 32 * w] = qn[w] * (qscale / sqrtf(ssq + 1e-6f));
+			ks[lane + 32 * w] = kn[w] * (1.0f / sqrtf(ssk + 1e-6f));
+		}
+		__syncwarp();
+		const float v = vn, b = bn, g = gn;
+		if (t + 1 < a.n) load(t + 1); /* in flight while this row is computed */
+		const float beta = d_sigm(b);
+		const float decay = expf(sa * d_softplus(g + db));
+		/* (the empty asm statements keep the compiler from hoisting every qs/ks load to the
+		 * top, which would need another 2 DK registers next to the column's DK) */
+		float m = 0.0f;
+#pragma unroll
+		for (int i = 0; i < DK; i++) {
+			if (i % 8 == 0) asm volatile("" ::: "memory");
+			const float x = st[i] * decay;
+			st[i] = x;
+			m = m + ks[i] * x;
+		}
+		const float d = beta * (v - m);
+		float o = 0.0f;
+#pragma unroll
+		for (int i = 0; i < DK; i++) {
+			if (i % 8 == 0) asm volatile("" ::: "memory");
+			const float x = st[i] + ks[i] * d;
+			st[i] = x;
+			o = o + qs[i] * x;
+		}
+		if (col) oraw[(size_t)t * vd + (size_t)h * dv + j] = o;
+	}
+	if (col)
+#pragma unroll
+		for (int i = 0; i < DK; i++) S[(size_t)i * dv + j] = st[i];
+}
+
+constexpr int DNORM_THREADS = 128; /* deltanet.cu's THREADS: the same block-sum tree */
+
+__global__ void __launch_bounds__(DNORM_THREADS) dnorm_kernel(const __grid_constant__ delta_args a, const float* oraw, bf16* ob, bf16* obl,
+                                                               int ldo)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	__shared__ float red[DNORM_THREADS / 32];
+	const int t = blockIdx.x, h = blockIdx.y, j = threadIdx.x;
+	const int dk = a.dk, dv = a.dv, Hv = a.Hv, r = Hv / a.Hk, vd = Hv * dv;
+	const bool col = j < dv;
+	const float o = col ? oraw[(size_t)t * vd + (size_t)h * dv + j] : 0.0f;
+	float v = pv_warp_sum(col ? o * o : 0.0f);
+	if ((j & 31) == 0) red[j >> 5] = v;
+	__syncthreads();
+	float ss = red[0];
+	for (int i = 1; i < DNORM_THREADS / 32; i++) ss = ss + red[i];
+	if (!col) return;
+	const float rr = 1.0f / sqrtf(ss / (float)dv + a.eps);
+	const float y = (o * rr) * a.lin_norm[j];
+	float z;
+	if (a.qkvz) {
+		const int gw = 2 * dk + 2 * r * dv, e = h * dv + j;
+		z = a.mix[(size_t)t * a.ld_mix + (e / (r * dv)) * gw + 2 * dk + r * dv + e % (r * dv)];
+	} else {
+		z = a.z[(size_t)t * vd + (size_t)h * dv + j];
+	}
+	put_bf16(ob, obl, (size_t)t * ldo + (size_t)h * dv + j, y * d_silu(z));
+}
+
+typedef void (*dcols_fn)(delta_args, float*);
+
+dcols_fn dcols_kernel_for(int dk)
+{
+	switch (dk) {
+	case 16: return dcols_kernel<16>;
+	case 32: return dcols_kernel<32>;
+	case 64: return dcols_kernel<64>;
+	case 128: return dcols_kernel<128>;
+	default: return NULL;
+	}
+}
+
+/* ---- MoE: slots sorted by expert, grouped expert GEMMs ------------------------------------ */
+
+/*
+ * Sort (one block): cnt[e] = slots q (q = t k + j < nslots) with idx[q] == e; off = exclusive
+ * prefix of cnt; perm[off[e] ..] = those slots in increasing q (thread e scans all slots in
+ * order: deterministic, no atomics); row tiles of 64 sorted slots per expert, (e, first), in
+ * expert order, and their count.
+ */
+constexpr int SORT_THREADS = 1024;
+
+__global__ void __launch_bounds__(SORT_THREADS) moe_sort_kernel(const int* idx, int nslots, int E, int* off, int* perm,
+                                                                int2* tiles, int* ntiles)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	extern __shared__ int si[];
+	int* cnt = si;         /* [E]     */
+	int* soff = si + E;    /* [E + 1] */
+	int* toff = soff + E + 1; /* [E]  */
+	for (int e = threadIdx.x; e < E; e += SORT_THREADS) {
+		int n = 0;
+		for (int q = 0; q < nslots; q++) n += idx[q] == e;
+		cnt[e] = n;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		int o = 0, to = 0;
+		for (int e = 0; e < E; e++) {
+			soff[e] = o;
+			toff[e] = to;
+			o += cnt[e];
+			to += (cnt[e] + 63) / 64;
+		}
+		soff[E] = o;
+		off[E] = o;
+		*ntiles = to;
+	}
+	__syncthreads();
+	for (int e = threadIdx.x; e < E; e += SORT_THREADS) {
+		off[e] = soff[e];
+		int w = soff[e];
+		for (int q = 0; q < nslots; q++)
+			if (idx[q] == e) perm[w++] = q;
+		for (int i = 0; i < (cnt[e] + 63) / 64; i++) tiles[toff[e] + i] = make_int2(e, soff[e] + 64 * i);
+	}
+}
+
+/*
+ * Grouped GEMM: for row tile (expert e, sorted slots s0 .. s0 + 63 of e) and output columns
+ * n0 .. n0 + 63: Y[q][n] = sum_i X[row(q)][i] W_e[n][i], q = perm[s], row(q) = q (by_slot) or
+ * q / k. W_e is rows e N .. e N + N - 1 of the stacked matrix, in its stored type, dequantized
+ * to bf16 on its way into shared memory (BF16: copied; Q8_0: d * q per 16-byte load; other types
+ * or widths: units.cuh's dq_elem per element). 4 warps; warp w computes rows 16 w .. 16 w + 15 x
+ * 64 columns with mma.sync m16n8k16 (bf16 in, f32 accumulation), k-steps of 32 in order.
+ * Blocks past the tile count exit at once (the grid is sized for the most tiles possible).
+ */
+constexpr int GM = 64, GN = 64, GK = 32, GS = GK + 8; /* GS: shared row stride (bf16), 80 bytes */
+enum { W_GENERIC = 0, W_BF16, W_Q8_0 };
+
+struct ggemm_args {
+	const bf16* x;             /* activation rows, ld ldx (a multiple of 8)                   */
+	int ldx, by_slot, k;
+	int accumulate;            /* Y += the product (the precise mode's second, low-half pass) */
+	const int *perm, *off, *ntiles;
+	const int2* tiles;
+	pv_units::Planes w[2];     /* stacked expert matrices [E N][K]; blockIdx.z picks one      */
+	float* y[2];               /* [slots][ldy]                                                */
+	int ldy, N, K, wkind;
+};
+
+__device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+	             "{%0, %1, %2, %3};"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi)
+{
+	const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); /* .x (low 16 bits) = lo */
+	return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggemm_args a)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	__shared__ __align__(16) bf16 As[GM * GS];
+	__shared__ __align__(16) bf16 Bs[GN * GS];
+	__shared__ int slot[GM];
+	const int tile = blockIdx.y;
+	if (tile >= *a.ntiles) return; /* the whole block */
+	const int2 tl = a.tiles[tile];
+	const int e = tl.x, s0 = tl.y, cnt = min(GM, a.off[e + 1] - s0);
+	const int n0 = blockIdx.x * GN, z = blockIdx.z;
+	const pv_units::Planes W = a.w[z];
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+	const int N = a.N, K = a.K;
+	if (tid < GM) slot[tid] = tid < cnt ? a.perm[s0 + tid] : -1;
+	__syncthreads();
+	float acc[8][4];
+#pragma unroll
+	for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+
+	for (int k0 = 0; k0 < K; k0 += GK) {
+		/* A: 64 rows x 32 columns, 8 bf16 per thread item */
+		for (int ch = tid; ch < GM * GK / 8; ch += 128) {
+			const int r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
+			uint4 v = make_uint4(0u, 0u, 0u, 0u);
+			const int q = slot[r];
+			if (q >= 0) {
+				const bf16* src = a.x + (size_t)(a.by_slot ? q : q / a.k) * a.ldx + k0 + cc;
+				if (k0 + cc + 8 <= K) {
+					v = *reinterpret_cast<const uint4*>(src);
+				} else {
+					unsigned short h[8];
+					for (int i = 0; i < 8; i++) h[i] = k0 + cc + i < K ? reinterpret_cast<const unsigned short*>(src)[i] : 0;
+					v = make_uint4(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16, h[4] | (uint32_t)h[5] << 16,
+					               h[6] | (uint32_t)h[7] << 16);
+				}
+			}
+			*reinterpret_cast<uint4*>(As + r * GS + cc) = v;
+		}
+		/* B: weight rows n0 .. n0 + 63 of expert e, columns k0 .. k0 + 31, as bf16 */
+		if (a.wkind == W_Q8_0) { /* K % 32 == 0: one block per row and step; thread: row tid / 2, half tid % 2 */
+			const int r = tid >> 1, hh = tid & 1;
+			uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
+			if (n0 + r < N) {
+				const int64_t row = (int64_t)e * N + n0 + r;
+				const uint4 qv = __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)row * W.s0 + k0 + 16 * hh));
+				const float d = pv_units::f16f(pv_units::u16at(W.p1 + (size_t)row * W.s1 + (size_t)(k0 / 32) * 2));
+				float f[16];
+				for (int i = 0; i < 16; i++) {
+					const uint32_t wd = pv_units::word(qv, i >> 2);
+					f[i] = __fmul_rn((float)(int)(signed char)((wd >> (8 * (i & 3))) & 0xffu), d);
+				}
+				lo = make_uint4(pack_bf2(f[0], f[1]), pack_bf2(f[2], f[3]), pack_bf2(f[4], f[5]), pack_bf2(f[6], f[7]));
+				hi = make_uint4(pack_bf2(f[8], f[9]), pack_bf2(f[10], f[11]), pack_bf2(f[12], f[13]), pack_bf2(f[14], f[15]));
+			}
+			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh) = lo;
+			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh + 8) = hi;
+		} else if (a.wkind == W_BF16) { /* K % 8 == 0: 16-byte rows pieces */
+			for (int ch = tid; ch < GN * GK / 8; ch += 128) {
+				const int r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
+				uint4 v = make_uint4(0u, 0u, 0u, 0u);
+				if (n0 + r < N && k0 + cc < K) /* K % 8 == 0: the piece is whole */
+					v = __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)((int64_t)e * N + n0 + r) * W.s0 + (size_t)(k0 + cc) * 2));
+				*reinterpret_cast<uint4*>(Bs + r * GS + cc) = v;
+			}
+		} else {
+			for (int i = tid; i < GN * GK; i += 128) {
+				const int r = i / GK, kk = i - r * GK;
+				float v = 0.0f;
+				if (n0 + r < N && k0 + kk < K) v = pv_units::dq_elem(W, (int64_t)e * N + n0 + r, k0 + kk);
+				Bs[r * GS + kk] = __float2bfloat16_rn(v);
+			}
+		}
+		__syncthreads();
+#pragma unroll
+		for (int kk = 0; kk < GK; kk += 16) {
+			uint32_t af[4];
+			ldsm_x4(af, reinterpret_cast<const __half*>(As + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * GS + kk + 8 * (lane >> 4)));
+#pragma unroll
+			for (int n2 = 0; n2 < 4; n2++) {
+				uint32_t bf[4];
+				ldsm_x4(bf, reinterpret_cast<const __half*>(Bs + (16 * n2 + (lane & 7) + 8 * (lane >> 4)) * GS + kk + 8 * ((lane >> 3) & 1)));
+				mma_bf16(acc[2 * n2], af, bf[0], bf[1]);
+				mma_bf16(acc[2 * n2 + 1], af, bf[2], bf[3]);
+			}
+		}
+		__syncthreads(); /* As, Bs consumed */
+	}
+	float* Y = a.y[z];
+#pragma unroll
+	for (int half = 0; half < 2; half++) {
+		const int q = slot[warp * 16 + g + 8 * half];
+		if (q < 0) continue;
+#pragma unroll
+		for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+			for (int e2 = 0; e2 < 2; e2++) {
+				const int n = n0 + 8 * nt + 2 * c + e2;
+				if (n < N) {
+					float* yp = Y + (size_t)q * a.ldy + n;
+					*yp = a.accumulate ? *yp + acc[nt][2 * half + e2] : acc[nt][2 * half + e2];
+				}
+			}
 	}
 }
 
@@ -365,6 +983,36 @@ void layout(struct pv_prefill* p, const struct pv_session* s, const struct pv_pr
 		p->lu = take<float>(cv, R * cd);
 		p->lo = take<float>(cv, R * vd);
 	}
+	if (p->moe_gemm) {
+		const size_t E = (size_t)c->n_experts, K = (size_t)c->n_experts_used, Ie = (size_t)c->moe_inter;
+		const size_t Is = (size_t)(c->shared_inter > 0 ? c->shared_inter : 1);
+		p->rlog = take<float>(cv, R * E);
+		p->tw = take<float>(cv, R * K);
+		p->tidx = take<int>(cv, R * K);
+		p->perm = take<int>(cv, R * K);
+		p->eoff = take<int>(cv, E + 1);
+		p->ntiles = take<int>(cv, 1);
+		p->tiles = take<int2>(cv, (R * K + 63) / 64 + E);
+		p->eg = take<float>(cv, R * K * Ie);
+		p->eu = take<float>(cv, R * K * Ie);
+		p->ehb = take<bf16>(cv, R * K * (size_t)p->ldie);
+		p->eo = take<float>(cv, R * K * H);
+		p->sg = take<float>(cv, R * Is);
+		p->su = take<float>(cv, R * Is);
+		p->shb = take<bf16>(cv, R * (size_t)p->ldis);
+		p->so = take<float>(cv, R * H);
+	}
+	if (p->split) {
+		p->xl = take<bf16>(cv, R * (size_t)p->ldh);
+		p->ol = take<bf16>(cv, R * (size_t)p->ldo);
+		p->hl = take<bf16>(cv, R * (size_t)p->ldf);
+		if (p->moe_gemm) {
+			p->ehl = take<bf16>(cv, R * (size_t)c->n_experts_used * (size_t)p->ldie);
+			p->shl = take<bf16>(cv, R * (size_t)p->ldis);
+		}
+	} else {
+		p->xl = p->ol = p->hl = p->ehl = p->shl = NULL;
+	}
 	p->wbuf = p->wbuf_elems ? take<bf16>(cv, p->wbuf_elems) : NULL;
 	p->ws = take<unsigned char>(cv, WS_BYTES);
 	p->tok = take<int>(cv, (size_t)p->max_rows);
@@ -388,8 +1036,15 @@ struct pv_prefill* get(struct pv_prefill** pp)
 		struct pv_prefill* p = (struct pv_prefill*)pv_xcalloc(1, sizeof(*p));
 		const char* e = getenv("PV_CUDA_PREFILL");
 		p->on = !(e && !strcmp(e, "0"));
+		p->split = e && !strcmp(e, "2");
 		const char* ch = getenv("PV_CUDA_PREFILL_CHUNK");
-		p->chunk = ch && atoi(ch) > 0 ? atoi(ch) : DEFAULT_CHUNK;
+		p->chunk = p->chunk0 = ch && atoi(ch) > 0 ? atoi(ch) : DEFAULT_CHUNK;
+		const char* at = getenv("PV_CUDA_PREFILL_ATTN");
+		p->attn_f32 = at && !strcmp(at, "f32");
+		const char* mo = getenv("PV_CUDA_PREFILL_MOE");
+		p->moe_gemv = mo && !strcmp(mo, "gemv");
+		const char* dl = getenv("PV_CUDA_PREFILL_DELTA");
+		p->delta_rec = dl && !strcmp(dl, "decode");
 		*pp = p;
 	}
 	return *pp;
@@ -414,13 +1069,19 @@ int ensure(struct pv_prefill* p, const struct pv_session* s, const struct pv_pre
 	for (int l = 0; l < c->n_layers; l++) {
 		const struct dlayer* L = &dm->layers[l];
 		const struct dmat* ms[] = { &L->in_qkv, &L->in_z, &L->in_b, &L->in_a, &L->in_qkvz, &L->in_ba, &L->out_proj,
-			                    &L->wq,     &L->wk,   &L->wv,   &L->wo,   &L->gate,    &L->up,    &L->down };
+			                    &L->wq,     &L->wk,   &L->wv,   &L->wo,   &L->gate,    &L->up,    &L->down,
+			                    &L->sh_gate, &L->sh_up, &L->sh_down };
 		for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
 			const size_t e = mat_elems(ms[i]);
 			wb = e > wb ? e : wb;
 		}
 	}
 	p->wbuf_elems = wb;
+	/* MoE FFNs: grouped expert GEMMs (PV_CUDA_PREFILL_MOE=gemv: the decode's gathered GEMVs) */
+	p->moe_gemm = 0;
+	for (int l = 0; l < c->n_layers; l++) p->moe_gemm |= c->layer_moe[l] && !p->moe_gemv;
+	p->ldie = round8(c->moe_inter > 0 ? c->moe_inter : 1);
+	p->ldis = round8(c->shared_inter > 0 ? c->shared_inter : 1);
 	struct carve cv = { 0, NULL };
 	layout(p, s, v, &cv);
 	p->mem_bytes = cv.off;
@@ -453,6 +1114,9 @@ int ensure(struct pv_prefill* p, const struct pv_session* s, const struct pv_pre
 		CU(cudaEventCreate(&p->ev1), err, errlen);
 	}
 	CU(cudaFuncSetAttribute(attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attn_smem(c->head_dim)), err, errlen);
+	const int NT = (c->head_dim + 15) / 16;
+	if (mma_kernel(NT))
+		CU(cudaFuncSetAttribute(mma_kernel(NT), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mma_smem(NT)), err, errlen);
 	v->stats->session_bytes += p->mem_bytes;
 	return 0;
 }
@@ -473,7 +1137,20 @@ pv_units::Planes planes(const struct dmat* w)
 	return pv_units::Planes{ w->p[0], w->p[1], w->p[2], w->stride[0], w->stride[1], w->stride[2], w->type };
 }
 
-/* Y[t][o] = sum_i X[t][i] W[o][i] for t < T (X bf16 [T][ldx], Y f32 [T][ldy]) */
+/* the low-half partner of a bf16 activation buffer (precise mode), else NULL */
+bf16* lo_of(const struct pv_prefill* p, const bf16* hi)
+{
+	if (!p->split || !hi) return NULL;
+	if (hi == p->xb) return p->xl;
+	if (hi == p->ob) return p->ol;
+	if (hi == p->hb) return p->hl;
+	if (hi == p->ehb) return p->ehl;
+	if (hi == p->shb) return p->shl;
+	return NULL;
+}
+
+/* Y[t][o] = sum_i X[t][i] W[o][i] for t < T (X bf16 [T][ldx], Y f32 [T][ldy]); precise mode:
+ * Y = W X_hi, then Y += W X_lo (a second GEMM with beta 1, in that order) */
 int gemm(struct ctx* k, const struct dmat* W, const bf16* X, int ldx, float* Y, int ldy, int T)
 {
 	struct pv_prefill* p = k->p;
@@ -497,6 +1174,11 @@ int gemm(struct ctx* k, const struct dmat* W, const bf16* X, int ldx, float* Y, 
 	}
 	if (pv_cublas_gemm(p->blas, w, ldw, X, ldx, Y, ldy, (int)W->rows, T, (int)W->cols, 0.0f, k->err, k->errlen)) return -1;
 	p->ng++;
+	const bf16* lo = lo_of(p, X);
+	if (lo) {
+		if (pv_cublas_gemm(p->blas, w, ldw, lo, ldx, Y, ldy, (int)W->rows, T, (int)W->cols, 1.0f, k->err, k->errlen)) return -1;
+		p->ng++;
+	}
 	return 0;
 }
 
@@ -504,7 +1186,7 @@ int norm(struct ctx* k, float* x, const float* delta, float* xn, bf16* xb, const
 {
 	const int H = k->c->hidden;
 	PV_LAUNCH("prefill norm", k->err, k->errlen, norm_kernel, dim3((unsigned)T), dim3(NORM_THREADS), 0, k->v->st, x, delta, xn, xb,
-	          k->p->ldh, w, H, k->c->rms_eps);
+	          lo_of(k->p, xb), k->p->ldh, w, H, k->c->rms_eps);
 	k->p->nl++;
 	return 0;
 }
@@ -558,18 +1240,26 @@ int attention_layer(struct ctx* k, const struct dlayer* L, int l, int ci, int po
 	b.vc = v->vc[l];
 	b.gate = c->attn_gate ? p->gate : NULL;
 	b.o = p->ob;
+	b.ol = lo_of(p, p->ob);
 	b.ldo = p->ldo;
 	b.T = T;
 	b.pos0 = pos0;
 	b.nh = c->n_heads;
 	b.nkv = c->n_kv_heads;
 	b.hd = c->head_dim;
-	const int G = c->n_heads / c->n_kv_heads;
-	b.bq = AQ / G;
-	if (b.bq < 1 || c->head_dim % 4 || c->head_dim / 4 > MAX_HD4)
+	const int G = c->n_heads / c->n_kv_heads, NT = (c->head_dim + 15) / 16;
+	if (AQ / G < 1 || c->head_dim % 4 || c->head_dim / 4 > MAX_HD4)
 		return pv_errf(k->err, k->errlen, "CUDA backend: prefill attention: %d heads per kv head, head dim %d", G, c->head_dim);
-	const dim3 grid((unsigned)((T + b.bq - 1) / b.bq), (unsigned)c->n_kv_heads);
-	PV_LAUNCH("prefill attention", k->err, k->errlen, attn_kernel, grid, dim3(ATHREADS), attn_smem(c->head_dim), v->st, b);
+	const attn_fn mk = p->attn_f32 || p->split ? NULL : mma_kernel(NT);
+	if (mk) {
+		b.bq = MQ / G;
+		const dim3 grid((unsigned)((T + b.bq - 1) / b.bq), (unsigned)c->n_kv_heads);
+		PV_LAUNCH("prefill attention", k->err, k->errlen, mk, grid, dim3(MTHREADS), mma_smem(NT), v->st, b);
+	} else {
+		b.bq = AQ / G;
+		const dim3 grid((unsigned)((T + b.bq - 1) / b.bq), (unsigned)c->n_kv_heads);
+		PV_LAUNCH("prefill attention", k->err, k->errlen, attn_kernel, grid, dim3(ATHREADS), attn_smem(c->head_dim), v->st, b);
+	}
 	p->nl++;
 	return gemm(k, &L->wo, p->ob, p->ldo, p->delta, H, T);
 }
@@ -619,11 +1309,26 @@ int deltanet_layer(struct ctx* k, const struct dlayer* L, int l, int T)
 	a.v_tiled = c->v_head_tiled;
 	a.n = T;
 	a.eps = c->rms_eps;
-	if (pv_cuda_deltanet(v->st, &a, k->err, k->errlen)) return -1;
-	p->nl += 2;
-	PV_LAUNCH("prefill cvt", k->err, k->errlen, cvt_kernel, dim3((unsigned)((vd + 255) / 256), (unsigned)T), dim3(256), 0, v->st, p->lo,
-	          vd, p->ob, p->ldo, vd);
-	p->nl++;
+	const dcols_fn dc = p->delta_rec ? NULL : dcols_kernel_for(c->lin_k_dim);
+	if (dc && c->lin_v_dim <= DNORM_THREADS) {
+		const int cd = pv_cfg_conv_dim(c);
+		char* err = k->err;
+		const size_t errlen = k->errlen;
+		PV_LAUNCH("prefill conv", err, errlen, dconv_kernel, dim3((unsigned)((cd + 127) / 128), (unsigned)T), dim3(128), 0, v->st, a);
+		PV_LAUNCH("prefill conv state", err, errlen, dconv_state_kernel, dim3((unsigned)((cd + 127) / 128)), dim3(128), 0, v->st, a);
+		PV_LAUNCH("prefill delta", err, errlen, dc, dim3((unsigned)((c->lin_v_dim + 31) / 32), (unsigned)Hv), dim3(32), 0, v->st, a,
+		          p->lo);
+		PV_LAUNCH("prefill delta norm", err, errlen, dnorm_kernel, dim3((unsigned)T, (unsigned)Hv), dim3(DNORM_THREADS), 0, v->st, a,
+		          (const float*)p->lo, p->ob, lo_of(p, p->ob), p->ldo);
+		p->nl += 4;
+	} else {
+		/* the decode's kernels: conv, then one block per head walking the rows (with the norm) */
+		if (pv_cuda_deltanet(v->st, &a, k->err, k->errlen)) return -1;
+		p->nl += 2;
+		PV_LAUNCH("prefill cvt", k->err, k->errlen, cvt_kernel, dim3((unsigned)((vd + 255) / 256), (unsigned)T), dim3(256), 0, v->st,
+		          p->lo, vd, p->ob, lo_of(p, p->ob), p->ldo, vd);
+		p->nl++;
+	}
 	return gemm(k, &L->out_proj, p->ob, p->ldo, p->delta, H, T);
 }
 
@@ -682,6 +1387,126 @@ int moe_layer(struct ctx* k, const struct dlayer* L, int T)
 	return 0;
 }
 
+int wkind(const struct dmat* w, int K)
+{
+	if (w->type == PV_BF16 && K % 8 == 0) return W_BF16;
+	if (w->type == PV_Q8_0 && K % 32 == 0) return W_Q8_0;
+	return W_GENERIC;
+}
+
+/* MoE FFN over T rows without a host sync: the router as the decode's GEMV (f32, 16-row groups,
+ * so the expert choice is the decode's for the same input), routing (moe.cu) for the T rows, the
+ * slots sorted by expert, grouped GEMMs for the experts' gate/up and down (outputs per slot in
+ * slot order), the shared expert as GEMMs, the decode's combine (per row, slots in order). */
+int moe_layer_gemm(struct ctx* k, const struct dlayer* L, int T)
+{
+	struct pv_prefill* p = k->p;
+	const struct pv_prefill_view* v = k->v;
+	const struct pv_config* c = k->c;
+	const int H = c->hidden, E = c->n_experts, kk = c->n_experts_used, Ie = c->moe_inter, Is = c->shared_inter;
+	const int nslots = T * kk;
+	char* err = k->err;
+	const size_t errlen = k->errlen;
+	cudaStream_t st = v->st;
+	for (int g0 = 0; g0 < T; g0 += PV_CUDA_ROWS) {
+		const int n = T - g0 < PV_CUDA_ROWS ? T - g0 : PV_CUDA_ROWS;
+		struct gemv_out r[1] = { { &L->router, p->rlog + (size_t)g0 * E, E, NULL } };
+		if (pv_cuda_gemv(st, r, 1, p->xn + (size_t)g0 * H, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
+	}
+	struct moe_args a;
+	memset(&a, 0, sizeof a);
+	a.logits = p->rlog;
+	a.idx = p->tidx;
+	a.w = p->tw;
+	a.eo = p->eo;
+	a.sh = p->so;
+	a.sh_gate = L->sh_gate_w;
+	a.xn = p->xn;
+	a.out = p->delta;
+	a.E = E;
+	a.k = kk;
+	a.norm_topk = c->norm_topk;
+	a.shared = L->sh_gate.type >= 0;
+	a.H = H;
+	a.n = T;
+	if (pv_cuda_moe_route(st, &a, err, errlen)) return -1;
+	p->nl++;
+	PV_LAUNCH("moe sort", err, errlen, moe_sort_kernel, dim3(1), dim3(SORT_THREADS), sizeof(int) * (size_t)(3 * E + 1), st, p->tidx,
+	          nslots, E, p->eoff, p->perm, p->tiles, p->ntiles);
+	p->nl++;
+	const unsigned max_tiles = (unsigned)((nslots + GM - 1) / GM + E);
+	{
+		ggemm_args g;
+		memset(&g, 0, sizeof g);
+		g.x = p->xb;
+		g.ldx = p->ldh;
+		g.by_slot = 0;
+		g.k = kk;
+		g.perm = p->perm;
+		g.off = p->eoff;
+		g.ntiles = p->ntiles;
+		g.tiles = p->tiles;
+		g.w[0] = planes(&L->ex_gate);
+		g.w[1] = planes(&L->ex_up);
+		g.y[0] = p->eg;
+		g.y[1] = p->eu;
+		g.ldy = Ie;
+		g.N = Ie;
+		g.K = H;
+		g.wkind = wkind(&L->ex_gate, H);
+		if (wkind(&L->ex_up, H) != g.wkind) g.wkind = W_GENERIC;
+		PV_LAUNCH("moe gate/up", err, errlen, ggemm_kernel, dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+		p->nl++;
+		if (lo_of(p, p->xb)) { /* precise mode: += the low halves' product */
+			g.x = lo_of(p, p->xb);
+			g.accumulate = 1;
+			PV_LAUNCH("moe gate/up lo", err, errlen, ggemm_kernel, dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+			p->nl++;
+		}
+	}
+	PV_LAUNCH("moe swiglu", err, errlen, swiglu_kernel, dim3((unsigned)((Ie + 255) / 256), (unsigned)nslots), dim3(256), 0, st, p->eg,
+	          p->eu, Ie, p->ehb, lo_of(p, p->ehb), p->ldie, Ie);
+	p->nl++;
+	{
+		ggemm_args g;
+		memset(&g, 0, sizeof g);
+		g.x = p->ehb;
+		g.ldx = p->ldie;
+		g.by_slot = 1;
+		g.k = kk;
+		g.perm = p->perm;
+		g.off = p->eoff;
+		g.ntiles = p->ntiles;
+		g.tiles = p->tiles;
+		g.w[0] = planes(&L->ex_down);
+		g.w[1] = g.w[0];
+		g.y[0] = p->eo;
+		g.y[1] = p->eo;
+		g.ldy = H;
+		g.N = H;
+		g.K = Ie;
+		g.wkind = wkind(&L->ex_down, Ie);
+		PV_LAUNCH("moe down", err, errlen, ggemm_kernel, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
+		p->nl++;
+		if (lo_of(p, p->ehb)) {
+			g.x = lo_of(p, p->ehb);
+			g.accumulate = 1;
+			PV_LAUNCH("moe down lo", err, errlen, ggemm_kernel, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
+			p->nl++;
+		}
+	}
+	if (a.shared) {
+		if (gemm(k, &L->sh_gate, p->xb, p->ldh, p->sg, Is, T) || gemm(k, &L->sh_up, p->xb, p->ldh, p->su, Is, T)) return -1;
+		PV_LAUNCH("shared swiglu", err, errlen, swiglu_kernel, dim3((unsigned)((Is + 255) / 256), (unsigned)T), dim3(256), 0, st, p->sg,
+		          p->su, Is, p->shb, lo_of(p, p->shb), p->ldis, Is);
+		p->nl++;
+		if (gemm(k, &L->sh_down, p->shb, p->ldis, p->so, H, T)) return -1;
+	}
+	if (pv_cuda_moe_combine(st, &a, err, errlen)) return -1;
+	p->nl++;
+	return 0;
+}
+
 int ffn_dense(struct ctx* k, const struct dlayer* L, int T)
 {
 	struct pv_prefill* p = k->p;
@@ -690,7 +1515,7 @@ int ffn_dense(struct ctx* k, const struct dlayer* L, int T)
 	if (I != ldg || L->up.rows != I) return pv_errf(k->err, k->errlen, "CUDA backend: prefill: FFN width %d, config %d", I, ldg);
 	if (gemm(k, &L->gate, p->xb, p->ldh, p->g, ldg, T) || gemm(k, &L->up, p->xb, p->ldh, p->u, ldg, T)) return -1;
 	PV_LAUNCH("prefill swiglu", k->err, k->errlen, swiglu_kernel, dim3((unsigned)((I + 255) / 256), (unsigned)T), dim3(256), 0,
-	          k->v->st, p->g, p->u, ldg, p->hb, p->ldf, I);
+	          k->v->st, p->g, p->u, ldg, p->hb, lo_of(p, p->hb), p->ldf, I);
 	p->nl++;
 	return gemm(k, &L->down, p->hb, p->ldf, p->delta, H, T);
 }
@@ -721,8 +1546,9 @@ int chunk(struct ctx* k, int ci, int c0, int T, int n, float* logits, int first_
 			return -1;
 		}
 		const int moe = c->layer_moe[l];
-		if (norm(k, p->x, p->delta, moe ? p->xn : NULL, moe ? NULL : p->xb, L->ffn_norm, T)) return -1;
-		if (moe ? moe_layer(k, L, T) : ffn_dense(k, L, T)) return -1;
+		/* MoE: xn (f32) for the router GEMV and the shared gate, xb for the expert GEMMs */
+		if (norm(k, p->x, p->delta, moe ? p->xn : NULL, moe && !p->moe_gemm ? NULL : p->xb, L->ffn_norm, T)) return -1;
+		if (moe ? (p->moe_gemm ? moe_layer_gemm(k, L, T) : moe_layer(k, L, T)) : ffn_dense(k, L, T)) return -1;
 	}
 	/* LM rows of this chunk: [r0, c0 + T) */
 	if (!logits || first_logit >= c0 + T) return 0;
@@ -815,10 +1641,11 @@ void pv_prefill_set(struct pv_prefill** pp, int on, int chunk_rows)
 {
 	struct pv_prefill* p = get(pp);
 	p->on = on != 0;
-	const int want = chunk_rows > 0 ? chunk_rows : DEFAULT_CHUNK;
-	if (want != p->chunk) {
-		free_scratch(p);
+	const int want = chunk_rows > 0 ? chunk_rows : p->chunk0, split = on == 2;
+	if (want != p->chunk || split != p->split) {
+		free_scratch(p); /* the scratch depends on both */
 		p->chunk = want;
+		p->split = split;
 	}
 }
 
