@@ -241,10 +241,9 @@ extern int pv_cuda_prefetch; /* GEMV weight rows prefetched into L2 (off; PV_CUD
 extern int pv_cuda_gemv_r2;  /* one-row GEMVs with 2 weight rows per warp (PV_CUDA_GEMV_R=2)  */
 extern int pv_cuda_gemv_direct; /* one-row GEMVs read the activation in place (PV_CUDA_GEMV_DIRECT=0: staged) */
 extern int pv_cuda_gemv_pipe;   /* ... with the software-pipelined walk (PV_CUDA_GEMV_PIPE=0: plain walk) */
-extern int pv_cuda_gemv_pre;    /* one-row GEMVs load their first weight units before the PDL wait
-                                 * (off: measured 185 vs 206 tok/s on 8B bf16; PV_CUDA_GEMV_PRE=1: on) */
 extern int pv_cuda_swiglu_pair; /* one-row gate/up GEMV: a warp owns gate row j and up row j and
                                  * writes silu(g) * u (PV_CUDA_SWIGLU_PAIR=0: separate kernel) */
+extern int pv_cuda_gemv_occ;     /* BF16 one-row GEMV: minimum blocks per SM asked of ptxas (PV_CUDA_GEMV_OCC=6|8; 0: none) */
 extern int pv_cuda_gemv_tma_on;  /* one-row BF16/F16/F32 GEMVs through gemv_tma.cu (off: measured slower; PV_CUDA_GEMV_TMA=1: on) */
 extern int pv_cuda_attn_fuse;   /* one-row attention does the q/k norm, RoPE and KV write itself
                                  * (PV_CUDA_ATTN_FUSE=0: the qkv_post kernel first) */

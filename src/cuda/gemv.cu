@@ -50,7 +50,6 @@ struct Params {
 	int direct;   /* one plain activation row, 16-byte aligned: read from global memory through L1,
 	               * no staging (gemv_kernel) */
 	int pipe;     /* direct: the software-pipelined walk (walk_direct; PV_CUDA_GEMV_PIPE=0: walk) */
-	int pre;      /* direct, one row per warp: the first U units loaded before the PDL wait */
 	int pair;     /* direct: seg[0] = gate, seg[1] = up (same shape); the grid covers seg[0]'s rows,
 	               * a warp does gate row j and up row j and writes silu(g) * u to seg[0].y */
 };
@@ -73,11 +72,11 @@ __device__ __forceinline__ void prefetch_l2(const unsigned char* p, size_t bytes
 	asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)bytes) : "memory");
 }
 
-template <int K, int TT, int R>
-__global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ Params p)
+template <int K, int TT, int R, bool DONLY = false>
+__device__ __forceinline__ void gemv_body(const Params& p)
 {
 	using KT = Kern<K>;
-	constexpr int UE = KT::UE, U = KT::U;
+	constexpr int UE = KT::UE;
 	constexpr bool ONE = TT == 1 && R == 1; /* the decode shape: one activation row, one row per warp */
 	const int b = blockIdx.x;
 	const Seg* sp = &p.seg[0];
@@ -98,22 +97,6 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 				if (s.p1) prefetch_l2(s.p1 + (size_t)(row0 + r) * s.s1, s.s1);
 				if (s.p2) prefetch_l2(s.p2 + (size_t)(row0 + r) * s.s2, s.s2);
 			}
-	}
-	/* The one-row walk's first batch of U units per lane (and per row of a gate/up pair) is loaded
-	 * into registers before the wait: these loads overlap the previous kernel's tail (or the
-	 * whole of a small one, e.g. the add+RMSNorm of one block). The walk then continues from unit
-	 * 32 U + lane, so the units and the fmaf chain are exactly walk()'s. */
-	typename KT::Raw pre0[ONE ? U : 1] = {}, pre1[ONE ? U : 1] = {};
-	const bool use_pre = ONE && p.direct && p.pre && !p.sel && row0 < s.rows;
-	if (use_pre) {
-#pragma unroll
-		for (int k = 0; k < (ONE ? U : 1); k++)
-			if (lane + 32 * k < nu) pre0[k] = load_unit<K>(s, row0, lane + 32 * k, p.stype);
-		if (p.pair) {
-#pragma unroll
-			for (int k = 0; k < (ONE ? U : 1); k++)
-				if (lane + 32 * k < nu) pre1[k] = load_unit<K>(p.seg[1], row0, lane + 32 * k, p.stype);
-		}
 	}
 	pv_grid_sync(); /* before touching memory other kernels write (PDL) */
 	extern __shared__ float4 smem4[];
@@ -142,18 +125,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 		 * u1 = cols / UE, c0 = 0), the same units in the same order as the staged walk, so the
 		 * result is bitwise the staged one. The row comes from L2 once per SM and stays in L1
 		 * (the weights bypass L1), instead of once per block through shared memory. */
-		if (use_pre) {
-#pragma unroll
-			for (int k = 0; k < (ONE ? U : 1); k++)
-				if (lane + 32 * k < nu) KT::template dot<1>(pre0[k], x, p.ldx, (lane + 32 * k) * UE, acc[0]);
-			walk<K, 1>(s, p.stype, row0, lane, 32 * U, nu, x, p.ldx, 0, acc[0]);
-			if (p.pair) {
-#pragma unroll
-				for (int k = 0; k < (ONE ? U : 1); k++)
-					if (lane + 32 * k < nu) KT::template dot<1>(pre1[k], x, p.ldx, (lane + 32 * k) * UE, &accu);
-				walk<K, 1>(p.seg[1], p.stype, row0, lane, 32 * U, nu, x, p.ldx, 0, &accu);
-			}
-		} else {
+		{
 #pragma unroll
 			for (int r = 0; r < R; r++) {
 				const int64_t row = row0 + r;
@@ -166,7 +138,7 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 				else walk<K, 1>(p.seg[1], p.stype, row0, lane, 0, nu, x, p.ldx, 0, &accu);
 			}
 		}
-	} else
+	} else if constexpr (!DONLY)
 	for (int c0 = 0; c0 < p.cols; c0 += p.tc) {
 		const int cn = min(p.tc, p.cols - c0);
 		__syncthreads(); /* the previous tile is consumed */
@@ -206,6 +178,21 @@ __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ P
 				y[(size_t)t * s.ldy + row] = s.bias ? v + s.bias[row] : v;
 		}
 	}
+}
+
+template <int K, int TT, int R>
+__global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ Params p)
+{
+	gemv_body<K, TT, R>(p);
+}
+
+/* The one-row kernel with a minimum of MB blocks per SM asked of ptxas: BF16's takes 62 registers
+ * (4 blocks of 8 warps per SM); PV_CUDA_GEMV_OCC=6 or 8 caps it at 40 or 32 (with spills), for an
+ * occupancy A/B on the device. Same code, same order, same bits. */
+template <int K, int MB>
+__global__ void __launch_bounds__(THREADS, MB) gemv_kernel_occ(const __grid_constant__ Params p)
+{
+	gemv_body<K, 1, 1, true>(p); /* the in-place walk only (launched when p.direct) */
 }
 
 /* h = silu(g) * u in place of g, elementwise (rows t < n of width w, ld ld): xin's expression */
@@ -324,7 +311,6 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	p.prefetch = pv_cuda_prefetch;
 	p.direct = T == 1 && xmode == PV_X_PLAIN && !((uintptr_t)x & 15) && ldx % 4 == 0 && pv_cuda_gemv_direct;
 	p.pipe = pv_cuda_gemv_pipe;
-	p.pre = pv_cuda_gemv_pre && !pv_cuda_gemv_pipe;
 	p.pair = pair;
 	if (ga) {
 		p.sel = ga->sel;
@@ -351,7 +337,10 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
 	const size_t smem = p.direct ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
 	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
-	PV_LAUNCH("gemv", err, errlen, pick(kind, TT), grid, dim3(THREADS), smem, st, p);
+	kernel_fn fn = pick(kind, TT);
+	if (TT == 1 && p.direct && !p.pipe && kind == K_BF16 && !pv_cuda_gemv_r2 && pv_cuda_gemv_occ == 6) fn = gemv_kernel_occ<K_BF16, 6>;
+	if (TT == 1 && p.direct && !p.pipe && kind == K_BF16 && !pv_cuda_gemv_r2 && pv_cuda_gemv_occ == 8) fn = gemv_kernel_occ<K_BF16, 8>;
+	PV_LAUNCH("gemv", err, errlen, fn, grid, dim3(THREADS), smem, st, p);
 	return 0;
 }
 

@@ -34,10 +34,10 @@ using namespace pv_units;
 
 constexpr int WARPS = 8;
 constexpr int THREADS = WARPS * 32;
-constexpr int SB = 2048;           /* bytes per stage: 128 units, 4 per lane */
-constexpr int NS = 4;              /* stages in a warp's ring */
-constexpr int UPL = SB / 16 / 32;  /* units per lane per stage */
-constexpr int SMEM = WARPS * NS * SB;
+/* stage size SB and ring depth NS per variant (PV_CUDA_GEMV_TMA=1: 2 KiB x 4, =2: 4 KiB x 3,
+ * =3: 8 KiB x 2): fewer, larger copies per warp, fewer blocks per SM */
+template <int SB, int NS>
+constexpr int smem_of() { return WARPS * NS * SB; }
 
 struct TParams {
 	Seg seg[3];
@@ -75,9 +75,10 @@ __device__ __forceinline__ void stage_wait(uint64_t* bar, uint32_t parity)
 	} while (!done);
 }
 
-template <int K>
+template <int K, int SB, int NS>
 __global__ void __launch_bounds__(THREADS) gemv_tma_kernel(const __grid_constant__ TParams p)
 {
+	constexpr int UPL = SB / 16 / 32; /* units per lane per stage */
 	using KT = Kern<K>;
 	constexpr int UE = KT::UE;
 	extern __shared__ __align__(128) unsigned char ring_all[];
@@ -164,14 +165,26 @@ int kind_tma(const struct dmat* w)
 
 int elem_bytes(int kind) { return kind == K_F32 ? 4 : 2; }
 
+template <int SB, int NS>
+int init_variant(char* err, size_t errlen)
+{
+	CU(cudaFuncSetAttribute(gemv_tma_kernel<K_BF16, SB, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_of<SB, NS>()), err, errlen);
+	CU(cudaFuncSetAttribute(gemv_tma_kernel<K_F16, SB, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_of<SB, NS>()), err, errlen);
+	CU(cudaFuncSetAttribute(gemv_tma_kernel<K_F32, SB, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_of<SB, NS>()), err, errlen);
+	return 0;
+}
+
+template <int SB, int NS>
+void (*kernel_of(int kind))(TParams)
+{
+	return kind == K_BF16 ? gemv_tma_kernel<K_BF16, SB, NS> : kind == K_F16 ? gemv_tma_kernel<K_F16, SB, NS> : gemv_tma_kernel<K_F32, SB, NS>;
+}
+
 } // namespace
 
 int pv_cuda_gemv_tma_init(char* err, size_t errlen)
 {
-	CU(cudaFuncSetAttribute(gemv_tma_kernel<K_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM), err, errlen);
-	CU(cudaFuncSetAttribute(gemv_tma_kernel<K_F16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM), err, errlen);
-	CU(cudaFuncSetAttribute(gemv_tma_kernel<K_F32>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM), err, errlen);
-	return 0;
+	return init_variant<2048, 4>(err, errlen) || init_variant<4096, 3>(err, errlen) || init_variant<8192, 2>(err, errlen) ? -1 : 0;
 }
 
 int pv_cuda_gemv_tma(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, int ldx, int pair, int* n_launch,
@@ -215,8 +228,9 @@ int pv_cuda_gemv_tma(cudaStream_t st, const struct gemv_out* outs, int n_out, co
 		if (!pair || i == 0) blocks += (s.rows + WARPS - 1) / WARPS;
 	}
 	if (blocks <= 0 || blocks > INT32_MAX) return 0;
-	void (*kern)(TParams) = kind == K_BF16 ? gemv_tma_kernel<K_BF16> : kind == K_F16 ? gemv_tma_kernel<K_F16> : gemv_tma_kernel<K_F32>;
-	PV_LAUNCH("gemv tma", err, errlen, kern, dim3((unsigned)blocks), dim3(THREADS), (size_t)SMEM, st, p);
+	void (*kern)(TParams) = pv_cuda_gemv_tma_on == 3 ? kernel_of<8192, 2>(kind) : pv_cuda_gemv_tma_on == 2 ? kernel_of<4096, 3>(kind) : kernel_of<2048, 4>(kind);
+	const int smem = pv_cuda_gemv_tma_on == 3 ? smem_of<8192, 2>() : pv_cuda_gemv_tma_on == 2 ? smem_of<4096, 3>() : smem_of<2048, 4>();
+	PV_LAUNCH("gemv tma", err, errlen, kern, dim3((unsigned)blocks), dim3(THREADS), (size_t)smem, st, p);
 	if (n_launch) ++*n_launch;
 	return 1;
 }

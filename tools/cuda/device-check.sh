@@ -131,7 +131,8 @@ model_rows() { # name preset type [long]
 	synth "$preset" "$dt" "$m" || return 0
 	bench "$name" "$m" $ARGS --profile
 	if [ "$MODE" = quick ]; then
-		PV_CUDA_GEMV_TMA=1 bench "$name-tma" "$m" $ARGS
+		for v in 1 2 3; do PV_CUDA_GEMV_TMA=$v bench "$name-tma$v" "$m" $ARGS; done
+		PV_CUDA_GEMV_OCC=6 bench "$name-occ6" "$m" $ARGS
 		PV_CUDA_SWIGLU_PAIR=0 bench "$name-nopair" "$m" $ARGS
 		PV_CUDA_ATTN_FUSE=0 bench "$name-nofuse" "$m" $ARGS
 		PV_CUDA_SWIGLU_PAIR=0 PV_CUDA_ATTN_FUSE=0 bench "$name-v3path" "$m" $ARGS
