@@ -242,60 +242,225 @@ struct Kern<K_SCALAR> {
 	}
 };
 
-/* Q8_0: x = d * q (pv_dequant_block: (float)(int8_t)q * d). */
+/*
+ * The quantized kinds (v4): a unit is 4 consecutive elements (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q6_K) or 8 (Q4_K, Q5_K, one sub-block's octet), so the 32 lanes of a warp, owning units
+ * u = lane (mod 32), read 32 consecutive units of the activation row: one float4 (or two) per
+ * lane, 512 contiguous bytes per warp load (4 cache lines; a unit of a whole block made every
+ * lane read its own line, 32 lines per load, and that L1 wavefront rate bounded the quantized
+ * GEMVs). The weight bytes of a unit are one 4- or 8-byte load (a warp's loads cover contiguous
+ * bytes of the row); the per-block scales are small cached loads shared by the lanes of a
+ * block. Each element is still dequantized exactly as pv_dequant_block does it and enters the
+ * lane's fmaf chain in element order.
+ */
+
+/* A weight row's plane pointers (the quantized walks compute them once per row, so a unit's
+ * loads are its row pointer plus a small offset) */
+struct RowP {
+	const unsigned char *q0, *q1, *q2;
+};
+PV_HD RowP rowp(const Seg& s, int64_t row)
+{
+	return RowP{ s.p0 + (size_t)row * s.s0, s.p1 ? s.p1 + (size_t)row * s.s1 : s.p1, s.p2 ? s.p2 + (size_t)row * s.s2 : s.p2 };
+}
+
+/* 4 and 8 weight bytes (read once per call: bypass L1) */
+PV_HD uint32_t ldw1(const unsigned char* p)
+{
+#ifdef __CUDA_ARCH__
+	uint32_t r;
+	asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(r) : "l"(p));
+	return r;
+#else
+	uint32_t r;
+	memcpy(&r, p, 4);
+	return r;
+#endif
+}
+
+PV_HD uint2 ldw8(const unsigned char* p)
+{
+	uint2 r;
+#ifdef __CUDA_ARCH__
+	asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+#else
+	memcpy(&r, p, 8);
+#endif
+	return r;
+}
+
+/* The fifth bits of four consecutive elements: bits 0..3 of b (b < 16) moved to bit 4 of bytes
+ * 0..3 (b * 0x00204081 places bit k at bit 8k; the four shifted copies of b do not overlap, so
+ * nothing carries). */
+PV_HD uint32_t spread4(uint32_t b) { return ((b * 0x00204081u) & 0x01010101u) << 4; }
+
+/* The 32-element types' quad: unit u is elements 4u .. 4u+3, in block u / 8 at j0 = 4 (u % 8):
+ * the low nibbles of qs bytes j0 .. j0+3 (j0 < 16) or the high nibbles of bytes j0-16 ..
+ * (j0 >= 16), i.e. word u % 4 of the block's qs shifted right by 4 (u / 4 % 2); Q5_x's fifth
+ * bits are bits j0 .. j0+3 of qh. Returns the four 4-bit values, one per byte. */
+PV_HD uint32_t quad_nibbles(uint32_t w, int u) { return (w >> (4 * ((u >> 2) & 1))) & 0x0f0f0f0fu; }
+PV_HD const unsigned char* quad_qs(const RowP& p, int u) { return p.q0 + (size_t)(u >> 3) * 16 + 4 * (u & 3); }
+
+/* Q8_0: x = d * q (pv_dequant_block: (float)(int8_t)q * d). Unit: qs word u, d of block u / 8. */
 template <>
 struct Kern<K_Q8_0> {
-	static constexpr int UE = 32, U = 2;
+	static constexpr int UE = 4, U = 8;
 	struct Raw {
-		uint4 q0, q1;
+		uint32_t q;
 		unsigned int d;
 	};
-	PV_HD static Raw load(const Seg& s, int64_t row, int u)
-	{
-		const unsigned char* q = s.p0 + (size_t)row * s.s0 + (size_t)u * 32;
-		return Raw{ ldw4(q), ldw4(q + 16), ldw2(s.p1 + (size_t)row * s.s1 + (size_t)u * 2) };
-	}
+	/* the unit's byte pointers; unit u + 32k is at a + 128k, b + 8k */
+	struct Ptr {
+		const unsigned char *a, *b;
+		int u;
+	};
+	PV_HD static Ptr at(const RowP& p, int u) { return Ptr{ p.q0 + (size_t)u * 4, p.q1 + (size_t)(u >> 3) * 2, u }; }
+	PV_HD static Raw loadq(const Ptr& q, int k) { return Raw{ ldw1(q.a + 128 * k), ldw2(q.b + 8 * k) }; }
+	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
+	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
 	template <int TT>
 	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
 	{
 		const float d = f16f(r.d);
+		const uint32_t v = r.q ^ 0x80808080u; /* int8 + 128 */
+		float w[4];
 PV_UNROLL
-		for (int i = 0; i < 8; i++) {
-			const uint32_t v = word(i < 4 ? r.q0 : r.q1, i & 3) ^ 0x80808080u; /* int8 + 128 */
-			float w[4];
-PV_UNROLL
-			for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388736.0f), d);
-			fma4_rows<TT>(w, xs, tc, e0 + 4 * i, acc);
-		}
+		for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388736.0f), d);
+		fma4_rows<TT>(w, xs, tc, e0, acc);
 	}
 };
 
-/* Q4_0: element j < 16 is the low nibble of qs[j], j + 16 the high one; x = (q - 8) * d. */
+/* Q4_0: x = (q - 8) * d. */
 template <>
 struct Kern<K_Q4_0> {
-	static constexpr int UE = 32, U = 4;
+	static constexpr int UE = 4, U = 8;
 	struct Raw {
-		uint4 q;
+		uint32_t q;
 		unsigned int d;
+		int u;
 	};
-	PV_HD static Raw load(const Seg& s, int64_t row, int u)
-	{
-		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16), ldw2(s.p1 + (size_t)row * s.s1 + (size_t)u * 2) };
-	}
+	/* unit u + 32k: a + 64k, b + 8k (and the same u % 32) */
+	struct Ptr {
+		const unsigned char *a, *b;
+		int u;
+	};
+	PV_HD static Ptr at(const RowP& p, int u) { return Ptr{ quad_qs(p, u), p.q1 + (size_t)(u >> 3) * 2, u }; }
+	PV_HD static Raw loadq(const Ptr& q, int k) { return Raw{ ldw1(q.a + 64 * k), ldw2(q.b + 8 * k), q.u }; }
+	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
+	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
 	template <int TT>
 	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
 	{
 		const float d = f16f(r.d);
+		const uint32_t v = quad_nibbles(r.q, r.u);
+		float w[4];
 PV_UNROLL
-		for (int half = 0; half < 2; half++)
+		for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388616.0f), d);
+		fma4_rows<TT>(w, xs, tc, e0, acc);
+	}
+};
+
+/* Q4_1: x = q * d + m, a multiply then an add (pv_dequant_block). Planes: qs | d,m (one 4-byte
+ * word per block). */
+template <>
+struct Kern<K_Q4_1> {
+	static constexpr int UE = 4, U = 8;
+	struct Raw {
+		uint32_t q;
+		unsigned int dm;
+		int u;
+	};
+	/* unit u + 32k: a + 64k, b + 16k */
+	struct Ptr {
+		const unsigned char *a, *b;
+		int u;
+	};
+	PV_HD static Ptr at(const RowP& p, int u) { return Ptr{ quad_qs(p, u), p.q1 + (size_t)(u >> 3) * 4, u }; }
+	PV_HD static Raw loadq(const Ptr& q, int k) { return Raw{ ldw1(q.a + 64 * k), ldg<unsigned int>(q.b + 16 * k), q.u }; }
+	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
+	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float d = f16f(r.dm & 0xffffu), m = f16f(r.dm >> 16);
+		const uint32_t v = quad_nibbles(r.q, r.u);
+		float w[4];
 PV_UNROLL
-			for (int i = 0; i < 4; i++) {
-				const uint32_t v = (word(r.q, i) >> (4 * half)) & 0x0f0f0f0fu;
-				float w[4];
+		for (int k = 0; k < 4; k++) w[k] = PV_FADD(PV_FMUL(PV_FSUB(magic_byte(v, k), 8388608.0f), d), m);
+		fma4_rows<TT>(w, xs, tc, e0, acc);
+	}
+};
+
+/* Q5_0: Q4_0's nibbles plus bit j of the 32-bit qh as the fifth bit of element j;
+ * x = (q - 16) * d. Planes: qs | qh | d. */
+template <>
+struct Kern<K_Q5_0> {
+	static constexpr int UE = 4, U = 8;
+	struct Raw {
+		uint32_t q, qh;
+		unsigned int d;
+		int u;
+	};
+	/* unit u + 32k: a + 64k, b + 16k, c + 8k */
+	struct Ptr {
+		const unsigned char *a, *b, *c;
+		int u;
+	};
+	PV_HD static Ptr at(const RowP& p, int u)
+	{
+		return Ptr{ quad_qs(p, u), p.q1 + (size_t)(u >> 3) * 4, p.q2 + (size_t)(u >> 3) * 2, u };
+	}
+	PV_HD static Raw loadq(const Ptr& q, int k)
+	{
+		return Raw{ ldw1(q.a + 64 * k), ldg<unsigned int>(q.b + 16 * k), ldw2(q.c + 8 * k), q.u };
+	}
+	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
+	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float d = f16f(r.d);
+		const uint32_t v = quad_nibbles(r.q, r.u) | spread4((r.qh >> (4 * (r.u & 7))) & 0xfu);
+		float w[4];
 PV_UNROLL
-				for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388616.0f), d);
-				fma4_rows<TT>(w, xs, tc, e0 + 16 * half + 4 * i, acc);
-			}
+		for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388624.0f), d);
+		fma4_rows<TT>(w, xs, tc, e0, acc);
+	}
+};
+
+/* Q5_1: Q5_0's 5-bit q, x = q * d + m (multiply, then add). Planes: qs | qh | d,m. */
+template <>
+struct Kern<K_Q5_1> {
+	static constexpr int UE = 4, U = 8;
+	struct Raw {
+		uint32_t q, qh;
+		unsigned int dm;
+		int u;
+	};
+	/* unit u + 32k: a + 64k, b + 16k, c + 16k */
+	struct Ptr {
+		const unsigned char *a, *b, *c;
+		int u;
+	};
+	PV_HD static Ptr at(const RowP& p, int u)
+	{
+		return Ptr{ quad_qs(p, u), p.q1 + (size_t)(u >> 3) * 4, p.q2 + (size_t)(u >> 3) * 4, u };
+	}
+	PV_HD static Raw loadq(const Ptr& q, int k)
+	{
+		return Raw{ ldw1(q.a + 64 * k), ldg<unsigned int>(q.b + 16 * k), ldg<unsigned int>(q.c + 16 * k), q.u };
+	}
+	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
+	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float d = f16f(r.dm & 0xffffu), m = f16f(r.dm >> 16);
+		const uint32_t v = quad_nibbles(r.q, r.u) | spread4((r.qh >> (4 * (r.u & 7))) & 0xfu);
+		float w[4];
+PV_UNROLL
+		for (int k = 0; k < 4; k++) w[k] = PV_FADD(PV_FMUL(PV_FSUB(magic_byte(v, k), 8388608.0f), d), m);
+		fma4_rows<TT>(w, xs, tc, e0, acc);
 	}
 };
 
@@ -306,246 +471,150 @@ PV_HD int sbyte(const uint4& h, int k)
 	return (int)((v >> (8 * (k & 3))) & 0xffu);
 }
 
-/* Q4_K: a unit is sub-blocks 2i and 2i+1 of a super-block (they share qs[32i..32i+31]);
- * x = (d * sc) * q - dmin * m, a multiply then a subtract (pv_dequant_block). */
+/* (d * sc, dmin * m) of sub-block j of a Q4_K/Q5_K header (pv_q_scale_min_k4, then the two
+ * multiplies of pv_dequant_block) */
+PV_HD void k4_scales(const uint4& h, int j, float* d1, float* m1)
+{
+	const float d = f16f(h.x & 0xffffu), dmin = f16f(h.x >> 16);
+	int sc, m;
+	if (j < 4) {
+		sc = sbyte(h, j) & 63;
+		m = sbyte(h, j + 4) & 63;
+	} else {
+		sc = (sbyte(h, j + 4) & 0xf) | ((sbyte(h, j - 4) >> 6) << 4);
+		m = (sbyte(h, j + 4) >> 4) | ((sbyte(h, j) >> 6) << 4);
+	}
+	*d1 = PV_FMUL(d, (float)sc);
+	*m1 = PV_FMUL(dmin, (float)m);
+}
+
+/* Q4_K: unit u is the octet l0 = 8 (u % 4) .. l0+7 of sub-block j = u / 4 % 8 of super-block
+ * u / 32: the low (j even) or high (j odd) nibbles of qs[32 (j/2) + l0 ..], one 8-byte load;
+ * x = (d * sc) * q - dmin * m, a multiply then a subtract (pv_dequant_block). The 16-byte
+ * header is a cached load shared by the warp (its 32 units are one super-block). */
 template <>
 struct Kern<K_Q4_K> {
-	static constexpr int UE = 64, U = 2;
+	static constexpr int UE = 8, U = 4;
 	struct Raw {
-		uint4 h, q0, q1;
-		int i;
+		uint4 h;
+		uint2 q;
+		int j;
 	};
-	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	/* unit u + 32k is the same octet of the k-th next super-block: a + 144k, b + 144k */
+	struct Ptr {
+		const unsigned char *a, *b;
+		int j;
+	};
+	PV_HD static Ptr at(const RowP& p, int u)
 	{
-		const unsigned char* b = s.p0 + (size_t)row * s.s0 + (size_t)(u >> 2) * 144;
-		const int i = u & 3;
-		return Raw{ ldw4(b), ldw4(b + 16 + 32 * i), ldw4(b + 32 + 32 * i), i };
+		const unsigned char* b = p.q0 + (size_t)(u >> 5) * 144;
+		const int j = (u >> 2) & 7;
+		return Ptr{ b, b + 16 + 32 * (j >> 1) + 8 * (u & 3), j };
 	}
+	PV_HD static Raw loadq(const Ptr& q, int k) { return Raw{ ldg<uint4>(q.a + 144 * k), ldw8(q.b + 144 * k), q.j }; }
+	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
+	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
 	template <int TT>
 	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
 	{
-		const float d = f16f(r.h.x & 0xffffu), dmin = f16f(r.h.x >> 16);
+		float d1, m1;
+		k4_scales(r.h, r.j, &d1, &m1);
 PV_UNROLL
-		for (int sub = 0; sub < 2; sub++) {
-			const int j = 2 * r.i + sub;
-			int sc, m;
-			if (j < 4) {
-				sc = sbyte(r.h, j) & 63;
-				m = sbyte(r.h, j + 4) & 63;
-			} else {
-				sc = (sbyte(r.h, j + 4) & 0xf) | ((sbyte(r.h, j - 4) >> 6) << 4);
-				m = (sbyte(r.h, j + 4) >> 4) | ((sbyte(r.h, j) >> 6) << 4);
-			}
-			const float d1 = PV_FMUL(d, (float)sc), m1 = PV_FMUL(dmin, (float)m);
+		for (int i = 0; i < 2; i++) {
+			const uint32_t v = ((i ? r.q.y : r.q.x) >> (4 * (r.j & 1))) & 0x0f0f0f0fu;
+			float w[4];
 PV_UNROLL
-			for (int i = 0; i < 8; i++) {
-				const uint32_t v = (word(i < 4 ? r.q0 : r.q1, i & 3) >> (4 * sub)) & 0x0f0f0f0fu;
-				float w[4];
-PV_UNROLL
-				for (int k = 0; k < 4; k++)
-					w[k] = PV_FSUB(PV_FMUL(d1, PV_FSUB(magic_byte(v, k), 8388608.0f)), m1);
-				fma4_rows<TT>(w, xs, tc, e0 + 32 * sub + 4 * i, acc);
-			}
+			for (int k = 0; k < 4; k++) w[k] = PV_FSUB(PV_FMUL(d1, PV_FSUB(magic_byte(v, k), 8388608.0f)), m1);
+			fma4_rows<TT>(w, xs, tc, e0 + 4 * i, acc);
 		}
 	}
 };
 
-/* Q6_K: a unit is one half (128 elements) of a super-block. Element 32k + l (k = 0..3, l < 32)
- * takes the low/high nibble of ql[l] or ql[l+32] and bits 2k, 2k+1 of qh[l], minus 32;
- * x = (d * scales[l/16 + 2k]) * q (pv_dequant_block's order). */
-template <>
-struct Kern<K_Q6_K> {
-	static constexpr int UE = 128, U = 1;
-	struct Raw {
-		uint4 l[4], qh[2];
-		uint2 sc;
-		unsigned int d;
-	};
-	PV_HD static Raw load(const Seg& s, int64_t row, int u)
-	{
-		const int sb = u >> 1, h = u & 1;
-		const unsigned char* q = s.p0 + (size_t)row * s.s0 + (size_t)sb * 192;
-		Raw r;
-PV_UNROLL
-		for (int i = 0; i < 4; i++) r.l[i] = ldw4(q + 64 * h + 16 * i);
-		r.qh[0] = ldw4(q + 128 + 32 * h);
-		r.qh[1] = ldw4(q + 144 + 32 * h);
-		r.sc = ldg<uint2>(s.p1 + (size_t)row * s.s1 + (size_t)sb * 16 + 8 * h);
-		r.d = ldw2(s.p2 + (size_t)row * s.s2 + (size_t)sb * 2);
-		return r;
-	}
-	PV_HD static int byte_of(const uint4* v, int idx)
-	{
-		return (int)((word(v[idx >> 4], (idx >> 2) & 3) >> (8 * (idx & 3))) & 0xffu);
-	}
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
-	{
-		const float d = f16f(r.d);
-		float ds[8];
-PV_UNROLL
-		for (int m = 0; m < 8; m++) {
-			const uint32_t v = m < 4 ? r.sc.x : r.sc.y;
-			ds[m] = PV_FMUL(d, (float)(int)(signed char)((v >> (8 * (m & 3))) & 0xffu));
-		}
-PV_UNROLL
-		for (int k = 0; k < 4; k++)
-PV_UNROLL
-			for (int l0 = 0; l0 < 32; l0 += 4) {
-				float w[4];
-PV_UNROLL
-				for (int j = 0; j < 4; j++) {
-					const int l = l0 + j;
-					const int qlb = byte_of(r.l, l + 32 * (k & 1));
-					const int nib = k < 2 ? (qlb & 0xf) : (qlb >> 4);
-					const int hb = (byte_of(r.qh, l) >> (2 * k)) & 3;
-					const float q = PV_FSUB(PV_U2F(0x4B000000u | (unsigned)(nib | hb << 4)), 8388640.0f);
-					w[j] = PV_FMUL(ds[l / 16 + 2 * k], q);
-				}
-				fma4_rows<TT>(w, xs, tc, e0 + 32 * k + l0, acc);
-			}
-	}
-};
-
-/* The fifth bits of four consecutive elements: bits 0..3 of b (b < 16) moved to bit 4 of bytes
- * 0..3 (b * 0x00204081 places bit k at bit 8k; the four shifted copies of b do not overlap, so
- * nothing carries). */
-PV_HD uint32_t spread4(uint32_t b) { return ((b * 0x00204081u) & 0x01010101u) << 4; }
-
-/* Q4_1: element j < 16 is the low nibble of qs[j], j + 16 the high one; x = q * d + m, a
- * multiply then an add (pv_dequant_block). Planes: qs | d,m (one 4-byte word per block). */
-template <>
-struct Kern<K_Q4_1> {
-	static constexpr int UE = 32, U = 4;
-	struct Raw {
-		uint4 q;
-		unsigned int dm;
-	};
-	PV_HD static Raw load(const Seg& s, int64_t row, int u)
-	{
-		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16), ldg<unsigned int>(s.p1 + (size_t)row * s.s1 + (size_t)u * 4) };
-	}
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
-	{
-		const float d = f16f(r.dm & 0xffffu), m = f16f(r.dm >> 16);
-PV_UNROLL
-		for (int half = 0; half < 2; half++)
-PV_UNROLL
-			for (int i = 0; i < 4; i++) {
-				const uint32_t v = (word(r.q, i) >> (4 * half)) & 0x0f0f0f0fu;
-				float w[4];
-PV_UNROLL
-				for (int k = 0; k < 4; k++) w[k] = PV_FADD(PV_FMUL(PV_FSUB(magic_byte(v, k), 8388608.0f), d), m);
-				fma4_rows<TT>(w, xs, tc, e0 + 16 * half + 4 * i, acc);
-			}
-	}
-};
-
-/* Q5_0: Q4_0's nibbles plus bit j of the 32-bit qh as the fifth bit of element j;
- * x = (q - 16) * d. Planes: qs | qh | d. */
-template <>
-struct Kern<K_Q5_0> {
-	static constexpr int UE = 32, U = 4;
-	struct Raw {
-		uint4 q;
-		unsigned int qh, d;
-	};
-	PV_HD static Raw load(const Seg& s, int64_t row, int u)
-	{
-		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16), ldg<unsigned int>(s.p1 + (size_t)row * s.s1 + (size_t)u * 4),
-			    ldw2(s.p2 + (size_t)row * s.s2 + (size_t)u * 2) };
-	}
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
-	{
-		const float d = f16f(r.d);
-PV_UNROLL
-		for (int half = 0; half < 2; half++)
-PV_UNROLL
-			for (int i = 0; i < 4; i++) {
-				const uint32_t v = ((word(r.q, i) >> (4 * half)) & 0x0f0f0f0fu) | spread4((r.qh >> (16 * half + 4 * i)) & 0xfu);
-				float w[4];
-PV_UNROLL
-				for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388624.0f), d);
-				fma4_rows<TT>(w, xs, tc, e0 + 16 * half + 4 * i, acc);
-			}
-	}
-};
-
-/* Q5_1: Q5_0's 5-bit q, x = q * d + m (multiply, then add). Planes: qs | qh | d,m. */
-template <>
-struct Kern<K_Q5_1> {
-	static constexpr int UE = 32, U = 4;
-	struct Raw {
-		uint4 q;
-		unsigned int qh, dm;
-	};
-	PV_HD static Raw load(const Seg& s, int64_t row, int u)
-	{
-		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16), ldg<unsigned int>(s.p1 + (size_t)row * s.s1 + (size_t)u * 4),
-			    ldg<unsigned int>(s.p2 + (size_t)row * s.s2 + (size_t)u * 4) };
-	}
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
-	{
-		const float d = f16f(r.dm & 0xffffu), m = f16f(r.dm >> 16);
-PV_UNROLL
-		for (int half = 0; half < 2; half++)
-PV_UNROLL
-			for (int i = 0; i < 4; i++) {
-				const uint32_t v = ((word(r.q, i) >> (4 * half)) & 0x0f0f0f0fu) | spread4((r.qh >> (16 * half + 4 * i)) & 0xfu);
-				float w[4];
-PV_UNROLL
-				for (int k = 0; k < 4; k++) w[k] = PV_FADD(PV_FMUL(PV_FSUB(magic_byte(v, k), 8388608.0f), d), m);
-				fma4_rows<TT>(w, xs, tc, e0 + 16 * half + 4 * i, acc);
-			}
-	}
-};
-
-/* Q5_K: Q4_K's unit (sub-blocks 2i and 2i+1: qs[32i..32i+31] at block byte 48 + 32i) plus bit
- * 2i (2i+1) of qh[l] (block bytes 16..47) as the fifth bit of element l of sub-block 2i (2i+1);
- * x = (d * sc) * q - dmin * m. Blocks stored whole (176 bytes, 16-byte aligned). */
+/* Q5_K: Q4_K's octet (qs at block byte 48 + 32 (j/2) + l0) plus bit j of qh[l0 .. l0+7] (block
+ * bytes 16 + l0 ..) as the fifth bit; x = (d * sc) * q - dmin * m. Blocks stored whole (176
+ * bytes, 16-byte aligned). */
 template <>
 struct Kern<K_Q5_K> {
-	static constexpr int UE = 64, U = 2;
+	static constexpr int UE = 8, U = 4;
 	struct Raw {
-		uint4 h, qh0, qh1, q0, q1;
-		int i;
+		uint4 h;
+		uint2 q, qh;
+		int j;
 	};
-	PV_HD static Raw load(const Seg& s, int64_t row, int u)
+	/* unit u + 32k: every pointer + 176k */
+	struct Ptr {
+		const unsigned char *a, *b, *c;
+		int j;
+	};
+	PV_HD static Ptr at(const RowP& p, int u)
 	{
-		const unsigned char* b = s.p0 + (size_t)row * s.s0 + (size_t)(u >> 2) * 176;
-		const int i = u & 3;
-		return Raw{ ldw4(b), ldw4(b + 16), ldw4(b + 32), ldw4(b + 48 + 32 * i), ldw4(b + 64 + 32 * i), i };
+		const unsigned char* b = p.q0 + (size_t)(u >> 5) * 176;
+		const int j = (u >> 2) & 7, l0 = 8 * (u & 3);
+		return Ptr{ b, b + 48 + 32 * (j >> 1) + l0, b + 16 + l0, j };
 	}
+	PV_HD static Raw loadq(const Ptr& q, int k) { return Raw{ ldg<uint4>(q.a + 176 * k), ldw8(q.b + 176 * k), ldw8(q.c + 176 * k), q.j }; }
+	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
+	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
 	template <int TT>
 	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
 	{
-		const float d = f16f(r.h.x & 0xffffu), dmin = f16f(r.h.x >> 16);
+		float d1, m1;
+		k4_scales(r.h, r.j, &d1, &m1);
 PV_UNROLL
-		for (int sub = 0; sub < 2; sub++) {
-			const int j = 2 * r.i + sub;
-			int sc, m;
-			if (j < 4) {
-				sc = sbyte(r.h, j) & 63;
-				m = sbyte(r.h, j + 4) & 63;
-			} else {
-				sc = (sbyte(r.h, j + 4) & 0xf) | ((sbyte(r.h, j - 4) >> 6) << 4);
-				m = (sbyte(r.h, j + 4) >> 4) | ((sbyte(r.h, j) >> 6) << 4);
-			}
-			const float d1 = PV_FMUL(d, (float)sc), m1 = PV_FMUL(dmin, (float)m);
+		for (int i = 0; i < 2; i++) {
+			const uint32_t hb = (((i ? r.qh.y : r.qh.x) >> r.j) & 0x01010101u) << 4;
+			const uint32_t v = (((i ? r.q.y : r.q.x) >> (4 * (r.j & 1))) & 0x0f0f0f0fu) | hb;
+			float w[4];
 PV_UNROLL
-			for (int i = 0; i < 8; i++) {
-				const uint32_t hb = ((word(i < 4 ? r.qh0 : r.qh1, i & 3) >> j) & 0x01010101u) << 4;
-				const uint32_t v = ((word(i < 4 ? r.q0 : r.q1, i & 3) >> (4 * sub)) & 0x0f0f0f0fu) | hb;
-				float w[4];
-PV_UNROLL
-				for (int k = 0; k < 4; k++)
-					w[k] = PV_FSUB(PV_FMUL(d1, PV_FSUB(magic_byte(v, k), 8388608.0f)), m1);
-				fma4_rows<TT>(w, xs, tc, e0 + 32 * sub + 4 * i, acc);
-			}
+			for (int k = 0; k < 4; k++) w[k] = PV_FSUB(PV_FMUL(d1, PV_FSUB(magic_byte(v, k), 8388608.0f)), m1);
+			fma4_rows<TT>(w, xs, tc, e0 + 4 * i, acc);
 		}
+	}
+};
+
+/* Q6_K: unit u is elements 32k + l0 .. +3 (k = u / 8 % 4, l0 = 4 (u % 8)) of half h = u / 32 % 2
+ * of super-block u / 64: the low (k < 2) or high nibbles of ql[64h + 32 (k & 1) + l0 ..] and
+ * bits 2k, 2k+1 of qh[32h + l0 ..] (one 4-byte load each), minus 32; x = (d * sc) * q with
+ * sc = scales[8h + l0/16 + 2k] (pv_dequant_block's order). */
+template <>
+struct Kern<K_Q6_K> {
+	static constexpr int UE = 4, U = 4;
+	struct Raw {
+		uint32_t ql, qh;
+		int sc;
+		unsigned int d;
+		int k;
+	};
+	/* units u and u + 32 are in different halves (h flips): not a fixed stride, so loadq takes
+	 * the unit index */
+	struct Ptr {
+		RowP p;
+		int u;
+	};
+	PV_HD static Ptr at(const RowP& p, int u) { return Ptr{ p, u }; }
+	PV_HD static Raw loadp(const RowP& p, int u)
+	{
+		const int sb = u >> 6, h = (u >> 5) & 1, k = (u >> 3) & 3, l0 = 4 * (u & 7);
+		const unsigned char* q = p.q0 + (size_t)sb * 192;
+		Raw r;
+		r.ql = ldw1(q + 64 * h + 32 * (k & 1) + l0);
+		r.qh = ldw1(q + 128 + 32 * h + l0);
+		r.sc = (int)ldg<signed char>(p.q1 + (size_t)sb * 16 + 8 * h + l0 / 16 + 2 * k);
+		r.d = ldw2(p.q2 + (size_t)sb * 2);
+		r.k = k;
+		return r;
+	}
+	PV_HD static Raw loadq(const Ptr& q, int k) { return loadp(q.p, q.u + 32 * k); }
+	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
+	template <int TT>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		const float ds = PV_FMUL(f16f(r.d), (float)r.sc);
+		const uint32_t v = ((r.ql >> (4 * (r.k >> 1))) & 0x0f0f0f0fu) | (((r.qh >> (2 * r.k)) & 0x03030303u) << 4);
+		float w[4];
+PV_UNROLL
+		for (int j = 0; j < 4; j++) w[j] = PV_FMUL(ds, PV_FSUB(magic_byte(v, j), 8388640.0f));
+		fma4_rows<TT>(w, xs, tc, e0, acc);
 	}
 };
 
@@ -573,14 +642,38 @@ PV_HD void walk(const Seg& s, int stype, int64_t row, int lane, int u0, int u1, 
 	using KT = Kern<K>;
 	constexpr int UE = KT::UE, U = KT::U;
 	const int uf = u0 + ((lane - u0) & 31); /* this lane's first unit in the tile */
-	for (int ub = uf; ub < u1; ub += 32 * U) {
-		typename KT::Raw raw[U] = {};
-		PV_UNROLL
-		for (int k = 0; k < U; k++)
-			if (ub + 32 * k < u1) raw[k] = load_unit<K>(s, row, ub + 32 * k, stype);
-		PV_UNROLL
-		for (int k = 0; k < U; k++)
-			if (ub + 32 * k < u1) KT::template dot<TT>(raw[k], xs, tc, (ub + 32 * k) * UE - c0, acc);
+	if constexpr (K >= K_Q8_0) {
+		/* the quantized kinds: the row's pointers once, whole batches of U units without
+		 * bounds checks, then the last partial batch (the same units in the same order) */
+		const RowP rp = rowp(s, row);
+		int ub = uf;
+		for (; ub + 32 * (U - 1) < u1; ub += 32 * U) {
+			typename KT::Raw raw[U];
+			const typename KT::Ptr q = KT::at(rp, ub); /* unit ub + 32k: q's pointers + k strides */
+			PV_UNROLL
+			for (int k = 0; k < U; k++) raw[k] = KT::loadq(q, k);
+			PV_UNROLL
+			for (int k = 0; k < U; k++) KT::template dot<TT>(raw[k], xs, tc, (ub + 32 * k) * UE - c0, acc);
+		}
+		if (ub < u1) {
+			typename KT::Raw raw[U] = {};
+			PV_UNROLL
+			for (int k = 0; k < U - 1; k++)
+				if (ub + 32 * k < u1) raw[k] = KT::loadp(rp, ub + 32 * k);
+			PV_UNROLL
+			for (int k = 0; k < U - 1; k++)
+				if (ub + 32 * k < u1) KT::template dot<TT>(raw[k], xs, tc, (ub + 32 * k) * UE - c0, acc);
+		}
+	} else {
+		for (int ub = uf; ub < u1; ub += 32 * U) {
+			typename KT::Raw raw[U] = {};
+			PV_UNROLL
+			for (int k = 0; k < U; k++)
+				if (ub + 32 * k < u1) raw[k] = load_unit<K>(s, row, ub + 32 * k, stype);
+			PV_UNROLL
+			for (int k = 0; k < U; k++)
+				if (ub + 32 * k < u1) KT::template dot<TT>(raw[k], xs, tc, (ub + 32 * k) * UE - c0, acc);
+		}
 	}
 }
 
