@@ -206,7 +206,7 @@ int pv_cuda_moe_route(cudaStream_t st, const struct moe_args* a, char* err, size
 int pv_cuda_moe_combine(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen);
 
 /* attention.cu */
-#define PV_ATT_SPLIT 64        /* keys per split: fixed, so the layout never depends on n      */
+#define PV_ATT_SPLIT 64        /* the largest keys per split (a session uses 32 or 64)          */
 struct attn_args {
 	const float* q;            /* [n][nh*hd]                                                    */
 	const float *kc, *vc;      /* [n_ctx][nkv*hd]                                               */

@@ -182,15 +182,18 @@ void (*kernel_of(int kind))(TParams)
 
 } // namespace
 
+static int ready = 0; /* the kernels' shared-memory limits raised (outside any capture) */
+
 int pv_cuda_gemv_tma_init(char* err, size_t errlen)
 {
-	return init_variant<2048, 4>(err, errlen) || init_variant<4096, 3>(err, errlen) || init_variant<8192, 2>(err, errlen) ? -1 : 0;
+	if (init_variant<2048, 4>(err, errlen) || init_variant<4096, 3>(err, errlen) || init_variant<8192, 2>(err, errlen)) return -1;
+	ready = 1;
+	return 0;
 }
 
 int pv_cuda_gemv_tma(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, int ldx, int pair, int* n_launch,
                      char* err, size_t errlen)
 {
-	static int ready = 0; /* the kernels' shared-memory limit raised (outside any capture) */
 	if (!pv_cuda_gemv_tma_on) return 0;
 	if (!ready) {
 		cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;

@@ -80,7 +80,7 @@ run_tests quant "" quant
 run_tests "fixtures without PDL" "PV_CUDA_PDL=0" fixtures
 run_tests "fixtures staged gemv" "PV_CUDA_GEMV_DIRECT=0" fixtures
 run_tests "fixtures without prefill" "PV_CUDA_PREFILL=0" fixtures
-run_tests "fixtures with 32-key attention splits" "PV_CUDA_ATT_SPLIT=32" fixtures
+run_tests "fixtures with 64-key attention splits" "PV_CUDA_ATT_SPLIT=64" fixtures
 for sec in prefill real; do # sections that exist in this build
 	strings $B/cuda/test_cuda | grep -qx "$sec" && run_tests "$sec" "" "$sec"
 done
@@ -132,11 +132,10 @@ model_rows() { # name preset type [long]
 	bench "$name" "$m" $ARGS --profile
 	if [ "$MODE" = quick ]; then
 		for v in 1 2 3; do PV_CUDA_GEMV_TMA=$v bench "$name-tma$v" "$m" $ARGS; done
-		PV_CUDA_GEMV_OCC=6 bench "$name-occ6" "$m" $ARGS
 		PV_CUDA_SWIGLU_PAIR=0 bench "$name-nopair" "$m" $ARGS
 		PV_CUDA_ATTN_FUSE=0 bench "$name-nofuse" "$m" $ARGS
 		PV_CUDA_SWIGLU_PAIR=0 PV_CUDA_ATTN_FUSE=0 bench "$name-v3path" "$m" $ARGS
-		PV_CUDA_ATT_SPLIT=32 bench "$name-s32" "$m" $ARGS --profile
+		PV_CUDA_ATT_SPLIT=64 bench "$name-s64" "$m" $ARGS
 	fi
 	if [ -n "$long" ] && fast_prefill; then
 		have_time 30 "$name 4k" && bench "$name-pp4096" "$m" --pp 4096 --tg 128 --reps 2
