@@ -39,7 +39,7 @@ constexpr int MAX_SPLITS = 1 << 16;
 constexpr int MAX_GRID_X = 64; /* blocks per (kv head, row) along the splits */
 constexpr int KEY_UNROLL = 4;  /* keys whose K rows a warp loads before using them */
 
-static_assert(SMAX % 64 == 0, "splits of 32 or 64 keys: the 8 key slices divide them");
+static_assert(SMAX % 64 == 0, "splits of 16, 32 or 64 keys: the (up to) 8 key slices divide them");
 static_assert(SMAX <= 64, "per-head softmax: each lane holds two keys");
 
 /* key slices of the V accumulation: a function of G*hd alone */
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 	const int kh = blockIdx.y, t = blockIdx.z;
 	const int pos = a.step->pos0 + t;
 	const int hd = a.hd, G = a.nh / a.nkv, kvd = a.nkv * hd, qd = a.nh * hd, ghd = G * hd;
-	const int S = a.split; /* keys per split: 32, or 64 (PV_CUDA_ATT_SPLIT=64); fixed per session */
+	const int S = a.split; /* keys per split: 32, or 16 / 64 (PV_CUDA_ATT_SPLIT); fixed per session */
 	const int hd4 = hd >> 2, items = ghd >> 2, KG = key_slices(ghd), slice = S / KG;
 	float* qs = sm;                 /* [G][hd]          */
 	float* sc = sm + ghd;           /* [G][SMAX]        */
@@ -262,7 +262,7 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
 int pv_cuda_attention(cudaStream_t st, const struct attn_args* a, int n, char* err, size_t errlen)
 {
 	if (pv_cuda_attention_check(a->nh, a->nkv, a->hd, a->n_split, err, errlen)) return -1;
-	if (a->split != 32 && a->split != 64) return pv_errf(err, errlen, "CUDA backend: attention split of %d keys", a->split);
+	if (a->split != 16 && a->split != 32 && a->split != 64) return pv_errf(err, errlen, "CUDA backend: attention split of %d keys", a->split);
 	if (a->fuse && (n != 1 || a->pa.hd > MAX_HD || a->pa.R > a->pa.hd))
 		return pv_errf(err, errlen, "CUDA backend: fused attention input stage with %d rows", n);
 	const int G = a->nh / a->nkv;

@@ -81,9 +81,18 @@ __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(float* x, con
 __global__ void __launch_bounds__(NORM4_THREADS) add_rmsnorm4_kernel(float* x, const float* delta, float* xn,
                                                                      const float* w, int H, float eps)
 {
-	pv_grid_sync(); /* before any global memory access (PDL) */
+	/* the norm weight is a constant: its load overlaps the previous kernel (PDL) */
+	const int H4 = H >> 2;
+	const float4* w4 = reinterpret_cast<const float4*>(w);
+	float4 g[NORM4_MAX];
+#pragma unroll
+	for (int k = 0; k < NORM4_MAX; k++) {
+		const int i = threadIdx.x + k * NORM4_THREADS;
+		g[k] = i < H4 ? w4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	}
+	pv_grid_sync(); /* before any access to memory earlier kernels write (PDL) */
 	__shared__ float red[NORM4_THREADS / 32 + 1];
-	const int t = blockIdx.x, H4 = H >> 2;
+	const int t = blockIdx.x;
 	float4* xr = reinterpret_cast<float4*>(x + (size_t)t * H);
 	const float4* dr = delta ? reinterpret_cast<const float4*>(delta + (size_t)t * H) : nullptr;
 	float4 v[NORM4_MAX];
@@ -117,14 +126,10 @@ __global__ void __launch_bounds__(NORM4_THREADS) add_rmsnorm4_kernel(float* x, c
 	ss = block_sum<NORM4_THREADS>(ss, red);
 	const float r = 1.0f / sqrtf(ss / (float)H + eps); /* pv_rmsnorm */
 	float4* o = reinterpret_cast<float4*>(xn + (size_t)t * H);
-	const float4* w4 = reinterpret_cast<const float4*>(w);
 #pragma unroll
 	for (int k = 0; k < NORM4_MAX; k++) {
 		const int i = threadIdx.x + k * NORM4_THREADS;
-		if (i < H4) {
-			const float4 g = w4[i];
-			o[i] = make_float4((v[k].x * r) * g.x, (v[k].y * r) * g.y, (v[k].z * r) * g.z, (v[k].w * r) * g.w);
-		}
+		if (i < H4) o[i] = make_float4((v[k].x * r) * g[k].x, (v[k].y * r) * g[k].y, (v[k].z * r) * g[k].z, (v[k].w * r) * g[k].w);
 	}
 }
 

@@ -81,6 +81,7 @@ run_tests "fixtures without PDL" "PV_CUDA_PDL=0" fixtures
 run_tests "fixtures staged gemv" "PV_CUDA_GEMV_DIRECT=0" fixtures
 run_tests "fixtures without prefill" "PV_CUDA_PREFILL=0" fixtures
 run_tests "fixtures with 64-key attention splits" "PV_CUDA_ATT_SPLIT=64" fixtures
+run_tests "fixtures with 16-key attention splits" "PV_CUDA_ATT_SPLIT=16" fixtures
 for sec in prefill real; do # sections that exist in this build
 	strings $B/cuda/test_cuda | grep -qx "$sec" && run_tests "$sec" "" "$sec"
 done
@@ -136,6 +137,7 @@ model_rows() { # name preset type [long]
 		PV_CUDA_ATTN_FUSE=0 bench "$name-nofuse" "$m" $ARGS
 		PV_CUDA_SWIGLU_PAIR=0 PV_CUDA_ATTN_FUSE=0 bench "$name-v3path" "$m" $ARGS
 		PV_CUDA_ATT_SPLIT=64 bench "$name-s64" "$m" $ARGS
+		PV_CUDA_ATT_SPLIT=16 bench "$name-s16" "$m" $ARGS
 	fi
 	if [ -n "$long" ] && fast_prefill; then
 		have_time 30 "$name 4k" && bench "$name-pp4096" "$m" --pp 4096 --tg 128 --reps 2
