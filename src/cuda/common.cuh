@@ -135,6 +135,9 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out,
  * the shapes/types/alignment (or PV_CUDA_SWIGLU_PAIR=0) call for the two-kernel path, -1 on error. */
 int pv_cuda_gemv_swiglu(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
                         int T, int* n_launch, char* err, size_t errlen);
+/* The same over gathered experts (MoE): slot q's expert sel[q], written to gate->y + q * ldy. */
+int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
+                               int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen);
 /* gemv_tma.cu: one activation row over BF16/F16/F32 rows whose weights come into shared memory
  * through the bulk copy engine (the first stages before the PDL wait); bitwise pv_cuda_gemv's
  * result. pair: outs = {gate, up}, writes silu(g) * u to gate's y. Returns 1 when it launched,

@@ -8,14 +8,16 @@
  *
  * Summation order (what makes the result batch-invariant): a weight row is cut into units of UE
  * consecutive elements (8 for BF16/F16, 4 for F32, 1 for float rows whose bytes are not a whole
- * number of 16-byte vectors, 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, 64 for Q4_K/Q5_K, 128 for Q6_K). Lane l of the warp
- * owning the output accumulates, for each activation row separately, the units u = l, l+32,
- * l+64, ... in increasing order and, inside a unit, its elements in increasing order, with one
- * fmaf per element: acc = fmaf(w_e, x_e, acc). The 32 lane sums are added by the xor butterfly
- * of pv_warp_sum; a bias is added after. That order is a function of the row length alone: the
- * column tiles (whose width depends on the number of rows) only pause a lane's walk, and the
- * rows of a call never share an accumulator. Weights are dequantized exactly as quant.h does it
- * (each value is the same float as pv_dequant_block's), then enter the same fmaf chain.
+ * number of 16-byte vectors, 4 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q6_K, 8 for Q4_K/Q5_K). Lane l of
+ * the warp owning the output accumulates, for each activation row separately, the units u = l,
+ * l+32, l+64, ... in increasing order and, inside a unit, its elements in increasing order: float
+ * types with one fmaf per element, acc = fmaf(w_e, x_e, acc); quantized types with the unit's
+ * block scale factored out (units.cuh, qdot_rows: s = sum q_e x_e, acc = fmaf(s, d, acc), plus
+ * the offset times sum x_e). The 32 lane sums are added by the xor butterfly of pv_warp_sum; a
+ * bias is added after. That order is a function of the row length alone: the column tiles (whose
+ * width depends on the number of rows) only pause a lane's walk, and the rows of a call never
+ * share an accumulator. The quantized values and scales are quant.h's floats (a one-hot
+ * activation gives each weight exactly as pv_dequant_block does).
  */
 #include "common.cuh"
 #include "units.cuh"
@@ -134,8 +136,8 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 				else walk<K, TT>(s, p.stype, wrow + row, lane, 0, nu, x, p.ldx, 0, acc[r]);
 			}
 			if (ONE && p.pair && row0 < s.rows) {
-				if (p.pipe) walk_direct<K>(p.seg[1], p.stype, row0, lane, nu, x, p.ldx, &accu);
-				else walk<K, 1>(p.seg[1], p.stype, row0, lane, 0, nu, x, p.ldx, 0, &accu);
+				if (p.pipe) walk_direct<K>(p.seg[1], p.stype, wrow + row0, lane, nu, x, p.ldx, &accu);
+				else walk<K, 1>(p.seg[1], p.stype, wrow + row0, lane, 0, nu, x, p.ldx, 0, &accu);
 			}
 		}
 	} else if constexpr (!DONLY)
@@ -394,16 +396,25 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out,
 int pv_cuda_gemv_swiglu(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
                         int T, int* n_launch, char* err, size_t errlen)
 {
+	return pv_cuda_gemv_swiglu_gather(st, gate, up, x, ldx, T, NULL, n_launch, err, errlen);
+}
+
+int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
+                               int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen)
+{
 	const struct dmat *g = gate->w, *u = up->w;
+	if (ga && (ga->slots < 1 || ga->k < 1 || ga->n_experts < 1 || g->rows % ga->n_experts)) return 0;
 	const int kind = kind_of(g);
 	if (!pv_cuda_swiglu_pair || !pv_cuda_gemv_direct || pv_cuda_gemv_r2 || T != 1 || kind < 0 || kind != kind_of(u) || g->type != u->type ||
 	    g->rows != u->rows || g->cols != u->cols || g->rows > INT32_MAX / 2 || g->cols > INT32_MAX / 2 || ((uintptr_t)x & 15) ||
 	    ldx % 4)
 		return 0;
 	struct gemv_out o[2] = { *gate, *up };
-	const int h = pv_cuda_gemv_tma(st, o, 2, x, ldx, 1, n_launch, err, errlen);
-	if (h) return h;
-	if (launch(st, o, 2, kind, x, NULL, ldx, PV_X_PLAIN, 1, NULL, 1, err, errlen)) return -1;
+	if (!ga) {
+		const int h = pv_cuda_gemv_tma(st, o, 2, x, ldx, 1, n_launch, err, errlen);
+		if (h) return h;
+	}
+	if (launch(st, o, 2, kind, x, NULL, ldx, PV_X_PLAIN, 1, ga, 1, err, errlen)) return -1;
 	if (n_launch) ++*n_launch;
 	return 1;
 }

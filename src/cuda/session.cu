@@ -297,12 +297,17 @@ int enqueue_moe(struct pv_session* s, const struct dlayer* L, int n, int* nl, ch
 	struct gemv_gather ga = { d->top_idx, n * k, k, E, 0 };
 	struct gemv_out gu[2] = { { &L->ex_gate, d->eg, Ie, NULL }, { &L->ex_up, d->eu, Ie, NULL } };
 	weigh(d, gu, 2, (double)n * k / E);
-	if (pv_cuda_gemv_gather(d->st, gu, 2, d->xn, NULL, H, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
+	/* one launch: each slot's gate and up rows with silu(g) * u in the epilogue (same bits) */
+	const int paired = n == 1 ? pv_cuda_gemv_swiglu_gather(d->st, &gu[0], &gu[1], d->xn, H, 1, &ga, nl, err, errlen) : 0;
+	if (paired < 0) return -1;
+	if (!paired && pv_cuda_gemv_gather(d->st, gu, 2, d->xn, NULL, H, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
 	ga.x_by_slot = 1;
 	struct gemv_out dn[1] = { { &L->ex_down, d->eo, H, NULL } };
 	weigh(d, dn, 1, (double)n * k / E);
-	if (pv_cuda_swiglu(d->st, d->eg, d->eu, Ie, Ie, n * k, err, errlen)) return -1;
-	++*nl;
+	if (!paired) {
+		if (pv_cuda_swiglu(d->st, d->eg, d->eu, Ie, Ie, n * k, err, errlen)) return -1;
+		++*nl;
+	}
 	if (pv_cuda_gemv_gather(d->st, dn, 1, d->eg, NULL, Ie, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
 	if (mark(d, G_MEXPERTS, *nl, err, errlen)) return -1;
 	if (a.shared &&
