@@ -149,6 +149,35 @@ PV_UNROLL
 	}
 }
 
+/* The quantized units' factored sums (v4): q holds a unit's quantized values as exact floats,
+ * n4 groups of 4 (a quad or an octet), all under one scale d and offset m (w = d q + m, the
+ * block's dequantization). Per activation row: s = the q x products summed in element order
+ * (a multiply, then fmaf), acc = fmaf(s, d, acc), then, with an offset, the activations' sum
+ * t in element order and acc = fmaf(m, t, acc). The scale multiplies once per unit instead of
+ * once per element; the sum differs from the per-weight form by rounding only (README.md,
+ * Exactness). */
+template <int TT, int N4, bool OFF>
+PV_HD void qdot_rows(const float* q, float d, float m, const float* xs, int tc, int e, float* acc)
+{
+PV_UNROLL
+	for (int t = 0; t < TT; t++) {
+		float s = 0.0f, sx = 0.0f;
+PV_UNROLL
+		for (int g = 0; g < N4; g++) {
+			const float4 a = *reinterpret_cast<const float4*>(xs + t * tc + e + 4 * g);
+			s = g ? fmaf(q[4 * g], a.x, s) : PV_FMUL(q[0], a.x);
+			s = fmaf(q[4 * g + 1], a.y, s);
+			s = fmaf(q[4 * g + 2], a.z, s);
+			s = fmaf(q[4 * g + 3], a.w, s);
+			if (OFF) sx = g ? PV_FADD(PV_FADD(PV_FADD(PV_FADD(sx, a.x), a.y), a.z), a.w)
+			                : PV_FADD(PV_FADD(PV_FADD(a.x, a.y), a.z), a.w);
+		}
+		float r = fmaf(s, d, acc[t]);
+		if (OFF) r = fmaf(m, sx, r);
+		acc[t] = r;
+	}
+}
+
 template <int K>
 struct Kern;
 
@@ -250,8 +279,9 @@ struct Kern<K_SCALAR> {
  * lane read its own line, 32 lines per load, and that L1 wavefront rate bounded the quantized
  * GEMVs). The weight bytes of a unit are one 4- or 8-byte load (a warp's loads cover contiguous
  * bytes of the row); the per-block scales are small cached loads shared by the lanes of a
- * block. Each element is still dequantized exactly as pv_dequant_block does it and enters the
- * lane's fmaf chain in element order.
+ * block. The quantized values q and the scales are pv_dequant_block's floats; the unit's sum
+ * factors the scale out (qdot_rows: sum q x in element order, then one fmaf by the scale, and
+ * the offset times sum x), so a one-hot activation still gives each weight exactly.
  */
 
 /* A weight row's plane pointers (the quantized walks compute them once per row, so a unit's
@@ -323,10 +353,10 @@ struct Kern<K_Q8_0> {
 	{
 		const float d = f16f(r.d);
 		const uint32_t v = r.q ^ 0x80808080u; /* int8 + 128 */
-		float w[4];
+		float q[4];
 PV_UNROLL
-		for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388736.0f), d);
-		fma4_rows<TT>(w, xs, tc, e0, acc);
+		for (int k = 0; k < 4; k++) q[k] = PV_FSUB(magic_byte(v, k), 8388736.0f);
+		qdot_rows<TT, 1, false>(q, d, 0.0f, xs, tc, e0, acc);
 	}
 };
 
@@ -353,10 +383,10 @@ struct Kern<K_Q4_0> {
 	{
 		const float d = f16f(r.d);
 		const uint32_t v = quad_nibbles(r.q, r.u);
-		float w[4];
+		float q[4];
 PV_UNROLL
-		for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388616.0f), d);
-		fma4_rows<TT>(w, xs, tc, e0, acc);
+		for (int k = 0; k < 4; k++) q[k] = PV_FSUB(magic_byte(v, k), 8388616.0f);
+		qdot_rows<TT, 1, false>(q, d, 0.0f, xs, tc, e0, acc);
 	}
 };
 
@@ -384,10 +414,10 @@ struct Kern<K_Q4_1> {
 	{
 		const float d = f16f(r.dm & 0xffffu), m = f16f(r.dm >> 16);
 		const uint32_t v = quad_nibbles(r.q, r.u);
-		float w[4];
+		float q[4];
 PV_UNROLL
-		for (int k = 0; k < 4; k++) w[k] = PV_FADD(PV_FMUL(PV_FSUB(magic_byte(v, k), 8388608.0f), d), m);
-		fma4_rows<TT>(w, xs, tc, e0, acc);
+		for (int k = 0; k < 4; k++) q[k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
+		qdot_rows<TT, 1, true>(q, d, m, xs, tc, e0, acc);
 	}
 };
 
@@ -421,10 +451,10 @@ struct Kern<K_Q5_0> {
 	{
 		const float d = f16f(r.d);
 		const uint32_t v = quad_nibbles(r.q, r.u) | spread4((r.qh >> (4 * (r.u & 7))) & 0xfu);
-		float w[4];
+		float q[4];
 PV_UNROLL
-		for (int k = 0; k < 4; k++) w[k] = PV_FMUL(PV_FSUB(magic_byte(v, k), 8388624.0f), d);
-		fma4_rows<TT>(w, xs, tc, e0, acc);
+		for (int k = 0; k < 4; k++) q[k] = PV_FSUB(magic_byte(v, k), 8388624.0f);
+		qdot_rows<TT, 1, false>(q, d, 0.0f, xs, tc, e0, acc);
 	}
 };
 
@@ -457,10 +487,10 @@ struct Kern<K_Q5_1> {
 	{
 		const float d = f16f(r.dm & 0xffffu), m = f16f(r.dm >> 16);
 		const uint32_t v = quad_nibbles(r.q, r.u) | spread4((r.qh >> (4 * (r.u & 7))) & 0xfu);
-		float w[4];
+		float q[4];
 PV_UNROLL
-		for (int k = 0; k < 4; k++) w[k] = PV_FADD(PV_FMUL(PV_FSUB(magic_byte(v, k), 8388608.0f), d), m);
-		fma4_rows<TT>(w, xs, tc, e0, acc);
+		for (int k = 0; k < 4; k++) q[k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
+		qdot_rows<TT, 1, true>(q, d, m, xs, tc, e0, acc);
 	}
 };
 
@@ -519,14 +549,14 @@ struct Kern<K_Q4_K> {
 	{
 		float d1, m1;
 		k4_scales(r.h, r.j, &d1, &m1);
+		float q[8];
 PV_UNROLL
 		for (int i = 0; i < 2; i++) {
 			const uint32_t v = ((i ? r.q.y : r.q.x) >> (4 * (r.j & 1))) & 0x0f0f0f0fu;
-			float w[4];
 PV_UNROLL
-			for (int k = 0; k < 4; k++) w[k] = PV_FSUB(PV_FMUL(d1, PV_FSUB(magic_byte(v, k), 8388608.0f)), m1);
-			fma4_rows<TT>(w, xs, tc, e0 + 4 * i, acc);
+			for (int k = 0; k < 4; k++) q[4 * i + k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
 		}
+		qdot_rows<TT, 2, true>(q, d1, -m1, xs, tc, e0, acc);
 	}
 };
 
@@ -560,15 +590,15 @@ struct Kern<K_Q5_K> {
 	{
 		float d1, m1;
 		k4_scales(r.h, r.j, &d1, &m1);
+		float q[8];
 PV_UNROLL
 		for (int i = 0; i < 2; i++) {
 			const uint32_t hb = (((i ? r.qh.y : r.qh.x) >> r.j) & 0x01010101u) << 4;
 			const uint32_t v = (((i ? r.q.y : r.q.x) >> (4 * (r.j & 1))) & 0x0f0f0f0fu) | hb;
-			float w[4];
 PV_UNROLL
-			for (int k = 0; k < 4; k++) w[k] = PV_FSUB(PV_FMUL(d1, PV_FSUB(magic_byte(v, k), 8388608.0f)), m1);
-			fma4_rows<TT>(w, xs, tc, e0 + 4 * i, acc);
+			for (int k = 0; k < 4; k++) q[4 * i + k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
 		}
+		qdot_rows<TT, 2, true>(q, d1, -m1, xs, tc, e0, acc);
 	}
 };
 
@@ -585,36 +615,41 @@ struct Kern<K_Q6_K> {
 		unsigned int d;
 		int k;
 	};
-	/* units u and u + 32 are in different halves (h flips): not a fixed stride, so loadq takes
-	 * the unit index */
-	struct Ptr {
-		RowP p;
-		int u;
+	/* Units u and u + 32 are the two halves' same quad (h flips), u + 64 the next super-block's:
+	 * so unit u + 32k is at set k % 2 of the pointers (u's and u+32's) plus k / 2 super-blocks
+	 * (ql/qh + 192, scales + 16, d + 2 bytes). */
+	struct Set {
+		const unsigned char *ql, *qh, *sc, *d;
 	};
-	PV_HD static Ptr at(const RowP& p, int u) { return Ptr{ p, u }; }
-	PV_HD static Raw loadp(const RowP& p, int u)
+	struct Ptr {
+		Set s[2];
+		int k;
+	};
+	PV_HD static Set set(const RowP& p, int u)
 	{
 		const int sb = u >> 6, h = (u >> 5) & 1, k = (u >> 3) & 3, l0 = 4 * (u & 7);
 		const unsigned char* q = p.q0 + (size_t)sb * 192;
-		Raw r;
-		r.ql = ldw1(q + 64 * h + 32 * (k & 1) + l0);
-		r.qh = ldw1(q + 128 + 32 * h + l0);
-		r.sc = (int)ldg<signed char>(p.q1 + (size_t)sb * 16 + 8 * h + l0 / 16 + 2 * k);
-		r.d = ldw2(p.q2 + (size_t)sb * 2);
-		r.k = k;
-		return r;
+		return Set{ q + 64 * h + 32 * (k & 1) + l0, q + 128 + 32 * h + l0, p.q1 + (size_t)sb * 16 + 8 * h + l0 / 16 + 2 * k,
+			    p.q2 + (size_t)sb * 2 };
 	}
-	PV_HD static Raw loadq(const Ptr& q, int k) { return loadp(q.p, q.u + 32 * k); }
+	PV_HD static Ptr at(const RowP& p, int u) { return Ptr{ { set(p, u), set(p, u + 32) }, (u >> 3) & 3 }; }
+	PV_HD static Raw loadq(const Ptr& q, int k)
+	{
+		const Set& t = q.s[k & 1];
+		const int n = k >> 1;
+		return Raw{ ldw1(t.ql + 192 * n), ldw1(t.qh + 192 * n), (int)ldg<signed char>(t.sc + 16 * n), ldw2(t.d + 2 * n), q.k };
+	}
+	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
 	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
 	template <int TT>
 	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
 	{
 		const float ds = PV_FMUL(f16f(r.d), (float)r.sc);
 		const uint32_t v = ((r.ql >> (4 * (r.k >> 1))) & 0x0f0f0f0fu) | (((r.qh >> (2 * r.k)) & 0x03030303u) << 4);
-		float w[4];
+		float q[4];
 PV_UNROLL
-		for (int j = 0; j < 4; j++) w[j] = PV_FMUL(ds, PV_FSUB(magic_byte(v, j), 8388640.0f));
-		fma4_rows<TT>(w, xs, tc, e0, acc);
+		for (int j = 0; j < 4; j++) q[j] = PV_FSUB(magic_byte(v, j), 8388640.0f);
+		qdot_rows<TT, 1, false>(q, ds, 0.0f, xs, tc, e0, acc);
 	}
 };
 

@@ -6,13 +6,15 @@
  * the quantized types, on blocks of random bytes with extreme f16 scales:
  *   - the upload's plane split, then each GEMV unit's load + dequantization: with a one-hot
  *     activation, a unit's dot product is the weight itself, equal to pv_dequant_row's
- *   - the order: a unit's fmaf chain over a random activation equals the same chain written
- *     out over pv_dequant_row's weights in increasing element order, bit for bit
+ *   - the order: a float unit's fmaf chain over a random activation equals the same chain
+ *     written out over pv_dequant_row's weights in increasing element order, bit for bit; a
+ *     quantized unit's factored sum (the scale once per unit) is within 1e-6 of the magnitude
+ *     of its terms of the float64 sum over pv_dequant_row's weights
  *   - the embedding lookup's per-element dequantization, bit for bit
  *   - the GEMV's lane walk over column tiles and the butterfly, emulated: a row's result is
  *     bitwise the same whether its launch stages 1, 2, 4, 8 or 16 rows (batch invariance), and
- *     it is the dot product (every unit visited once); and the one-row launch that reads the
- *     activation in place (no staging) gives the same bits
+ *     it is the dot product within 1e-5 of sum (|w| + 2|m|) |x| (every unit visited once); and
+ *     the one-row launch that reads the activation in place (no staging) gives the same bits
  */
 #include "cuda/common.cuh"
 #include "cuda/units.cuh"
@@ -92,6 +94,32 @@ static void raw_row(enum pv_dtype t, unsigned char* dst, int cols)
 		}
 }
 
+/* |offset| of the block holding element e of a stored row (Q4_1/Q5_1: m; Q4_K/Q5_K: dmin * m
+ * of the sub-block; 0 for the types without one): the quantized units sum d * (q x) and
+ * m * x separately (units.cuh, qdot_rows), so their rounding is relative to those terms, which
+ * |w| + 2 |m| bounds (|d q| <= |w| + |m|) */
+static double unit_offset(enum pv_dtype t, const unsigned char* row, int64_t e)
+{
+	switch (t) {
+	case PV_Q4_1: return fabs((double)pv_q_f16(row + 20 * (e / 32) + 2));
+	case PV_Q5_1: return fabs((double)pv_q_f16(row + 24 * (e / 32) + 2));
+	case PV_Q4_K:
+	case PV_Q5_K: {
+		const unsigned char* b = row + (t == PV_Q4_K ? 144 : 176) * (e / 256);
+		int sc, m;
+		pv_q_scale_min_k4((int)(e % 256) / 32, b + 4, &sc, &m);
+		return fabs((double)pv_q_f16(b + 2) * m);
+	}
+	default: return 0.0;
+	}
+}
+
+/* The quantized kinds factor the block scale out of each unit (units.cuh, qdot_rows): their
+ * unit sums are checked against float64 within a rounding bound; the float kinds' against the
+ * same fmaf chain written out, bit for bit. */
+template <int K>
+static constexpr bool factored() { return K >= K_Q8_0; }
+
 /* raw: the rows are random blocks (raw_row) instead of quantized random floats */
 template <int K>
 static void check(enum pv_dtype t, int rows, int cols, const char* label, int raw = 0)
@@ -157,16 +185,31 @@ static void check(enum pv_dtype t, int rows, int cols, const char* label, int ra
 					bad_map++;
 				}
 			}
-			/* order: the chain over a random activation, against the same chain written out */
+			/* order: the chain over a random activation, against the same chain written out
+			 * (float kinds), or the unit's factored sum against float64 (quantized kinds:
+			 * each of its <= 8 + 3 roundings is at most 2^-24 of the terms' magnitude) */
 			for (int c = 0; c < cols; c++) xs[c] = frand();
 			float acc = 0.25f, want = 0.25f;
 			Kern<K>::template dot<1>(raw, xs, cols, u * UE, &acc);
-			for (int j = 0; j < UE; j++) want = fmaf(rr[u * UE + j], xs[u * UE + j], want);
-			bad_order += memcmp(&acc, &want, 4) != 0;
+			if (factored<K>()) {
+				double ref = 0.25, mag = 0.25;
+				for (int j = 0; j < UE; j++) {
+					const double m = unit_offset(t, w + rb * (size_t)r, (int64_t)u * UE + j);
+					ref += (double)rr[u * UE + j] * xs[u * UE + j];
+					mag += (fabs((double)rr[u * UE + j]) + 2 * m) * fabs((double)xs[u * UE + j]);
+				}
+				if (!(fabs((double)acc - ref) <= 1e-6 * mag)) {
+					if (!bad_order) fprintf(stderr, "%s: row %d unit %d: %.9g, want %.9g (bound %.3g)\n", label, r, u, acc, ref, 1e-6 * mag);
+					bad_order++;
+				}
+			} else {
+				for (int j = 0; j < UE; j++) want = fmaf(rr[u * UE + j], xs[u * UE + j], want);
+				bad_order += memcmp(&acc, &want, 4) != 0;
+			}
 		}
 	}
 	CHECK(!bad_map, "%s: %d unit elements decode to the wrong weight", label, bad_map);
-	CHECK(!bad_order, "%s: %d units accumulate in another order than element order", label, bad_order);
+	CHECK(!bad_order, "%s: %d units accumulate in another order than element order (or, factored, off float64)", label, bad_order);
 	CHECK(!bad_elem, "%s: %d embedding elements differ from pv_dequant_row", label, bad_elem);
 	printf("  %-14s [%d, %d]%s: unit decode, order and embedding lookup %s\n", label, rows, cols, raw ? " random blocks" : "",
 	       bad_map || bad_order || bad_elem ? "WRONG" : "exact");
@@ -271,7 +314,7 @@ static void check_walk(enum pv_dtype t, int cols, const char* label, int raw = 0
 		double ref = 0, mag = 0;
 		for (int c = 0; c < cols; c++) {
 			ref += (double)f[c] * x[(size_t)r * cols + c];
-			mag += fabs((double)f[c] * x[(size_t)r * cols + c]);
+			mag += (fabs((double)f[c]) + 2 * unit_offset(t, w, c)) * fabs((double)x[(size_t)r * cols + c]);
 		}
 		const double e = fabs(y1 - ref) / (mag > 0 ? mag : 1);
 		if (e > worst) worst = e;
