@@ -76,7 +76,8 @@ struct pv_model_params {
 struct pv_session_params {
 	int n_ctx;            /* KV cache length; 0: min(max_context, 4096)                          */
 	int n_threads;        /* 0: all online cores                                                 */
-	int max_batch;        /* rows evaluated per internal step (scratch size); 0: 128             */
+	int max_batch;        /* rows evaluated per internal step (scratch size); 0: 128 on the CPU,
+	                       * 4096 on the GPU (a prompt of up to 4096 tokens is one device call) */
 	int chunk_min_tokens; /* calls with at least this many tokens use chunked DeltaNet; 0: 64    */
 	int n_checkpoints;    /* checkpoint slots kept (oldest dropped first); 0: 4                  */
 };

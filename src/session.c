@@ -22,7 +22,9 @@ static void session_defaults(const struct pv_model* m, const struct pv_session_p
 		long nc = sysconf(_SC_NPROCESSORS_ONLN);
 		d.n_threads = nc > 0 ? (int)nc : 1;
 	}
-	if (d.max_batch <= 0) d.max_batch = 128;
+	/* CPU: 128 rows of host scratch per step; a GPU backend keeps its own step scratch, so a prompt
+	 * of up to 4096 tokens is one backend call (no host synchronisation inside it) */
+	if (d.max_batch <= 0) d.max_batch = m->backend && m->backend != &pv_backend_cpu ? 4096 : 128;
 	if (d.chunk_min_tokens <= 0) d.chunk_min_tokens = PV_DELTA_CHUNK;
 	if (d.n_checkpoints <= 0) d.n_checkpoints = 4;
 	*p = d;
