@@ -46,7 +46,9 @@ struct pv_prefill {
 	bf16 *xl, *ol, *hl, *ehl, *shl; /* the low halves of xb, ob, hb, ehb, shb (precise mode)   */
 	int attn_f32;             /* attention on the CUDA cores (PV_CUDA_PREFILL_ATTN=f32), else mma */
 	int moe_gemv;             /* MoE experts by the decode's gathered GEMVs (PV_CUDA_PREFILL_MOE=gemv) */
-	int delta_rec;            /* DeltaNet by the decode's one-block-per-head kernel (PV_CUDA_PREFILL_DELTA=decode) */
+	int delta_rec;            /* DeltaNet rule: 0 four lanes per column (default), 1 the decode's one-block-per-head
+	                           * kernels (PV_CUDA_PREFILL_DELTA=decode), 2 a lane per column, bitwise the decode's
+	                           * (PV_CUDA_PREFILL_DELTA=cols) */
 	int R, max_rows, n_steps; /* scratch rows (0: not allocated), tokens and steps it holds   */
 	unsigned char* mem;
 	size_t mem_bytes;
@@ -706,6 +708,102 @@ __global__ void __launch_bounds__(32) dcols_kernel(const __grid_constant__ delta
 		for (int i = 0; i < DK; i++) S[(size_t)i * dv + j] = st[i];
 }
 
+/*
+ * The default delta rule over T rows (faster, not bitwise the decode's): four lanes per state
+ * column, lane c of a column's group owning rows i in [c DK/4, (c+1) DK/4) of it (DK/4 floats in
+ * registers), so each row's two dependent chains are DK/4 long instead of DK; a warp = 8 columns,
+ * Hv x dv/8 warps. Per row: the q/k norms as in dcols_kernel, then per lane partial sums over its
+ * rows in order, combined by xor 1 then xor 2 inside the group of 4 lanes (every lane of the group
+ * ends with the same value, a fixed tree). qs/ks are stored [4][DK/4 + 1] so the four groups'
+ * reads fall in distinct banks.
+ */
+template <int DK>
+__global__ void __launch_bounds__(32) dquad_kernel(const __grid_constant__ delta_args a, float* oraw)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	constexpr int NG = (DK + 31) / 32, Q = DK / 4, QS = Q + 1;
+	__shared__ float qs[4 * QS], ks[4 * QS];
+	const int lane = threadIdx.x, c = lane & 3, h = blockIdx.y, j = blockIdx.x * 8 + (lane >> 2);
+	const int dk = DK, dv = a.dv, Hk = a.Hk, Hv = a.Hv, r = Hv / Hk;
+	const int kd = Hk * dk, cd = 2 * kd + Hv * dv, vd = Hv * dv;
+	const int kh = a.v_tiled ? h % Hk : h / r;
+	const bool col = j < dv;
+	float* S = a.S + (size_t)h * dk * dv;
+	float st[Q];
+#pragma unroll
+	for (int i = 0; i < Q; i++) st[i] = col ? S[(size_t)(c * Q + i) * dv + j] : 0.0f;
+	const float qscale = 1.0f / sqrtf((float)dk);
+	const float sa = a.ssm_a[h], db = a.dt_bias[h];
+	float qn[NG], kn[NG], vn = 0.0f, bn = 0.0f, gn = 0.0f;
+	auto load = [&](int t) {
+		const float* u = a.u + (size_t)t * cd;
+#pragma unroll
+		for (int w = 0; w < NG; w++) {
+			const int e = lane + 32 * w;
+			qn[w] = e < dk ? u[(size_t)kh * dk + e] : 0.0f;
+			kn[w] = e < dk ? u[kd + (size_t)kh * dk + e] : 0.0f;
+		}
+		vn = col ? u[2 * kd + (size_t)h * dv + j] : 0.0f;
+		if (a.ba_grouped) {
+			const int grp = h / r, jj = h % r;
+			bn = a.ab[(size_t)t * 2 * Hv + grp * 2 * r + jj];
+			gn = a.ab[(size_t)t * 2 * Hv + grp * 2 * r + r + jj];
+		} else {
+			bn = a.b[(size_t)t * Hv + h];
+			gn = a.a[(size_t)t * Hv + h];
+		}
+	};
+	if (a.n > 0) load(0);
+	for (int t = 0; t < a.n; t++) {
+		float ssq = 0.0f, ssk = 0.0f;
+#pragma unroll
+		for (int w = 0; w < NG; w++) {
+			const float sq = pv_warp_sum(qn[w] * qn[w]), sk = pv_warp_sum(kn[w] * kn[w]);
+			ssq = w ? ssq + sq : sq;
+			ssk = w ? ssk + sk : sk;
+		}
+		__syncwarp(); /* the previous row's qs/ks are consumed */
+#pragma unroll
+		for (int w = 0; w < NG; w++) {
+			const int e = lane + 32 * w;
+			if (e < dk) {
+				qs[(e / Q) * QS + e % Q] = qn[w] * (qscale / sqrtf(ssq + 1e-6f));
+				ks[(e / Q) * QS + e % Q] = kn[w] * (1.0f / sqrtf(ssk + 1e-6f));
+			}
+		}
+		__syncwarp();
+		const float v = vn, b = bn, g = gn;
+		if (t + 1 < a.n) load(t + 1); /* in flight while this row is computed */
+		const float beta = d_sigm(b);
+		const float decay = expf(sa * d_softplus(g + db));
+		const float* kq = ks + c * QS;
+		const float* qq = qs + c * QS;
+		float m = 0.0f;
+#pragma unroll
+		for (int i = 0; i < Q; i++) {
+			const float x = st[i] * decay;
+			st[i] = x;
+			m = m + kq[i] * x;
+		}
+		m = m + __shfl_xor_sync(0xffffffffu, m, 1);
+		m = m + __shfl_xor_sync(0xffffffffu, m, 2);
+		const float d = beta * (v - m);
+		float o = 0.0f;
+#pragma unroll
+		for (int i = 0; i < Q; i++) {
+			const float x = st[i] + kq[i] * d;
+			st[i] = x;
+			o = o + qq[i] * x;
+		}
+		o = o + __shfl_xor_sync(0xffffffffu, o, 1);
+		o = o + __shfl_xor_sync(0xffffffffu, o, 2);
+		if (col && c == 0) oraw[(size_t)t * vd + (size_t)h * dv + j] = o;
+	}
+	if (col)
+#pragma unroll
+		for (int i = 0; i < Q; i++) S[(size_t)(c * Q + i) * dv + j] = st[i];
+}
+
 constexpr int DNORM_THREADS = 128; /* deltanet.cu's THREADS: the same block-sum tree */
 
 __global__ void __launch_bounds__(DNORM_THREADS) dnorm_kernel(const __grid_constant__ delta_args a, const float* oraw, bf16* ob, bf16* obl,
@@ -737,8 +835,16 @@ __global__ void __launch_bounds__(DNORM_THREADS) dnorm_kernel(const __grid_const
 
 typedef void (*dcols_fn)(delta_args, float*);
 
-dcols_fn dcols_kernel_for(int dk)
+/* quad: the 4-lanes-per-column kernel (default), else the bitwise-decode column kernel */
+dcols_fn dcols_kernel_for(int dk, int quad)
 {
+	if (quad) switch (dk) {
+		case 16: return dquad_kernel<16>;
+		case 32: return dquad_kernel<32>;
+		case 64: return dquad_kernel<64>;
+		case 128: return dquad_kernel<128>;
+		default: return NULL;
+		}
 	switch (dk) {
 	case 16: return dcols_kernel<16>;
 	case 32: return dcols_kernel<32>;
@@ -1044,7 +1150,7 @@ struct pv_prefill* get(struct pv_prefill** pp)
 		const char* mo = getenv("PV_CUDA_PREFILL_MOE");
 		p->moe_gemv = mo && !strcmp(mo, "gemv");
 		const char* dl = getenv("PV_CUDA_PREFILL_DELTA");
-		p->delta_rec = dl && !strcmp(dl, "decode");
+		p->delta_rec = dl && !strcmp(dl, "decode") ? 1 : dl && !strcmp(dl, "cols") ? 2 : 0;
 		*pp = p;
 	}
 	return *pp;
@@ -1309,15 +1415,16 @@ int deltanet_layer(struct ctx* k, const struct dlayer* L, int l, int T)
 	a.v_tiled = c->v_head_tiled;
 	a.n = T;
 	a.eps = c->rms_eps;
-	const dcols_fn dc = p->delta_rec ? NULL : dcols_kernel_for(c->lin_k_dim);
+	const dcols_fn dc = p->delta_rec == 1 ? NULL : dcols_kernel_for(c->lin_k_dim, p->delta_rec == 0);
+	const int cols_per_block = p->delta_rec == 0 ? 8 : 32;
 	if (dc && c->lin_v_dim <= DNORM_THREADS) {
 		const int cd = pv_cfg_conv_dim(c);
 		char* err = k->err;
 		const size_t errlen = k->errlen;
 		PV_LAUNCH("prefill conv", err, errlen, dconv_kernel, dim3((unsigned)((cd + 127) / 128), (unsigned)T), dim3(128), 0, v->st, a);
 		PV_LAUNCH("prefill conv state", err, errlen, dconv_state_kernel, dim3((unsigned)((cd + 127) / 128)), dim3(128), 0, v->st, a);
-		PV_LAUNCH("prefill delta", err, errlen, dc, dim3((unsigned)((c->lin_v_dim + 31) / 32), (unsigned)Hv), dim3(32), 0, v->st, a,
-		          p->lo);
+		PV_LAUNCH("prefill delta", err, errlen, dc, dim3((unsigned)((c->lin_v_dim + cols_per_block - 1) / cols_per_block), (unsigned)Hv),
+		          dim3(32), 0, v->st, a, p->lo);
 		PV_LAUNCH("prefill delta norm", err, errlen, dnorm_kernel, dim3((unsigned)T, (unsigned)Hv), dim3(DNORM_THREADS), 0, v->st, a,
 		          (const float*)p->lo, p->ob, lo_of(p, p->ob), p->ldo);
 		p->nl += 4;
