@@ -36,6 +36,10 @@ constexpr int PROF_MAX = 2048;
 
 struct dsession {
 	cudaStream_t st;
+	/* the shared expert of an MoE layer runs on st2 beside the routed experts (fork/join events;
+	 * captured as two graph branches): both are a few us of latency-bound GEMVs */
+	cudaStream_t st2;
+	cudaEvent_t fork_ev, join_ev;
 	unsigned char* mem; /* one allocation for everything below */
 	size_t mem_bytes;
 	float **kc, **vc;   /* host arrays [n_layers] of device pointers (NULL: no KV) */
@@ -242,25 +246,25 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 
 /* SwiGLU of xn: g = gate xn, u = up xn (one launch), out = down (silu(g) * u) (the product is
  * formed while the down projection stages its input). */
-int enqueue_swiglu(struct pv_session* s, const struct dmat* gate, const struct dmat* up, const struct dmat* down, float* g,
-                   float* u, int width, float* out, int n, int* nl, int shared, char* err, size_t errlen)
+int enqueue_swiglu(struct pv_session* s, cudaStream_t st, const struct dmat* gate, const struct dmat* up, const struct dmat* down,
+                   float* g, float* u, int width, float* out, int n, int* nl, int shared, char* err, size_t errlen)
 {
 	struct dsession* d = DS(s);
 	const int H = s->m->cfg.hidden;
 	struct gemv_out o[2] = { { gate, g, width, NULL }, { up, u, width, NULL } };
 	weigh(d, o, 2, 1);
 	/* one row: the product silu(g) * u in the gate/up kernel's epilogue (same bits) */
-	const int paired = pv_cuda_gemv_swiglu(d->st, &o[0], &o[1], d->xn, H, n, nl, err, errlen);
+	const int paired = pv_cuda_gemv_swiglu(st, &o[0], &o[1], d->xn, H, n, nl, err, errlen);
 	if (paired < 0) return -1;
-	if (!paired && pv_cuda_gemv(d->st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	if (!paired && pv_cuda_gemv(st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	if (!shared && mark(d, G_GATEUP, *nl, err, errlen)) return -1;
 	struct gemv_out od[1] = { { down, out, H, NULL } };
 	weigh(d, od, 1, 1);
 	if (!paired) {
-		if (pv_cuda_swiglu(d->st, g, u, width, width, n, err, errlen)) return -1;
+		if (pv_cuda_swiglu(st, g, u, width, width, n, err, errlen)) return -1;
 		++*nl;
 	}
-	if (pv_cuda_gemv(d->st, od, 1, g, NULL, width, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	if (pv_cuda_gemv(st, od, 1, g, NULL, width, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	return mark(d, shared ? G_MSHARED : G_DOWN, *nl, err, errlen);
 }
 
@@ -287,6 +291,16 @@ int enqueue_moe(struct pv_session* s, const struct dlayer* L, int n, int* nl, ch
 	a.shared = L->sh_gate.type >= 0;
 	a.H = H;
 	a.n = n;
+	/* the shared expert beside the routed ones (not while profiling: the marks time one stream) */
+	const int side = a.shared && d->st2 && !d->prof;
+	if (side) {
+		CU(cudaEventRecord(d->fork_ev, d->st), err, errlen);
+		CU(cudaStreamWaitEvent(d->st2, d->fork_ev, 0), err, errlen);
+		if (enqueue_swiglu(s, d->st2, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n, nl, 1, err,
+		                   errlen))
+			return -1;
+		CU(cudaEventRecord(d->join_ev, d->st2), err, errlen);
+	}
 	struct gemv_out r[1] = { { &L->router, d->rlog, E, NULL } };
 	weigh(d, r, 1, 1);
 	if (pv_cuda_gemv(d->st, r, 1, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
@@ -310,8 +324,10 @@ int enqueue_moe(struct pv_session* s, const struct dlayer* L, int n, int* nl, ch
 	}
 	if (pv_cuda_gemv_gather(d->st, dn, 1, d->eg, NULL, Ie, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
 	if (mark(d, G_MEXPERTS, *nl, err, errlen)) return -1;
-	if (a.shared &&
-	    enqueue_swiglu(s, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n, nl, 1, err, errlen))
+	if (side) CU(cudaStreamWaitEvent(d->st, d->join_ev, 0), err, errlen);
+	if (a.shared && !side &&
+	    enqueue_swiglu(s, d->st, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n, nl, 1, err,
+	                   errlen))
 		return -1;
 	if (pv_cuda_moe_combine(d->st, &a, err, errlen)) return -1;
 	++*nl;
@@ -349,7 +365,7 @@ int enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, 
 		if (mark(d, G_NORM, nl, err, errlen)) goto out;
 		if (c->layer_moe[l]) {
 			if (enqueue_moe(s, L, n, &nl, err, errlen)) goto out;
-		} else if (enqueue_swiglu(s, &L->gate, &L->up, &L->down, d->ffg, d->ffu, d->ffn, d->delta, n, &nl, 0, err, errlen)) {
+		} else if (enqueue_swiglu(s, st, &L->gate, &L->up, &L->down, d->ffg, d->ffu, d->ffn, d->delta, n, &nl, 0, err, errlen)) {
 			goto out;
 		}
 	}
@@ -577,7 +593,11 @@ void session_free(struct pv_session* s)
 	if (d->graph) cudaGraphDestroy(d->graph);
 	if (d->mem) cudaFree(d->mem);
 	if (d->step_host) cudaFreeHost(d->step_host);
+	if (d->st2) cudaStreamSynchronize(d->st2);
 	if (d->st) cudaStreamDestroy(d->st);
+	if (d->st2) cudaStreamDestroy(d->st2);
+	if (d->fork_ev) cudaEventDestroy(d->fork_ev);
+	if (d->join_ev) cudaEventDestroy(d->join_ev);
 	free(d->kc);
 	free(d->vc);
 	free(d->lin_index);
@@ -702,6 +722,11 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 
 	if (pv_cuda_gemv_tma_init(err, errlen)) return -1; /* before any graph capture */
 	CU(cudaStreamCreateWithFlags(&d->st, cudaStreamNonBlocking), err, errlen);
+	if (c->n_experts && c->shared_inter && pv_cuda_moe_side) {
+		CU(cudaStreamCreateWithFlags(&d->st2, cudaStreamNonBlocking), err, errlen);
+		CU(cudaEventCreateWithFlags(&d->fork_ev, cudaEventDisableTiming), err, errlen);
+		CU(cudaEventCreateWithFlags(&d->join_ev, cudaEventDisableTiming), err, errlen);
+	}
 	struct carve cv = { 0, NULL };
 	layout(s, &cv);
 	d->mem_bytes = cv.off;
