@@ -131,6 +131,7 @@ model_rows() { # name preset type [long]
 	have_time 40 "$name" || return 0
 	synth "$preset" "$dt" "$m" || return 0
 	bench "$name" "$m" $ARGS --profile
+	case $name in *a3b-q8_0) PV_CUDA_MOE_SIDE=0 bench "$name-inline" "$m" $ARGS ;; esac
 	if [ "$MODE" = quick ]; then
 		for v in 1 2 3; do PV_CUDA_GEMV_TMA=$v bench "$name-tma$v" "$m" $ARGS; done
 		PV_CUDA_SWIGLU_PAIR=0 bench "$name-nopair" "$m" $ARGS
