@@ -347,11 +347,13 @@ __global__ void __launch_bounds__(ATHREADS) attn_kernel(const __grid_constant__ 
 
 /*
  * The same attention on the tensor cores (mma.sync m16n8k16, f16 inputs, f32 accumulation), the
- * FlashAttention-2 scheme. Block (row tile, kv head kh), 4 warps, 64 query vectors (the G heads
- * of kh for BQ = 64 / G consecutive rows, vector r: row t0 + r / G, head kh * G + r % G); warp w
- * owns vectors 16 w .. 16 w + 15. Head dims are padded with zeros to HP = 16 NT (NT k-steps).
+ * FlashAttention-2 scheme. Block (row tile, kv head kh), 8 warps, MQ = 128 query vectors (the G
+ * heads of kh for BQ = 128 / G consecutive rows, vector r: row t0 + r / G, head kh * G + r % G;
+ * 128 rather than 64 halves how often the K/V prefix is read and converted for long prompts);
+ * warp w owns vectors 16 w .. 16 w + 15. Head dims are padded with zeros to HP = 16 NT (NT k-steps).
  * Shared memory, f16, rows of HS = HP + 8 halves (16-byte rows for ldmatrix, 8 rows on 8 distinct
- * bank groups): Q [64][HS] (scaled by 1/sqrt(hd) before rounding), K [64][HS], V [64][HS].
+ * bank groups): Q [MQ][HS] (scaled by 1/sqrt(hd) before rounding), K [64][HS], V [64][HS]
+ * (hd 128: 70 KB, hd 256: 135 KB).
  * Per key tile of 64 positions (in order, up to the block's last row):
  *   S = Q K^T: 16 x 64 per warp, 8 n-tiles x NT k-steps; A (Q) and B (K, stored [key][d] =
  *   the "col" operand) by ldmatrix.x4;
@@ -363,7 +365,7 @@ __global__ void __launch_bounds__(ATHREADS) attn_kernel(const __grid_constant__ 
  * {k 2c+8.., n g}; C {row g, cols 2c, 2c+1}, {row g+8, cols 2c, 2c+1}.
  * Deterministic (the mma order is fixed); f16 rounding of q, k, v and p is the tolerance cost.
  */
-constexpr int MQ = 64, MK = 64, MTHREADS = 128;
+constexpr int MQ = 128, MK = 64, MTHREADS = 256; /* MTHREADS = 32 x MQ / 16 */
 
 __device__ __forceinline__ void ldsm_x4(uint32_t* r, const __half* p)
 {
