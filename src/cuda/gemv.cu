@@ -8,7 +8,7 @@
  *
  * Summation order (what makes the result batch-invariant): a weight row is cut into units of UE
  * consecutive elements (8 for BF16/F16, 4 for F32, 1 for float rows whose bytes are not a whole
- * number of 16-byte vectors, 4 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q6_K, 8 for Q4_K/Q5_K). Lane l of
+ * number of 16-byte vectors, 4 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, 8 for Q4_K/Q5_K/Q6_K). Lane l of
  * the warp owning the output accumulates, for each activation row separately, the units u = l,
  * l+32, l+64, ... in increasing order and, inside a unit, its elements in increasing order: float
  * types with one fmaf per element, acc = fmaf(w_e, x_e, acc); quantized types with the unit's

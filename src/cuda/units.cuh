@@ -272,8 +272,8 @@ struct Kern<K_SCALAR> {
 };
 
 /*
- * The quantized kinds (v4): a unit is 4 consecutive elements (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
- * Q6_K) or 8 (Q4_K, Q5_K, one sub-block's octet), so the 32 lanes of a warp, owning units
+ * The quantized kinds (v4): a unit is 4 consecutive elements (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
+ * or 8 (Q4_K, Q5_K, Q6_K: an octet under one sub-block scale), so the 32 lanes of a warp, owning units
  * u = lane (mod 32), read 32 consecutive units of the activation row: one float4 (or two) per
  * lane, 512 contiguous bytes per warp load (4 cache lines; a unit of a whole block made every
  * lane read its own line, 32 lines per load, and that L1 wavefront rate bounded the quantized
@@ -602,42 +602,35 @@ PV_UNROLL
 	}
 };
 
-/* Q6_K: unit u is elements 32k + l0 .. +3 (k = u / 8 % 4, l0 = 4 (u % 8)) of half h = u / 32 % 2
- * of super-block u / 64: the low (k < 2) or high nibbles of ql[64h + 32 (k & 1) + l0 ..] and
- * bits 2k, 2k+1 of qh[32h + l0 ..] (one 4-byte load each), minus 32; x = (d * sc) * q with
- * sc = scales[8h + l0/16 + 2k] (pv_dequant_block's order). */
+/* Q6_K: unit u is the octet l0 = 8 (u % 4) .. l0+7 of element group k = u / 4 % 4 (elements
+ * 32k + l) of half h = u / 16 % 2 of super-block u / 32: the low (k < 2) or high nibbles of
+ * ql[64h + 32 (k & 1) + l0 ..] and bits 2k, 2k+1 of qh[32h + l0 ..] (one 8-byte load each),
+ * minus 32; x = (d * sc) * q with sc = scales[8h + l0/16 + 2k] (pv_dequant_block's order). A
+ * warp's 32 units are one super-block, so unit u + 32k is at fixed strides (ql/qh + 192k,
+ * scales + 16k, d + 2k). */
 template <>
 struct Kern<K_Q6_K> {
-	static constexpr int UE = 4, U = 4;
+	static constexpr int UE = 8, U = 4;
 	struct Raw {
-		uint32_t ql, qh;
+		uint2 ql, qh;
 		int sc;
 		unsigned int d;
 		int k;
 	};
-	/* Units u and u + 32 are the two halves' same quad (h flips), u + 64 the next super-block's:
-	 * so unit u + 32k is at set k % 2 of the pointers (u's and u+32's) plus k / 2 super-blocks
-	 * (ql/qh + 192, scales + 16, d + 2 bytes). */
-	struct Set {
-		const unsigned char *ql, *qh, *sc, *d;
-	};
 	struct Ptr {
-		Set s[2];
+		const unsigned char *ql, *qh, *sc, *d;
 		int k;
 	};
-	PV_HD static Set set(const RowP& p, int u)
+	PV_HD static Ptr at(const RowP& p, int u)
 	{
-		const int sb = u >> 6, h = (u >> 5) & 1, k = (u >> 3) & 3, l0 = 4 * (u & 7);
+		const int sb = u >> 5, h = (u >> 4) & 1, k = (u >> 2) & 3, l0 = 8 * (u & 3);
 		const unsigned char* q = p.q0 + (size_t)sb * 192;
-		return Set{ q + 64 * h + 32 * (k & 1) + l0, q + 128 + 32 * h + l0, p.q1 + (size_t)sb * 16 + 8 * h + l0 / 16 + 2 * k,
-			    p.q2 + (size_t)sb * 2 };
+		return Ptr{ q + 64 * h + 32 * (k & 1) + l0, q + 128 + 32 * h + l0, p.q1 + (size_t)sb * 16 + 8 * h + l0 / 16 + 2 * k,
+			    p.q2 + (size_t)sb * 2, k };
 	}
-	PV_HD static Ptr at(const RowP& p, int u) { return Ptr{ { set(p, u), set(p, u + 32) }, (u >> 3) & 3 }; }
-	PV_HD static Raw loadq(const Ptr& q, int k)
+	PV_HD static Raw loadq(const Ptr& q, int n)
 	{
-		const Set& t = q.s[k & 1];
-		const int n = k >> 1;
-		return Raw{ ldw1(t.ql + 192 * n), ldw1(t.qh + 192 * n), (int)ldg<signed char>(t.sc + 16 * n), ldw2(t.d + 2 * n), q.k };
+		return Raw{ ldw8(q.ql + 192 * n), ldw8(q.qh + 192 * n), (int)ldg<signed char>(q.sc + 16 * n), ldw2(q.d + 2 * n), q.k };
 	}
 	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
 	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
@@ -645,11 +638,15 @@ struct Kern<K_Q6_K> {
 	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
 	{
 		const float ds = PV_FMUL(f16f(r.d), (float)r.sc);
-		const uint32_t v = ((r.ql >> (4 * (r.k >> 1))) & 0x0f0f0f0fu) | (((r.qh >> (2 * r.k)) & 0x03030303u) << 4);
-		float q[4];
+		float q[8];
 PV_UNROLL
-		for (int j = 0; j < 4; j++) q[j] = PV_FSUB(magic_byte(v, j), 8388640.0f);
-		qdot_rows<TT, 1, false>(q, ds, 0.0f, xs, tc, e0, acc);
+		for (int i = 0; i < 2; i++) {
+			const uint32_t l = i ? r.ql.y : r.ql.x, h = i ? r.qh.y : r.qh.x;
+			const uint32_t v = ((l >> (4 * (r.k >> 1))) & 0x0f0f0f0fu) | (((h >> (2 * r.k)) & 0x03030303u) << 4);
+PV_UNROLL
+			for (int j = 0; j < 4; j++) q[4 * i + j] = PV_FSUB(magic_byte(v, j), 8388640.0f);
+		}
+		qdot_rows<TT, 2, false>(q, ds, 0.0f, xs, tc, e0, acc);
 	}
 };
 
