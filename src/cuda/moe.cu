@@ -1,9 +1,9 @@
 /*
  * moe.cu: the routed-expert FFN's small kernels (forward.c route / moe_layer).
  *
- *   route:   per row, on one thread, forward.c's route() step for step: softmax over all E
- *            router logits (max, then sum of exp in expert order, then divide), top-k by repeated
- *            selection (ties: the lower index), renormalisation of the k weights when asked
+ *   route:   per row, one warp: softmax over all E router logits (max, exp, the sum in a fixed
+ *            lane-then-butterfly order, divide), top-k by k warp argmax rounds (ties: the lower
+ *            index, forward.c's rule), renormalisation of the k weights in slot order
  *   combine: per row, out = sum_j w_j * expert_j in the row's slot order, then (shared expert)
  *            + sigmoid(x . w_sg) * shared, the dot in a fixed block order
  * The experts themselves are gathered GEMVs (gemv.cu): each (row, slot) multiplies its row by its
@@ -12,42 +12,85 @@
 #include "common.cuh"
 
 #include <float.h>
+#include <limits.h>
 
 namespace {
 
 constexpr int THREADS = 256;
 
-__global__ void route_kernel(const __grid_constant__ moe_args a)
+constexpr int RMAX = 32; /* experts per lane: E <= 1024 */
+constexpr int KMAX = 16; /* experts per token */
+
+/* One warp per row: lane l holds experts l, l + 32, ... in registers. Softmax: the max (exact in
+ * any order), e_i = exp(z_i - max), their sum (lane sums in expert order, then the butterfly),
+ * p_i = e_i / sum (written back over the logits); top-k by k rounds of a warp argmax (largest p,
+ * ties: the lower index, forward.c's rule); then the renormalisation in slot order on lane 0.
+ * (Was one thread per row: 380 us per call for E = 256 on the H200.) */
+__global__ void __launch_bounds__(32) route_kernel(const __grid_constant__ moe_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
-	const int t = blockIdx.x * blockDim.x + threadIdx.x;
-	if (t >= a.n) return;
+	const int t = blockIdx.x, lane = threadIdx.x;
 	const int E = a.E, k = a.k;
 	float* p = a.logits + (size_t)t * E;
-	int* idx = a.idx + (size_t)t * k;
-	float* w = a.w + (size_t)t * k;
+	float v[RMAX];
 	float mx = -FLT_MAX;
-	for (int e = 0; e < E; e++) mx = p[e] > mx ? p[e] : mx;
-	float sum = 0.0f;
-	for (int e = 0; e < E; e++) {
-		p[e] = expf(p[e] - mx);
-		sum = sum + p[e];
+#pragma unroll
+	for (int i = 0; i < RMAX; i++) {
+		const int e = lane + 32 * i;
+		v[i] = e < E ? p[e] : -FLT_MAX;
+		mx = fmaxf(mx, v[i]);
 	}
-	for (int e = 0; e < E; e++) p[e] = p[e] / sum;
-	for (int j = 0; j < k; j++) {
-		int best = -1;
-		for (int e = 0; e < E; e++) {
-			int taken = 0;
-			for (int i = 0; i < j; i++) taken |= idx[i] == e;
-			if (!taken && (best < 0 || p[e] > p[best])) best = e;
+	mx = pv_warp_max(mx);
+	float part = 0.0f;
+#pragma unroll
+	for (int i = 0; i < RMAX; i++)
+		if (lane + 32 * i < E) {
+			v[i] = expf(v[i] - mx);
+			part = part + v[i];
 		}
-		idx[j] = best;
-		w[j] = p[best];
+	const float sum = pv_warp_sum(part);
+#pragma unroll
+	for (int i = 0; i < RMAX; i++)
+		if (lane + 32 * i < E) {
+			v[i] = v[i] / sum;
+			p[lane + 32 * i] = v[i];
+		}
+	unsigned taken = 0;
+	float wv[KMAX];
+#pragma unroll
+	for (int j = 0; j < KMAX; j++) {
+		wv[j] = 0.0f;
+		if (j >= k) continue;
+		float bv = -FLT_MAX;
+		int be = INT_MAX; /* none yet: loses to any expert */
+#pragma unroll
+		for (int i = 0; i < RMAX; i++) {
+			const int e = lane + 32 * i;
+			if (e < E && !((taken >> i) & 1u) && (be == INT_MAX || v[i] > bv)) {
+				bv = v[i];
+				be = e;
+			}
+		}
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+			const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+			const int oe = __shfl_xor_sync(0xffffffffu, be, o);
+			if ((be == INT_MAX && oe != INT_MAX) || (oe != INT_MAX && (ov > bv || (ov == bv && oe < be)))) {
+				bv = ov;
+				be = oe;
+			}
+		}
+		if (be != INT_MAX && (be & 31) == lane) taken |= 1u << (be >> 5);
+		wv[j] = bv;
+		if (lane == 0) a.idx[(size_t)t * k + j] = be;
 	}
-	if (a.norm_topk) {
-		float ws = 0.0f;
-		for (int j = 0; j < k; j++) ws = ws + w[j];
-		for (int j = 0; j < k; j++) w[j] = w[j] / ws;
+	if (lane == 0) {
+		if (a.norm_topk) {
+			float ws = 0.0f;
+			for (int j = 0; j < k && j < KMAX; j++) ws = ws + wv[j];
+			for (int j = 0; j < k && j < KMAX; j++) wv[j] = wv[j] / ws;
+		}
+		for (int j = 0; j < k && j < KMAX; j++) a.w[(size_t)t * k + j] = wv[j];
 	}
 }
 
@@ -71,9 +114,14 @@ __global__ void __launch_bounds__(THREADS) combine_kernel(const __grid_constant_
 		__syncthreads();
 		gsc = red[THREADS / 32];
 	}
+	float wj[KMAX]; /* the row's expert weights, read once */
+#pragma unroll
+	for (int j = 0; j < KMAX; j++) wj[j] = j < k ? a.w[(size_t)t * k + j] : 0.0f;
 	for (int i = threadIdx.x; i < H; i += THREADS) {
 		float o = 0.0f;
-		for (int j = 0; j < k; j++) o = o + a.w[(size_t)t * k + j] * a.eo[((size_t)t * k + j) * H + i];
+#pragma unroll
+		for (int j = 0; j < KMAX; j++)
+			if (j < k) o = o + wj[j] * a.eo[((size_t)t * k + j) * H + i];
 		if (a.shared) o = o + gsc * a.sh[(size_t)t * H + i];
 		a.out[(size_t)t * H + i] = o;
 	}
@@ -83,7 +131,10 @@ __global__ void __launch_bounds__(THREADS) combine_kernel(const __grid_constant_
 
 int pv_cuda_moe_route(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen)
 {
-	PV_LAUNCH("moe route", err, errlen, route_kernel, dim3((unsigned)((a->n + 31) / 32)), dim3(32), 0, st, *a);
+	if (a->E < 1 || a->E > 32 * RMAX || a->k < 1 || a->k > KMAX || a->k > a->E)
+		return pv_errf(err, errlen, "CUDA backend: MoE routing of %d experts, %d per token (at most %d and %d)", a->E, a->k,
+		               32 * RMAX, KMAX);
+	PV_LAUNCH("moe route", err, errlen, route_kernel, dim3((unsigned)a->n), dim3(32), 0, st, *a);
 	return 0;
 }
 
