@@ -55,6 +55,8 @@ struct pv_prefill {
 	unsigned char* pinned;
 	void* blas;
 	int told;
+	int prepared;             /* pv_prefill_prepare ran                                        */
+	int broken;               /* its set-up failed: the path is off for this session           */
 	/* scratch, R rows each */
 	float *x, *delta, *xn;    /* [R][H]                                                        */
 	bf16* xb;                 /* [R][ldh] normalized activations                               */
@@ -1687,7 +1689,7 @@ int chunk(struct ctx* k, int ci, int c0, int T, int n, float* logits, int first_
 int pv_prefill_wanted(struct pv_prefill** pp, const struct pv_session* s, int n, int chunked)
 {
 	struct pv_prefill* p = get(pp);
-	if (!p->on || n <= PV_CUDA_ROWS || n < s->chunk_min) return 0;
+	if (!p->on || p->broken || n <= PV_CUDA_ROWS || n < s->chunk_min) return 0;
 	if (s->state_floats && !chunked) return 0; /* DeltaNet models: the session's rule (never a rollback replay) */
 	const char* why = NULL;
 	if (!pv_cublas_load(&why)) {
@@ -1738,6 +1740,20 @@ int pv_prefill_forward(struct pv_prefill** pp, struct pv_session* s, const struc
 	return 0;
 }
 
+void pv_prefill_prepare(struct pv_prefill** pp, struct pv_session* s, const struct pv_prefill_view* v)
+{
+	struct pv_prefill* p = get(pp);
+	if (p->prepared || p->R || !p->on || s->max_batch <= PV_CUDA_ROWS || s->max_batch < s->chunk_min) return;
+	p->prepared = 1;
+	if (!pv_cublas_load(NULL)) return; /* pv_prefill_wanted says so once, at the first prompt */
+	char err[256];
+	if (ensure(p, s, v, err, sizeof err)) {
+		p->broken = 1;
+		cudaGetLastError(); /* a failed allocation must not fail the session's later launches */
+		fprintf(stderr, "proven: cuda: prefill set-up failed (%s): prompts use the 16-row GEMV path\n", err);
+	}
+}
+
 void pv_prefill_account(struct pv_prefill* p, struct pv_cuda_session_stats* st)
 {
 	if (!p || !p->timed) return;
@@ -1755,6 +1771,7 @@ void pv_prefill_set(struct pv_prefill** pp, int on, int chunk_rows)
 		free_scratch(p); /* the scratch depends on both */
 		p->chunk = want;
 		p->split = split;
+		p->prepared = p->broken = 0;
 	}
 }
 

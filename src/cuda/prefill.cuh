@@ -63,6 +63,10 @@ int pv_prefill_wanted(struct pv_prefill** pp, const struct pv_session* s, int n,
  * after the caller's synchronisation. No host synchronisation inside. */
 int pv_prefill_forward(struct pv_prefill** pp, struct pv_session* s, const struct pv_prefill_view* v, const int32_t* tokens,
                        int n, float* logits, int first_logit, int* have_id, char* err, size_t errlen);
+/* The one-time set-up (cuBLAS loaded, its handle, the scratch) when the session can take the
+ * path (on, max_batch above 16 and >= chunk_min); done once, at the session's first call. A
+ * failure (e.g. no memory) is reported once on stderr and turns the path off for the session. */
+void pv_prefill_prepare(struct pv_prefill** pp, struct pv_session* s, const struct pv_prefill_view* v);
 /* After the caller's synchronisation: adds the call's GPU time (CUDA events) to the stats. */
 void pv_prefill_account(struct pv_prefill* p, struct pv_cuda_session_stats* st);
 /* on: 1/0; chunk: rows per chunk (0: the default) */

@@ -493,6 +493,13 @@ int cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* logi
 		fail(s, logits, n_logit_floats);
 		return -1;
 	}
+	{
+		/* the prefill path's one-time set-up (cuBLAS, its handle, scratch) on the session's first
+		 * call, so that it never lands inside a prompt; a failure only turns the path off */
+		struct pv_prefill_view v;
+		prefill_view(s, &v);
+		pv_prefill_prepare(&d->pre, s, &v);
+	}
 	d->stats.forwards++;
 	d->stats.tokens += (uint64_t)n;
 	d->last_token = -1;
