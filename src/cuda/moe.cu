@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(THREADS) combine_kernel(const __grid_constant_
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ float red[THREADS / 32 + 1];
 	const int t = blockIdx.x, H = a.H, k = a.k;
-	float gsc = 0.0f;
+	float gsc = 0.0f; /* sigmoid(x . w_sg): one fixed-order sum, the same in every block of the row */
 	if (a.shared) {
 		float part = 0.0f;
 		for (int i = threadIdx.x; i < H; i += THREADS) part = part + a.xn[(size_t)t * H + i] * a.sh_gate[i];
@@ -117,7 +117,9 @@ __global__ void __launch_bounds__(THREADS) combine_kernel(const __grid_constant_
 	float wj[KMAX]; /* the row's expert weights, read once */
 #pragma unroll
 	for (int j = 0; j < KMAX; j++) wj[j] = j < k ? a.w[(size_t)t * k + j] : 0.0f;
-	for (int i = threadIdx.x; i < H; i += THREADS) {
+	/* block y takes elements [y * THREADS, ...) of the row (every block computes the same gate
+	 * sum above, in the same order) */
+	for (int i = blockIdx.y * THREADS + threadIdx.x; i < H; i += gridDim.y * THREADS) {
 		float o = 0.0f;
 #pragma unroll
 		for (int j = 0; j < KMAX; j++)
@@ -140,6 +142,7 @@ int pv_cuda_moe_route(cudaStream_t st, const struct moe_args* a, char* err, size
 
 int pv_cuda_moe_combine(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen)
 {
-	PV_LAUNCH("moe combine", err, errlen, combine_kernel, dim3((unsigned)a->n), dim3(THREADS), 0, st, *a);
+	PV_LAUNCH("moe combine", err, errlen, combine_kernel, dim3((unsigned)a->n, (unsigned)((a->H + THREADS - 1) / THREADS)),
+	          dim3(THREADS), 0, st, *a);
 	return 0;
 }
