@@ -193,6 +193,37 @@ __global__ void dequant_kernel(pv_units::Planes m, int64_t rows, int cols, bf16*
 	}
 }
 
+/* The same for Q8_0 (planes: qs [rows][nb * 32] int8, d [rows][nb] f16), a thread per block of
+ * 32: the scale read once, two 16-byte loads, the values dq_elem gives ((float)q * d), four
+ * 16-byte stores (out ld = cols = 32 nb, so every row and block is 64-byte aligned). */
+__global__ void dequant_q8_kernel(pv_units::Planes m, int64_t rows, int nb, bf16* out)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	const int64_t total = rows * nb;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+		const int64_t r = i / nb;
+		const int b = (int)(i - r * nb);
+		const float d = pv_units::f16f(pv_units::u16at(m.p1 + (size_t)r * m.s1 + (size_t)b * 2));
+		const uint4* q = reinterpret_cast<const uint4*>(m.p0 + (size_t)r * m.s0 + (size_t)b * 32);
+		const uint4 q0 = __ldg(q), q1 = __ldg(q + 1);
+		uint32_t o[16];
+#pragma unroll
+		for (int j = 0; j < 16; j++) {
+			const uint32_t wd = pv_units::word(j < 8 ? q0 : q1, (j & 7) >> 1);
+			const int sh = 16 * (j & 1);
+			const float lo = __fmul_rn((float)(int)(signed char)((wd >> sh) & 0xffu), d);
+			const float hi = __fmul_rn((float)(int)(signed char)((wd >> (sh + 8)) & 0xffu), d);
+			const __nv_bfloat162 h2 = __floats2bfloat162_rn(lo, hi); /* .x: the lower element */
+			o[j] = *reinterpret_cast<const uint32_t*>(&h2);
+		}
+		uint4* dst = reinterpret_cast<uint4*>(out + (size_t)r * (size_t)nb * 32 + (size_t)b * 32);
+		dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+		dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+		dst[2] = make_uint4(o[8], o[9], o[10], o[11]);
+		dst[3] = make_uint4(o[12], o[13], o[14], o[15]);
+	}
+}
+
 /* ---- flash-style causal prefill attention ------------------------------------------------ */
 
 /*
@@ -1274,10 +1305,18 @@ int gemm(struct ctx* k, const struct dmat* W, const bf16* X, int ldx, float* Y, 
 		if ((size_t)total > p->wbuf_elems || !p->wbuf)
 			return pv_errf(k->err, k->errlen, "CUDA backend: prefill: a [%lld, %lld] matrix exceeds the dequantization buffer",
 			               (long long)W->rows, (long long)W->cols);
-		int64_t blocks = (total + 255) / 256;
-		if (blocks > 132 * 32) blocks = 132 * 32;
-		PV_LAUNCH("dequant", k->err, k->errlen, dequant_kernel, dim3((unsigned)blocks), dim3(256), 0, k->v->st, planes(W), W->rows,
-		          (int)W->cols, p->wbuf);
+		if (W->type == PV_Q8_0 && W->cols % 32 == 0) {
+			const int nb = (int)(W->cols / 32);
+			int64_t blocks = (W->rows * nb + 255) / 256;
+			if (blocks > 132 * 32) blocks = 132 * 32;
+			PV_LAUNCH("dequant q8_0", k->err, k->errlen, dequant_q8_kernel, dim3((unsigned)blocks), dim3(256), 0, k->v->st, planes(W),
+			          W->rows, nb, p->wbuf);
+		} else {
+			int64_t blocks = (total + 255) / 256;
+			if (blocks > 132 * 32) blocks = 132 * 32;
+			PV_LAUNCH("dequant", k->err, k->errlen, dequant_kernel, dim3((unsigned)blocks), dim3(256), 0, k->v->st, planes(W), W->rows,
+			          (int)W->cols, p->wbuf);
+		}
 		p->nl++;
 		w = p->wbuf;
 		ldw = (int)W->cols;
