@@ -135,6 +135,11 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out,
  * the shapes/types/alignment (or PV_CUDA_SWIGLU_PAIR=0) call for the two-kernel path, -1 on error. */
 int pv_cuda_gemv_swiglu(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
                         int T, int* n_launch, char* err, size_t errlen);
+/* One activation row, one output (its y is delta) and the add+RMSNorm after it in the epilogue
+ * (x += y; xn = rmsnorm(x) * w): 1 when launched, 0 when the shapes/types/alignment call for the
+ * GEMV then pv_cuda_add_rmsnorm (same bits either way), -1 on error. */
+int pv_cuda_gemv_norm(cudaStream_t st, const struct gemv_out* out, const float* x, int ldx, const struct norm_epi* ne,
+                      int* n_launch, char* err, size_t errlen);
 /* The same over gathered experts (MoE): slot q's expert sel[q], written to gate->y + q * ldy. */
 int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
                                int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen);
@@ -248,6 +253,7 @@ extern int pv_cuda_swiglu_pair; /* one-row gate/up GEMV: a warp owns gate row j 
                                  * writes silu(g) * u (PV_CUDA_SWIGLU_PAIR=0: separate kernel) */
 extern int pv_cuda_gemv_occ;     /* BF16 one-row GEMV: minimum blocks per SM asked of ptxas (PV_CUDA_GEMV_OCC=6|8; 0: none) */
 extern int pv_cuda_gemv_tma_on;  /* one-row BF16/F16/F32 GEMVs through gemv_tma.cu (off: measured slower; PV_CUDA_GEMV_TMA=1: on) */
+extern int pv_cuda_norm_fuse;   /* one row: add+RMSNorm in the producing GEMV's epilogue (PV_CUDA_NORM_FUSE=0: separate kernel) */
 extern int pv_cuda_moe_side;    /* MoE: the shared expert on a second stream beside the routed experts (PV_CUDA_MOE_SIDE=0: in line) */
 extern int pv_cuda_attn_fuse;   /* one-row attention does the q/k norm, RoPE and KV write itself
                                  * (PV_CUDA_ATTN_FUSE=0: the qkv_post kernel first) */
@@ -293,6 +299,66 @@ __device__ __forceinline__ float pv_warp_max(float v)
 	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
 	return v;
 }
+
+/* x[0..H) += delta (unless NULL; read through L2: other blocks of the calling kernel may have
+ * written it); xn = rmsnorm(x) * w, by one block of NT threads, H a multiple of 4, 16-byte
+ * aligned rows. Order: thread t's float4s t, t + NT, ... and their components in order, the warp
+ * butterfly, then the warps in order on thread 0. The standalone add+RMSNorm kernel
+ * (norm_rope.cu) and the fused GEMV epilogue (gemv.cu) both run this with NT = 256, so a row gets
+ * the same bits either way. red: NT / 32 + 1 floats of shared memory. */
+template <int NT>
+__device__ __forceinline__ void pv_add_rmsnorm_row(float* x, const float* delta, float* xn, const float* w, int H, float eps,
+                                                   float* red)
+{
+	const int H4 = H >> 2, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	float4* x4 = reinterpret_cast<float4*>(x);
+	const float4* d4 = reinterpret_cast<const float4*>(delta);
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < H4; i += NT) {
+		float4 v = __ldcg(x4 + i);
+		if (d4) {
+			const float4 d = __ldcg(d4 + i);
+			v.x = v.x + d.x;
+			v.y = v.y + d.y;
+			v.z = v.z + d.z;
+			v.w = v.w + d.w;
+			x4[i] = v;
+		}
+		ss = ss + v.x * v.x;
+		ss = ss + v.y * v.y;
+		ss = ss + v.z * v.z;
+		ss = ss + v.w * v.w;
+	}
+	ss = pv_warp_sum(ss);
+	if (lane == 0) red[warp] = ss;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		float s = red[0];
+		for (int i = 1; i < NT / 32; i++) s = s + red[i];
+		red[NT / 32] = s;
+	}
+	__syncthreads();
+	const float r = 1.0f / sqrtf(red[NT / 32] / (float)H + eps); /* pv_rmsnorm */
+	const float4* w4 = reinterpret_cast<const float4*>(w);
+	float4* o4 = reinterpret_cast<float4*>(xn);
+	for (int i = threadIdx.x; i < H4; i += NT) {
+		const float4 v = x4[i]; /* this thread's own value (written above, or untouched) */
+		const float4 g = __ldg(w4 + i);
+		o4[i] = make_float4((v.x * r) * g.x, (v.y * r) * g.y, (v.z * r) * g.z, (v.w * r) * g.w);
+	}
+}
+
+/* the add+RMSNorm a GEMV may do in its epilogue (pv_cuda_gemv_norm): after every block has
+ * written its rows of delta (the GEMV's output), the last block to finish (a completion counter,
+ * reset by that block) runs pv_add_rmsnorm_row<256> over x, delta */
+struct norm_epi {
+	float* x;
+	float* xn;
+	const float* w;
+	float eps;
+	int H;
+	unsigned* counter;         /* zero between uses                                             */
+};
 
 /* One head vector of the attention input stage, by one warp (norm_rope.cu's qkv_post_kernel and
  * attention.cu's fused form share it, so both give the same bits): RMSNorm over the hd values of

@@ -52,6 +52,7 @@ struct Params {
 	int direct;   /* one plain activation row, 16-byte aligned: read from global memory through L1,
 	               * no staging (gemv_kernel) */
 	int pipe;     /* direct: the software-pipelined walk (walk_direct; PV_CUDA_GEMV_PIPE=0: walk) */
+	norm_epi ne;  /* ne.x: one row, one output: the add+RMSNorm by the last block (pv_cuda_gemv_norm) */
 	int pair;     /* direct: seg[0] = gate, seg[1] = up (same shape); the grid covers seg[0]'s rows,
 	               * a warp does gate row j and up row j and writes silu(g) * u to seg[0].y */
 };
@@ -180,6 +181,21 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 				y[(size_t)t * s.ldy + row] = s.bias ? v + s.bias[row] : v;
 		}
 	}
+	if (ONE && p.ne.x) {
+		/* the last block to finish does the add+RMSNorm over the whole row of y (the
+		 * threadFenceReduction pattern: every writer fences, one counter, the last resets it) */
+		__shared__ unsigned last;
+		__shared__ float red[THREADS / 32 + 1];
+		__threadfence();
+		__syncthreads();
+		if (threadIdx.x == 0) last = atomicAdd(p.ne.counter, 1u) == gridDim.x - 1;
+		__syncthreads();
+		if (last) {
+			__threadfence();
+			pv_add_rmsnorm_row<THREADS>(p.ne.x, y, p.ne.xn, p.ne.w, p.ne.H, p.ne.eps, red);
+			if (threadIdx.x == 0) *p.ne.counter = 0u;
+		}
+	}
 }
 
 template <int K, int TT, int R>
@@ -293,7 +309,7 @@ int rows_per_block(int TT) { return WARPS * rows_per_warp(TT); }
 
 /* one launch over outs[0..n) (same kind and cols) */
 int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const float* x, const float* x2, int ldx,
-           int xmode, int T, const struct gemv_gather* ga, int pair, char* err, size_t errlen)
+           int xmode, int T, const struct gemv_gather* ga, int pair, char* err, size_t errlen, const norm_epi* ne = NULL)
 {
 	const int TT = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : 16;
 	const int UE = unit_of(kind), rpb = rows_per_block(TT);
@@ -314,6 +330,7 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	p.direct = T == 1 && xmode == PV_X_PLAIN && !((uintptr_t)x & 15) && ldx % 4 == 0 && pv_cuda_gemv_direct;
 	p.pipe = pv_cuda_gemv_pipe;
 	p.pair = pair;
+	if (ne) p.ne = *ne;
 	if (ga) {
 		p.sel = ga->sel;
 		p.sel_k = ga->k;
@@ -391,6 +408,21 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out,
 		if (n_launch) ++*n_launch;
 	}
 	return 0;
+}
+
+int pv_cuda_gemv_norm(cudaStream_t st, const struct gemv_out* out, const float* x, int ldx, const struct norm_epi* ne,
+                      int* n_launch, char* err, size_t errlen)
+{
+	const struct dmat* w = out->w;
+	const int kind = kind_of(w);
+	if (!pv_cuda_norm_fuse || !pv_cuda_gemv_direct || pv_cuda_gemv_r2 || pv_cuda_gemv_pipe || pv_cuda_gemv_tma_on || kind < 0 ||
+	    ((uintptr_t)x & 15) || ldx % 4 || w->rows != ne->H || ne->H % 4 || out->ldy < w->rows ||
+	    (((uintptr_t)ne->x | (uintptr_t)ne->xn | (uintptr_t)ne->w | (uintptr_t)out->y) & 15) || w->rows > INT32_MAX / 2 ||
+	    w->cols > INT32_MAX / 2)
+		return 0;
+	if (launch(st, out, 1, kind, x, NULL, ldx, PV_X_PLAIN, 1, NULL, 0, err, errlen, ne)) return -1;
+	if (n_launch) ++*n_launch;
+	return 1;
 }
 
 int pv_cuda_gemv_swiglu(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,

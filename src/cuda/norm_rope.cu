@@ -34,8 +34,7 @@ __global__ void embed_kernel(EmbArgs a)
 }
 
 constexpr int NORM_THREADS = 512;  /* rows whose width is not a multiple of 4, or too wide */
-constexpr int NORM4_THREADS = 1024; /* rows of 4k floats, up to NORM4_MAX float4s per thread */
-constexpr int NORM4_MAX = 4;
+constexpr int NORM4_THREADS = 256; /* = the GEMV block: the fused epilogue runs the same code */
 
 /* sum over the block in a fixed order: per-warp butterflies, then the warps in order */
 template <int NT>
@@ -75,62 +74,15 @@ __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(float* x, con
 	for (int i = threadIdx.x; i < H; i += NORM_THREADS) xn[(size_t)t * H + i] = (xr[i] * r) * w[i];
 }
 
-/* The same for H a multiple of 4 up to 4 * NORM4_THREADS * NORM4_MAX: thread i holds float4s
- * i, i + 1024, ... in registers (one pass over x and delta, every load issued before the sum);
- * its sum of squares runs over them in that order, components x, y, z, w; then block_sum. */
+/* The same for H a multiple of 4 and 16-byte aligned rows: one block of NORM4_THREADS per row
+ * running pv_add_rmsnorm_row, the code the GEMV epilogue runs (pv_cuda_gemv_norm): same bits. */
 __global__ void __launch_bounds__(NORM4_THREADS) add_rmsnorm4_kernel(float* x, const float* delta, float* xn,
                                                                      const float* w, int H, float eps)
 {
-	/* the norm weight is a constant: its load overlaps the previous kernel (PDL) */
-	const int H4 = H >> 2;
-	const float4* w4 = reinterpret_cast<const float4*>(w);
-	float4 g[NORM4_MAX];
-#pragma unroll
-	for (int k = 0; k < NORM4_MAX; k++) {
-		const int i = threadIdx.x + k * NORM4_THREADS;
-		g[k] = i < H4 ? w4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-	}
-	pv_grid_sync(); /* before any access to memory earlier kernels write (PDL) */
+	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ float red[NORM4_THREADS / 32 + 1];
-	const int t = blockIdx.x;
-	float4* xr = reinterpret_cast<float4*>(x + (size_t)t * H);
-	const float4* dr = delta ? reinterpret_cast<const float4*>(delta + (size_t)t * H) : nullptr;
-	float4 v[NORM4_MAX];
-#pragma unroll
-	for (int k = 0; k < NORM4_MAX; k++) {
-		const int i = threadIdx.x + k * NORM4_THREADS;
-		v[k] = i < H4 ? xr[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-	}
-	if (dr) {
-#pragma unroll
-		for (int k = 0; k < NORM4_MAX; k++) {
-			const int i = threadIdx.x + k * NORM4_THREADS;
-			if (i < H4) {
-				const float4 d = dr[i];
-				v[k].x = v[k].x + d.x;
-				v[k].y = v[k].y + d.y;
-				v[k].z = v[k].z + d.z;
-				v[k].w = v[k].w + d.w;
-				xr[i] = v[k];
-			}
-		}
-	}
-	float ss = 0.0f;
-#pragma unroll
-	for (int k = 0; k < NORM4_MAX; k++) {
-		ss = ss + v[k].x * v[k].x;
-		ss = ss + v[k].y * v[k].y;
-		ss = ss + v[k].z * v[k].z;
-		ss = ss + v[k].w * v[k].w;
-	}
-	ss = block_sum<NORM4_THREADS>(ss, red);
-	const float r = 1.0f / sqrtf(ss / (float)H + eps); /* pv_rmsnorm */
-	float4* o = reinterpret_cast<float4*>(xn + (size_t)t * H);
-#pragma unroll
-	for (int k = 0; k < NORM4_MAX; k++) {
-		const int i = threadIdx.x + k * NORM4_THREADS;
-		if (i < H4) o[i] = make_float4((v[k].x * r) * g[k].x, (v[k].y * r) * g[k].y, (v[k].z * r) * g[k].z, (v[k].w * r) * g[k].w);
-	}
+	const size_t o = (size_t)blockIdx.x * H;
+	pv_add_rmsnorm_row<NORM4_THREADS>(x + o, delta ? delta + o : nullptr, xn + o, w, H, eps, red);
 }
 
 /* One warp per head vector: q heads, then k heads, then v heads, of row blockIdx.y. */
@@ -213,8 +165,7 @@ int pv_cuda_embed(cudaStream_t st, const struct dmat* E, const struct dstep* ste
 int pv_cuda_add_rmsnorm(cudaStream_t st, float* x, const float* delta, float* xn, const float* w, int H, float eps, int n,
                         char* err, size_t errlen)
 {
-	const int vec = H % 4 == 0 && H <= 4 * NORM4_THREADS * NORM4_MAX && !(((uintptr_t)x | (uintptr_t)delta | (uintptr_t)xn |
-	                                                                          (uintptr_t)w) & 15);
+	const int vec = H % 4 == 0 && !(((uintptr_t)x | (uintptr_t)delta | (uintptr_t)xn | (uintptr_t)w) & 15);
 	if (vec)
 		PV_LAUNCH("add_rmsnorm", err, errlen, add_rmsnorm4_kernel, dim3((unsigned)n), dim3(NORM4_THREADS), 0, st, x, delta, xn,
 		          w, H, eps);

@@ -50,6 +50,7 @@ struct dsession {
 	float *ffg, *ffu;
 	float* logits;
 	int* ids;
+	unsigned* ncnt;           /* the fused add+RMSNorm's completion counter (zero between uses) */
 	/* Gated DeltaNet: every linear layer's S then conv state, contiguous (the CPU's layout), and
 	 * the checkpoint slots of the same size */
 	float *state, *ckpt;
@@ -109,7 +110,24 @@ void weigh(struct dsession* d, const struct gemv_out* o, int n, double share)
 /* ---- the forward pass as launches --------------------------------------------------------- */
 
 /* One Gated DeltaNet mixer: projections, conv + recurrence + gated norm, out_proj into delta. */
-int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n, int* nl, char* err, size_t errlen)
+/* One row with a norm weight nn: out_proj also does the add+RMSNorm that follows (*normed = 1). */
+int fused_out(struct pv_session* s, const struct gemv_out* o, const float* x, int ldx, const float* nn, int n, int* nl,
+              int* normed, char* err, size_t errlen)
+{
+	struct dsession* d = DS(s);
+	*normed = 0;
+	if (n == 1 && nn) {
+		const struct norm_epi ne = { d->x, d->xn, nn, s->m->cfg.rms_eps, s->m->cfg.hidden, d->ncnt };
+		const int f = pv_cuda_gemv_norm(d->st, o, x, ldx, &ne, nl, err, errlen);
+		if (f < 0) return -1;
+		*normed = f;
+	}
+	if (!*normed && pv_cuda_gemv(d->st, o, 1, x, NULL, ldx, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	return 0;
+}
+
+int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n, const float* nn, int* normed, int* nl,
+                     char* err, size_t errlen)
 {
 	const struct pv_config* c = &s->m->cfg;
 	struct dsession* d = DS(s);
@@ -163,14 +181,14 @@ int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n,
 	if (mark(d, G_DREC, *nl, err, errlen)) return -1;
 	struct gemv_out o[1] = { { &L->out_proj, d->delta, H, NULL } };
 	weigh(d, o, 1, 1);
-	if (pv_cuda_gemv(d->st, o, 1, d->lin_o, NULL, vd, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	if (fused_out(s, o, d->lin_o, vd, nn, n, nl, normed, err, errlen)) return -1;
 	return mark(d, G_DOUT, *nl, err, errlen);
 }
 
 /* One attention mixer: q/k/v projections (+ biases), q/k norm + RoPE + KV write, attention (+ the
  * output gate), o_proj into delta. */
-int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const struct dstep* step, int n, int* nl,
-                      char* err, size_t errlen)
+int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const struct dstep* step, int n, const float* nn,
+                      int* normed, int* nl, char* err, size_t errlen)
 {
 	const struct pv_config* c = &s->m->cfg;
 	struct dsession* d = DS(s);
@@ -239,7 +257,7 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 	{
 		struct gemv_out o[1] = { { &L->wo, d->delta, H, NULL } };
 		weigh(d, o, 1, 1);
-		if (pv_cuda_gemv(st, o, 1, d->o, NULL, qd, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+		if (fused_out(s, o, d->o, qd, nn, n, nl, normed, err, errlen)) return -1;
 	}
 	return mark(d, G_OPROJ, *nl, err, errlen);
 }
@@ -247,7 +265,8 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 /* SwiGLU of xn: g = gate xn, u = up xn (one launch), out = down (silu(g) * u) (the product is
  * formed while the down projection stages its input). */
 int enqueue_swiglu(struct pv_session* s, cudaStream_t st, const struct dmat* gate, const struct dmat* up, const struct dmat* down,
-                   float* g, float* u, int width, float* out, int n, int* nl, int shared, char* err, size_t errlen)
+                   float* g, float* u, int width, float* out, int n, int* nl, int shared, char* err, size_t errlen,
+                   const float* nn = NULL, int* normed = NULL)
 {
 	struct dsession* d = DS(s);
 	const int H = s->m->cfg.hidden;
@@ -264,7 +283,11 @@ int enqueue_swiglu(struct pv_session* s, cudaStream_t st, const struct dmat* gat
 		if (pv_cuda_swiglu(st, g, u, width, width, n, err, errlen)) return -1;
 		++*nl;
 	}
-	if (pv_cuda_gemv(st, od, 1, g, NULL, width, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	if (normed) {
+		if (fused_out(s, od, g, width, nn, n, nl, normed, err, errlen)) return -1;
+	} else if (pv_cuda_gemv(st, od, 1, g, NULL, width, PV_X_PLAIN, n, nl, err, errlen)) {
+		return -1;
+	}
 	return mark(d, shared ? G_MSHARED : G_DOWN, *nl, err, errlen);
 }
 
@@ -345,6 +368,8 @@ int enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, 
 	const int H = c->hidden;
 	int nl = 0; /* kernels launched */
 	int rc = -1;
+	/* normed: the previous GEMV's epilogue already did the add+RMSNorm this step needs (one row) */
+	int normed = 0;
 
 	if (mark(d, G_START, nl, err, errlen)) goto out;
 	if (pv_cuda_embed(st, &dm->embed, step, d->x, H, n, err, errlen)) goto out;
@@ -352,30 +377,41 @@ int enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, 
 	if (mark(d, G_EMBED, nl, err, errlen)) goto out;
 	for (int l = 0; l < c->n_layers; l++) {
 		const struct dlayer* L = &dm->layers[l];
-		if (pv_cuda_add_rmsnorm(st, d->x, l ? d->delta : NULL, d->xn, L->attn_norm, H, c->rms_eps, n, err, errlen)) goto out;
-		nl++;
-		if (mark(d, G_NORM, nl, err, errlen)) goto out;
+		if (!normed) {
+			if (pv_cuda_add_rmsnorm(st, d->x, l ? d->delta : NULL, d->xn, L->attn_norm, H, c->rms_eps, n, err, errlen)) goto out;
+			nl++;
+			if (mark(d, G_NORM, nl, err, errlen)) goto out;
+		}
+		normed = 0;
 		if (c->layer_kind[l] == PV_LAYER_LINEAR) {
-			if (enqueue_deltanet(s, L, l, n, &nl, err, errlen)) goto out;
-		} else if (enqueue_attention(s, L, l, step, n, &nl, err, errlen)) {
+			if (enqueue_deltanet(s, L, l, n, L->ffn_norm, &normed, &nl, err, errlen)) goto out;
+		} else if (enqueue_attention(s, L, l, step, n, L->ffn_norm, &normed, &nl, err, errlen)) {
 			goto out;
 		}
-		if (pv_cuda_add_rmsnorm(st, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen)) goto out;
-		nl++;
-		if (mark(d, G_NORM, nl, err, errlen)) goto out;
+		if (!normed) {
+			if (pv_cuda_add_rmsnorm(st, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen)) goto out;
+			nl++;
+			if (mark(d, G_NORM, nl, err, errlen)) goto out;
+		}
+		normed = 0;
+		/* the norm after this FFN: the next layer's input norm, or the final norm before the LM head */
+		const float* nn = l + 1 < c->n_layers ? dm->layers[l + 1].attn_norm : lm && lr0 == 0 ? dm->final_norm : NULL;
 		if (c->layer_moe[l]) {
 			if (enqueue_moe(s, L, n, &nl, err, errlen)) goto out;
-		} else if (enqueue_swiglu(s, st, &L->gate, &L->up, &L->down, d->ffg, d->ffu, d->ffn, d->delta, n, &nl, 0, err, errlen)) {
+		} else if (enqueue_swiglu(s, st, &L->gate, &L->up, &L->down, d->ffg, d->ffu, d->ffn, d->delta, n, &nl, 0, err, errlen, nn,
+		                          &normed)) {
 			goto out;
 		}
 	}
 	if (lm) {
 		const int rows = n - lr0;
-		if (pv_cuda_add_rmsnorm(st, d->x + (size_t)lr0 * H, d->delta + (size_t)lr0 * H, d->xn, dm->final_norm, H, c->rms_eps,
-		                        rows, err, errlen))
-			goto out;
-		nl++;
-		if (mark(d, G_NORM, nl, err, errlen)) goto out;
+		if (!normed) {
+			if (pv_cuda_add_rmsnorm(st, d->x + (size_t)lr0 * H, d->delta + (size_t)lr0 * H, d->xn, dm->final_norm, H, c->rms_eps,
+			                        rows, err, errlen))
+				goto out;
+			nl++;
+			if (mark(d, G_NORM, nl, err, errlen)) goto out;
+		}
 		struct gemv_out o[1] = { { &dm->lm_head, d->logits, c->vocab, NULL } };
 		weigh(d, o, 1, 1);
 		if (pv_cuda_gemv(st, o, 1, d->xn, NULL, H, PV_X_PLAIN, rows, &nl, err, errlen)) goto out;
@@ -663,6 +699,7 @@ void layout(struct pv_session* s, struct carve* cv)
 	d->ffu = take<float>(cv, B * (size_t)d->ffn);
 	d->logits = take<float>(cv, B * (size_t)c->vocab);
 	d->ids = take<int>(cv, B);
+	d->ncnt = take<unsigned>(cv, 32);
 	if (c->n_experts) {
 		const size_t E = (size_t)c->n_experts, k = (size_t)c->n_experts_used, Ie = (size_t)c->moe_inter;
 		const size_t Is = (size_t)(c->shared_inter > 0 ? c->shared_inter : 1);
