@@ -135,6 +135,9 @@ int pv_cuda_prefill_available(void);
  * the default is 1 (PV_CUDA_PREFILL=0 or 2 in the environment change it); and the rows per chunk
  * (0: the default 1024, or PV_CUDA_PREFILL_CHUNK). Tests use it to force either path. */
 void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk);
+/* Tests: out[r*cols + c] = W[r][c] as the prefill's GEMMs see it (uploaded, dequantized on the
+ * GPU and rounded to bf16), as floats. */
+int pv_cuda_test_dequant(const struct pv_tensor* W, float* out, char* err, size_t errlen);
 
 /* Tests: y[t*W->rows + o] = sum_i x[t*W->cols + i] * W[o, i] for t < T (any T >= 1), through the
  * same upload and GEMV kernels as the forward pass (T is split into steps of at most 16 rows). */

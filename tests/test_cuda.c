@@ -931,6 +931,46 @@ static void prefill_reference(const char* name, pv_model* m, json_t* ref, const 
 	}
 }
 
+/* The prefill's weight dequantization (the bf16 matrix its GEMMs multiply) against the CPU's
+ * pv_tensor_row_f32 rounded to bf16 (round to nearest even, as __float2bfloat16_rn): bitwise, for
+ * every type the GPU takes, through each kernel (Q8_0 / Q4_K / Q6_K by blocks, the rest and odd
+ * widths element by element). */
+static void prefill_dequant_check(void)
+{
+	static const enum pv_dtype types[] = { PV_F16, PV_F32, PV_BF16, PV_Q8_0, PV_Q4_0, PV_Q4_1, PV_Q5_0, PV_Q5_1, PV_Q4_K, PV_Q5_K, PV_Q6_K };
+	static const int shapes[][2] = { { 37, 512 }, { 5, 1024 }, { 3, 96 } };
+	char err[512];
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+		for (size_t si = 0; si < 3; si++) {
+			const enum pv_dtype t = types[ti];
+			const int rows = shapes[si][0], cols = shapes[si][1];
+			if (cols % pv_dtype_block(t)) continue;
+			void* w = make_matrix(t, rows, cols);
+			if (!w) continue;
+			struct pv_tensor W = { w, t, rows, cols };
+			float* gpu = malloc(sizeof(float) * (size_t)rows * cols);
+			float* row = malloc(sizeof(float) * (size_t)cols);
+			int rc = pv_cuda_test_dequant(&W, gpu, err, sizeof(err));
+			CHECK(rc == 0, "prefill dequant %s [%d, %d]: %s", pv_dtype_name(t), rows, cols, err);
+			int bad = 0;
+			for (int r = 0; r < rows && !rc; r++) {
+				pv_tensor_row_f32(&W, r, row);
+				for (int c = 0; c < cols; c++) {
+					const uint32_t u = (uint32_t)to_bf16(row[c]) << 16;
+					float ref;
+					memcpy(&ref, &u, 4);
+					bad += memcmp(&ref, &gpu[(size_t)r * cols + c], 4) != 0;
+				}
+			}
+			CHECK(!rc && !bad, "prefill dequant %s [%d, %d]: %d of %d values differ from the CPU's (rounded to bf16)", pv_dtype_name(t),
+			      rows, cols, bad, rows * cols);
+			free(gpu);
+			free(row);
+			free(w);
+		}
+	printf("  prefill dequant: every type against the CPU's values rounded to bf16, bitwise\n");
+}
+
 /* PREFILL_ROWS rows from the fixture's first prompt, repeated */
 static int32_t* prefill_prompt(json_t* ref, int* np)
 {
@@ -1163,6 +1203,7 @@ int main(int argc, char** argv)
 		if (pv_cuda_prefill_available()) {
 			static char names[64][128];
 			int n = fx_list(fx_root(), names, 64);
+			prefill_dequant_check();
 			for (int i = 0; i < n; i++) prefill_fixture(names[i]);
 			prefill_quantized("qwen3", PV_Q8_0);
 			prefill_quantized("qwen2", PV_Q4_0);
