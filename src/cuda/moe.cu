@@ -18,7 +18,7 @@ namespace {
 
 constexpr int THREADS = 256;
 
-constexpr int RMAX = 32; /* experts per lane: E <= 1024 */
+constexpr int RLIM = 32; /* experts per lane: E <= 1024 (the kernel is instantiated for 8, 16, 32) */
 constexpr int KMAX = 16; /* experts per token */
 
 /* One warp per row: lane l holds experts l, l + 32, ... in registers. Softmax: the max (exact in
@@ -26,6 +26,7 @@ constexpr int KMAX = 16; /* experts per token */
  * p_i = e_i / sum (written back over the logits); top-k by k rounds of a warp argmax (largest p,
  * ties: the lower index, forward.c's rule); then the renormalisation in slot order on lane 0.
  * (Was one thread per row: 380 us per call for E = 256 on the H200.) */
+template <int RMAX>
 __global__ void __launch_bounds__(32) route_kernel(const __grid_constant__ moe_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
@@ -133,10 +134,13 @@ __global__ void __launch_bounds__(THREADS) combine_kernel(const __grid_constant_
 
 int pv_cuda_moe_route(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen)
 {
-	if (a->E < 1 || a->E > 32 * RMAX || a->k < 1 || a->k > KMAX || a->k > a->E)
+	if (a->E < 1 || a->E > 32 * RLIM || a->k < 1 || a->k > KMAX || a->k > a->E)
 		return pv_errf(err, errlen, "CUDA backend: MoE routing of %d experts, %d per token (at most %d and %d)", a->E, a->k,
-		               32 * RMAX, KMAX);
-	PV_LAUNCH("moe route", err, errlen, route_kernel, dim3((unsigned)a->n), dim3(32), 0, st, *a);
+		               32 * RLIM, KMAX);
+	/* registers per lane for the row's experts: the smallest instance that holds E (the results do
+	 * not depend on it: lanes own experts l, l + 32, ... either way) */
+	void (*kern)(moe_args) = a->E <= 256 ? route_kernel<8> : a->E <= 512 ? route_kernel<16> : route_kernel<32>;
+	PV_LAUNCH("moe route", err, errlen, kern, dim3((unsigned)a->n), dim3(32), 0, st, *a);
 	return 0;
 }
 

@@ -134,7 +134,7 @@ model_rows() { # name preset type [long]
 	case $name in *a3b-q8_0) PV_CUDA_MOE_SIDE=0 bench "$name-inline" "$m" $ARGS ;; esac
 	if [ "$MODE" = quick ]; then
 		for v in 1 2 3; do PV_CUDA_GEMV_TMA=$v bench "$name-tma$v" "$m" $ARGS; done
-		PV_CUDA_NORM_FUSE=0 bench "$name-nonormfuse" "$m" $ARGS
+		PV_CUDA_NORM_FUSE=1 bench "$name-normfuse" "$m" $ARGS
 		PV_CUDA_SWIGLU_PAIR=0 bench "$name-nopair" "$m" $ARGS
 		PV_CUDA_ATTN_FUSE=0 bench "$name-nofuse" "$m" $ARGS
 		PV_CUDA_SWIGLU_PAIR=0 PV_CUDA_ATTN_FUSE=0 bench "$name-v3path" "$m" $ARGS
