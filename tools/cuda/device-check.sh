@@ -142,6 +142,7 @@ model_rows() { # name preset type [long]
 		PV_CUDA_ATT_SPLIT=16 bench "$name-s16" "$m" $ARGS
 	fi
 	if [ -n "$long" ] && fast_prefill; then
+		have_time 20 "$name ctx128" && bench "$name-ctx128" "$m" --pp 64 --tg 128 --reps 2
 		have_time 30 "$name 4k" && bench "$name-pp4096" "$m" --pp 4096 --tg 128 --reps 2
 		[ "$MODE" != quick ] && have_time 90 "$name 32k" && bench "$name-d32k" "$m" --depth 32256 --pp 512 --tg 64 --reps 1 --ctx 32900
 	fi
