@@ -141,6 +141,15 @@ model_rows() { # name preset type [long]
 		PV_CUDA_ATT_SPLIT=64 bench "$name-s64" "$m" $ARGS
 		PV_CUDA_ATT_SPLIT=16 bench "$name-s16" "$m" $ARGS
 	fi
+	if [ -n "$long" ] && have_time 40 "$name prefill-bench"; then
+		# the prefill at real shapes: pp512/pp4096 GPU time, and its last-row logits vs the exact path
+		PV_PREFILL_MODEL="$m" $B/cuda/test_cuda prefill-bench >"$OUT/.p" 2>&1
+		echo "### prefill-bench $name" >>"$OUT/test_cuda.log"
+		cat "$OUT/.p" >>"$OUT/test_cuda.log"
+		say "== prefill-bench $name: $(grep -E 'passed' "$OUT/.p" | tail -1)"
+		grep -E 'pp[0-9]+|rel|FAIL' "$OUT/.p" | head -8 | tee -a "$OUT/summary.txt"
+		rm -f "$OUT/.p"
+	fi
 	if [ -n "$long" ] && fast_prefill; then
 		have_time 20 "$name ctx128" && bench "$name-ctx128" "$m" --pp 64 --tg 128 --reps 2
 		have_time 30 "$name 4k" && bench "$name-pp4096" "$m" --pp 4096 --tg 128 --reps 2
