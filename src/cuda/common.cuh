@@ -41,12 +41,16 @@ int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e);
 /* ---- device weights ----------------------------------------------------------------------- */
 
 /*
- * A weight matrix in device memory, in its stored type. Float types and Q4_K are the stored
- * bytes; Q8_0, Q4_0 and Q6_K are split into planes (structure of arrays) so every load is
- * aligned; the values are the same bytes, rearranged (upload.cu):
- *   Q8_0: plane 0 qs [rows][nb*32] int8,   plane 1 d [rows][nb] f16
+ * A weight matrix in device memory, in its stored type. Float types, Q4_K and Q5_K are the
+ * stored bytes; the other quantized types are split into planes (structure of arrays) so every
+ * load is aligned; the values are the same bytes, rearranged (upload.cu):
+ *   Q8_0: plane 0 qs [rows][nb*32] int8,    plane 1 d [rows][nb] f16
  *   Q4_0: plane 0 qs [rows][nb*16] nibbles, plane 1 d [rows][nb] f16
+ *   Q4_1: plane 0 qs [rows][nb*16] nibbles, plane 1 d,m [rows][nb][2] f16
+ *   Q5_0: plane 0 qs [rows][nb*16] nibbles, plane 1 qh [rows][nb] u32, plane 2 d [rows][nb] f16
+ *   Q5_1: plane 0 qs [rows][nb*16] nibbles, plane 1 qh [rows][nb] u32, plane 2 d,m [rows][nb][2] f16
  *   Q6_K: plane 0 ql|qh [rows][nb*192],  plane 1 scales [rows][nb*16], plane 2 d [rows][nb] f16
+ * (nb: blocks per row, 32 elements each; 256 for Q6_K)
  */
 #define PV_CUDA_MAX_PLANES 3
 struct dmat {
