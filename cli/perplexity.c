@@ -36,7 +36,7 @@ static char* slurp(const char* path, size_t* len)
 
 int cmd_perplexity(int argc, char** argv)
 {
-	const char *model = NULL, *file = NULL;
+	const char *model = NULL, *file = NULL, *backend = NULL;
 	int ctx = 512, threads = 0, max_chunks = 0;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
@@ -47,6 +47,13 @@ int cmd_perplexity(int argc, char** argv)
 		else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) ctx = cli_int(a, v, 8, 1 << 20);
 		else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) threads = cli_int(a, v, 1, 1024);
 		else if (!strcmp(a, "--chunks")) max_chunks = cli_int(a, v, 1, 1 << 20);
+		else if (!strcmp(a, "--backend")) {
+			if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+				fprintf(stderr, "proven perplexity: --backend must be cpu or cuda (got \"%s\")\n", v);
+				return 2;
+			}
+			backend = v;
+		}
 		else { fprintf(stderr, "proven perplexity: unknown option %s\n", a); return 2; }
 	}
 	if (!model || !file) { fprintf(stderr, "proven perplexity: --model and --file are required\n"); return 2; }
@@ -55,7 +62,7 @@ int cmd_perplexity(int argc, char** argv)
 	if (!text) { perror(file); return 1; }
 	char err[512];
 	pv_model* m = NULL;
-	struct pv_model_params mp = { .verbose = 1 };
+	struct pv_model_params mp = { .verbose = 1, .backend = backend };
 	if (pv_model_open(&m, model, &mp, err, sizeof(err))) {
 		fprintf(stderr, "proven perplexity: cannot load model: %s\n", err);
 		free(text);

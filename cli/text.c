@@ -17,6 +17,7 @@ struct gen_opts {
 	const char* model;
 	const char* prompt;
 	const char* system;
+	const char* backend; /* "cpu" (default) or "cuda" */
 	int max_tokens, threads, ctx, no_special, no_thinking, hide_thinking;
 	struct pv_sampler_params sp;
 	int dialect;
@@ -57,7 +58,13 @@ static int parse_common(int argc, char** argv, struct gen_opts* o, int chat)
 		else if (!strcmp(a, "--max-tokens") || !strcmp(a, "-n")) o->max_tokens = cli_int(a, v, 1, 1 << 24);
 		else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) o->threads = cli_int(a, v, 1, 1024);
 		else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) o->ctx = cli_int(a, v, 1, 1 << 24);
-		else if (!strcmp(a, "--temp")) o->sp.temperature = (float)cli_double(a, v, 0, 100);
+		else if (!strcmp(a, "--backend")) {
+			if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+				fprintf(stderr, "proven %s: --backend must be cpu or cuda (got \"%s\")\n", chat ? "chat" : "run", v);
+				return 2;
+			}
+			o->backend = v;
+		} else if (!strcmp(a, "--temp")) o->sp.temperature = (float)cli_double(a, v, 0, 100);
 		else if (!strcmp(a, "--top-k")) o->sp.top_k = cli_int(a, v, 0, 1 << 24);
 		else if (!strcmp(a, "--top-p")) o->sp.top_p = (float)cli_double(a, v, 0, 1);
 		else if (!strcmp(a, "--seed")) o->sp.seed = (uint64_t)cli_double(a, v, 0, 1e18);
@@ -94,7 +101,7 @@ static int gen_open(struct gen* g, const struct gen_opts* o)
 {
 	memset(g, 0, sizeof(*g));
 	char err[512];
-	struct pv_model_params mp = { .verbose = 1 };
+	struct pv_model_params mp = { .verbose = 1, .backend = o->backend };
 	if (pv_model_open(&g->m, o->model, &mp, err, sizeof(err))) {
 		fprintf(stderr, "proven: cannot load model: %s\n", err);
 		return 1;

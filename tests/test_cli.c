@@ -107,6 +107,11 @@ int main(void)
 		{ "generate --model FX --prompt-ids 1 --ctx 100000", 1, "context" },
 		{ "info --model FX --bogus", 2, "unknown option" },
 		{ "bench --model FX --pp 0", 2, "--pp" },
+		{ "run --model FX -p hi --backend tpu", 2, "--backend must be cpu or cuda" },
+		{ "chat --model FX --backend metal", 2, "--backend must be cpu or cuda" },
+		{ "perplexity --model FX --file /dev/null --backend x", 2, "--backend must be cpu or cuda" },
+		/* no GPU here (or no CUDA in the build): a clear failure naming the backend */
+		{ "run --model FX -p hi --backend cuda", 1, "CUDA" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char args[1024];
