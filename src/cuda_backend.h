@@ -94,9 +94,9 @@ struct pv_cuda_session_stats {
 };
 int pv_cuda_session_stats(const struct pv_session* s, struct pv_cuda_session_stats* st);
 
-/* NULL while the session is healthy; else the CUDA error that stopped it. The backend's forward
- * cannot return an error (backend.h), so a failed step leaves this message (also in
- * pv_session_error), fills the requested logits with NaN, and every later step fails the same way. */
+/* NULL while the session is healthy; else the CUDA error that stopped it. A failed step makes
+ * pv_session_eval return -1 with this message (also in pv_session_error), fills the requested
+ * logits with NaN, and every later step fails the same way. */
 const char* pv_cuda_session_error(const struct pv_session* s);
 
 /* Argmax (lowest index on ties, as pv_argmax) of the last logits row the last call computed on

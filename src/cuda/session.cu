@@ -11,8 +11,9 @@
  * are bitwise equal; a row's result never depends on the other rows of its step (gemv.cu,
  * attention.cu), so a verification step of 16 rows gives each row the logits it gets alone.
  *
- * Prompts longer than 16 rows also use 16-row steps (correct, not fast): a cuBLAS prefill is the
- * next step, at the one marked place in forward() below.
+ * Calls of at least chunk_min_tokens (and more than 16) rows go to the prefill path instead
+ * (prefill.cu: bf16 tensor-core GEMMs in chunks, within tolerance of the 16-row steps, like the
+ * CPU's chunked DeltaNet form); calls of up to 16 rows always take the exact steps above.
  */
 #include "common.cuh"
 #include "prefill.cuh"
