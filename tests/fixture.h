@@ -8,6 +8,8 @@
 
 #include <dirent.h>
 #include <jansson.h>
+#include <math.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +93,31 @@ static inline const char* fx_root(void)
 {
 	const char* r = getenv("PV_FIXTURES");
 	return r ? r : "tests/fixtures";
+}
+
+/* The real Qwen2.5-Coder-0.5B GGUF of tools/get-model.sh: $PV_REAL_MODEL, else the cache
+ * ($PROVEN_CACHE or ~/.cache/proven); NULL when absent. */
+static inline const char* fx_real_model(char* buf, size_t n)
+{
+	const char* env = getenv("PV_REAL_MODEL");
+	struct stat st;
+	if (env && !stat(env, &st)) return env;
+	const char* cache = getenv("PROVEN_CACHE");
+	const char* home = getenv("HOME");
+	if (cache) snprintf(buf, n, "%s/qwen2.5-coder-0.5b.gguf", cache);
+	else snprintf(buf, n, "%s/.cache/proven/qwen2.5-coder-0.5b.gguf", home ? home : "/tmp");
+	return stat(buf, &st) ? NULL : buf;
+}
+
+/* max |lg[ids[i]] - vals[i]| over a reference's (ids, values) arrays */
+static inline double fx_max_err_ids(const float* lg, json_t* ids, json_t* vals)
+{
+	double e = 0;
+	for (size_t i = 0; i < json_array_size(ids); i++) {
+		double d = fabs(lg[json_integer_value(json_array_get(ids, i))] - json_real_value(json_array_get(vals, i)));
+		if (!(d <= e)) e = d;
+	}
+	return e;
 }
 
 #endif

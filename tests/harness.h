@@ -7,8 +7,27 @@
 #define PV_HARNESS_H
 
 #include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
 static int pv_t_pass, pv_t_fail;
+
+/* Runs a shell command, captures its stdout (up to outlen - 1 bytes), returns its exit code. */
+static inline int t_run_cmd(const char* cmd, char* out, size_t outlen)
+{
+	FILE* f = popen(cmd, "r");
+	if (!f) return -1;
+	size_t n = fread(out, 1, outlen - 1, f);
+	out[n] = 0;
+	int st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static inline int t_exists(const char* p)
+{
+	struct stat st;
+	return stat(p, &st) == 0;
+}
 
 #define CHECK(cond, ...)                                                                 \
 	do {                                                                             \

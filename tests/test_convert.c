@@ -104,22 +104,6 @@ static void compare(const float* a, const float* ref, int n, int V, struct cmp* 
 	}
 }
 
-static int run_cmd(const char* cmd, char* out, size_t outlen)
-{
-	FILE* f = popen(cmd, "r");
-	if (!f) return -1;
-	size_t n = fread(out, 1, outlen - 1, f);
-	out[n] = 0;
-	int st = pclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int exists(const char* p)
-{
-	struct stat st;
-	return stat(p, &st) == 0;
-}
-
 /* ------------------------------------------------------------------ writer --- */
 
 static void test_writer(void)
@@ -168,7 +152,7 @@ static void test_writer(void)
 	pv_gguf_w_data(w, b, sizeof b);
 	CHECK(pv_gguf_writer_close(w, err, sizeof err) == 0, "close: %s", err);
 	snprintf(err, sizeof err, "%s.tmp", path);
-	CHECK(!exists(err), "temporary file left behind");
+	CHECK(!t_exists(err), "temporary file left behind");
 
 	struct pv_gguf g;
 	memset(&g, 0, sizeof g);
@@ -226,7 +210,7 @@ static void test_writer(void)
 	      "duplicate key accepted");
 	pv_gguf_writer_abort(w);
 	snprintf(err, sizeof err, "%s.tmp", bad);
-	CHECK(!exists(bad) && !exists(err), "abort left a file");
+	CHECK(!t_exists(bad) && !t_exists(err), "abort left a file");
 	CHECK(pv_gguf_writer_open(&w, bad, 32, err, sizeof err) == 0, "open: %s", err);
 	char longname[80];
 	memset(longname, 'x', 70);
@@ -243,7 +227,7 @@ static void test_writer(void)
 	pv_gguf_w_data(w, v, 8);
 	CHECK(pv_gguf_writer_close(w, err, sizeof err) == -1 && strstr(err, "got 8 of its 20 bytes"), "short data: %s", err);
 	snprintf(path, sizeof path, "%s.tmp", bad);
-	CHECK(!exists(bad) && !exists(path), "failed close left a file");
+	CHECK(!t_exists(bad) && !t_exists(path), "failed close left a file");
 	CHECK(pv_gguf_writer_open(&w, "/nonexistent-dir/x.gguf", 32, err, sizeof err) == -1 && strstr(err, "cannot create"),
 	      "unwritable path: %s", err);
 }
@@ -464,7 +448,7 @@ static int find_shared_tokenizer(char* out, size_t n)
 		snprintf(out, n, "%s/data/qwen-tokenizer", cands[i]);
 		char p[1200];
 		snprintf(p, sizeof p, "%s/tokenizer.json.xz", out);
-		if (exists(p)) return 0;
+		if (t_exists(p)) return 0;
 	}
 	return -1;
 }
@@ -725,26 +709,26 @@ static void test_cli_errors(void)
 	char cmd[3000], out[4096], path[1400];
 	const char* fx = fx_root();
 	snprintf(cmd, sizeof cmd, "'%s/proven' convert --model /nonexistent/model --out '%s/x.gguf' --type f32 2>&1", build_dir, out_dir);
-	int rc = run_cmd(cmd, out, sizeof out);
+	int rc = t_run_cmd(cmd, out, sizeof out);
 	CHECK(rc != 0 && strstr(out, "/nonexistent/model") && strstr(out, "No such file"), "missing dir: rc %d: %s", rc, out);
 	snprintf(cmd, sizeof cmd, "'%s/proven' convert --model '%s/qwen3' --out /nonexistent-dir/x.gguf --type f32 2>&1", build_dir, fx);
-	rc = run_cmd(cmd, out, sizeof out);
+	rc = t_run_cmd(cmd, out, sizeof out);
 	CHECK(rc != 0 && strstr(out, "/nonexistent-dir/x.gguf") && strstr(out, "cannot create"), "unwritable out: rc %d: %s", rc, out);
 	snprintf(cmd, sizeof cmd, "'%s/proven' convert --model '%s/qwen3' --out '%s/x.gguf' --type q3_k 2>&1", build_dir, fx, out_dir);
-	rc = run_cmd(cmd, out, sizeof out);
+	rc = t_run_cmd(cmd, out, sizeof out);
 	CHECK(rc != 0 && strstr(out, "unknown --type \"q3_k\""), "unknown type: rc %d: %s", rc, out);
 	snprintf(cmd, sizeof cmd, "'%s/proven' convert --model '%s/qwen3' --out '%s' 2>&1", build_dir, fx, out_dir);
-	rc = run_cmd(cmd, out, sizeof out);
+	rc = t_run_cmd(cmd, out, sizeof out);
 	CHECK(rc != 0 && strstr(out, "is a directory"), "directory as output: rc %d: %s", rc, out);
 	snprintf(cmd, sizeof cmd, "'%s/proven' convert --model '%s/qwen3' 2>&1", build_dir, fx);
-	rc = run_cmd(cmd, out, sizeof out);
+	rc = t_run_cmd(cmd, out, sizeof out);
 	CHECK(rc != 0 && strstr(out, "--out"), "missing --out: rc %d: %s", rc, out);
 	snprintf(path, sizeof path, "%s/x.gguf", out_dir);
-	CHECK(!exists(path), "a failed conversion left %s", path);
+	CHECK(!t_exists(path), "a failed conversion left %s", path);
 	/* success through the CLI prints the path on stdout */
 	snprintf(cmd, sizeof cmd, "'%s/proven' convert --model '%s/qwen3' --out '%s/cli.gguf' --type q8_0 --threads 2 -q", build_dir, fx,
 	         out_dir);
-	rc = run_cmd(cmd, out, sizeof out);
+	rc = t_run_cmd(cmd, out, sizeof out);
 	snprintf(path, sizeof path, "%s/cli.gguf\n", out_dir);
 	CHECK(rc == 0 && !strcmp(out, path), "CLI conversion: rc %d: %s", rc, out);
 
@@ -778,14 +762,14 @@ static void test_cli_errors(void)
 	}
 	CHECK(patched, "could not plant a NaN in %s", path);
 	snprintf(cmd, sizeof cmd, "'%s/proven' convert --model '%s' --out '%s/nan.gguf' --type q4_k_m -q 2>&1", build_dir, dir, out_dir);
-	rc = run_cmd(cmd, out, sizeof out);
+	rc = t_run_cmd(cmd, out, sizeof out);
 	CHECK(rc != 0 && strstr(out, "blk.1.ffn_down.weight") && strstr(out, "NaN"), "NaN at q4_k_m: rc %d: %s", rc, out);
 	snprintf(path, sizeof path, "%s/nan.gguf", out_dir);
 	char tmp[1500];
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	CHECK(!exists(path) && !exists(tmp), "failed conversion left a file");
+	CHECK(!t_exists(path) && !t_exists(tmp), "failed conversion left a file");
 	snprintf(cmd, sizeof cmd, "'%s/proven' convert --model '%s' --out '%s' --type f32 -q 2>&1", build_dir, dir, path);
-	rc = run_cmd(cmd, out, sizeof out);
+	rc = t_run_cmd(cmd, out, sizeof out);
 	CHECK(rc == 0, "NaN at f32 should pass through: rc %d: %s", rc, out);
 	unlink(path);
 }

@@ -608,28 +608,6 @@ static void quantized(const char* name, enum pv_dtype t)
 #define TOL_REAL 1e-3 /* against transformers' float64 logits, as test_real            */
 #define REAL_STEPS 16
 
-static const char* real_model_path(char* buf, size_t n)
-{
-	const char* env = getenv("PV_REAL_MODEL");
-	struct stat st;
-	if (env && !stat(env, &st)) return env;
-	const char* cache = getenv("PROVEN_CACHE");
-	const char* home = getenv("HOME");
-	if (cache) snprintf(buf, n, "%s/qwen2.5-coder-0.5b.gguf", cache);
-	else snprintf(buf, n, "%s/.cache/proven/qwen2.5-coder-0.5b.gguf", home ? home : "/tmp");
-	return stat(buf, &st) ? NULL : buf;
-}
-
-static double top_err(const float* lg, json_t* ids, json_t* vals)
-{
-	double e = 0;
-	for (size_t i = 0; i < json_array_size(ids); i++) {
-		double d = fabs(lg[json_integer_value(json_array_get(ids, i))] - json_real_value(json_array_get(vals, i)));
-		if (!(d <= e)) e = d;
-	}
-	return e;
-}
-
 /* The real Qwen2.5-Coder-0.5B Q4_K_M GGUF (tools/get-model.sh; Q5_0, Q8_0, Q4_K, Q6_K and F32
  * tensors, the embedding Q5_0) on CUDA and on the CPU, over the prompts of tests/data/real: every
  * prompt row's logits and REAL_STEPS teacher-forced one-row steps (fed transformers' greedy ids,
@@ -640,7 +618,7 @@ static double top_err(const float* lg, json_t* ids, json_t* vals)
 static void real_model(void)
 {
 	char buf[1024], err[512];
-	const char* path = real_model_path(buf, sizeof buf);
+	const char* path = fx_real_model(buf, sizeof buf);
 	if (!path) {
 		printf("  real model: not available (set PV_REAL_MODEL or run tools/get-model.sh): skipped, nothing checked\n");
 		return;
@@ -677,7 +655,7 @@ static void real_model(void)
 		double e_cpu = ok ? rel_err(lg, lc, n, V) : 1, e_ref = 0;
 		const float* last_g = lg + (size_t)(n - 1) * V;
 		const float* last_c = lc + (size_t)(n - 1) * V;
-		if (ok) e_ref = top_err(last_g, json_object_get(p, "next_top_ids"), json_object_get(p, "next_top_logits"));
+		if (ok) e_ref = fx_max_err_ids(last_g, json_object_get(p, "next_top_ids"), json_object_get(p, "next_top_logits"));
 		json_t* tf = json_object_get(p, "teacher_forced_top20");
 		for (int i = 0; i < ng && ok; i++) {
 			const int tg = pv_argmax(last_g, V), tcpu = pv_argmax(last_c, V);
@@ -686,7 +664,7 @@ static void real_model(void)
 			ref_ids += tg == greedy[i];
 			json_t* row = json_array_get(tf, i);
 			if (row) {
-				double er = top_err(last_g, json_object_get(row, "top_ids"), json_object_get(row, "top_logits"));
+				double er = fx_max_err_ids(last_g, json_object_get(row, "top_ids"), json_object_get(row, "top_logits"));
 				e_ref = er > e_ref ? er : e_ref;
 			}
 			int32_t feed = greedy[i];

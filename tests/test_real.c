@@ -23,32 +23,10 @@
 #define TOL 1e-3
 #define STEPS 16
 
-static const char* find_model(char* buf, size_t n)
-{
-	const char* env = getenv("PV_REAL_MODEL");
-	struct stat st;
-	if (env && !stat(env, &st)) return env;
-	const char* cache = getenv("PROVEN_CACHE");
-	const char* home = getenv("HOME");
-	if (cache) snprintf(buf, n, "%s/qwen2.5-coder-0.5b.gguf", cache);
-	else snprintf(buf, n, "%s/.cache/proven/qwen2.5-coder-0.5b.gguf", home ? home : "/tmp");
-	return stat(buf, &st) ? NULL : buf;
-}
-
-static double max_err_ids(const float* lg, json_t* ids, json_t* vals)
-{
-	double e = 0;
-	for (size_t i = 0; i < json_array_size(ids); i++) {
-		double d = fabs(lg[json_integer_value(json_array_get(ids, i))] - json_real_value(json_array_get(vals, i)));
-		if (!(d <= e)) e = d;
-	}
-	return e;
-}
-
 int main(void)
 {
 	char buf[1024];
-	const char* path = find_model(buf, sizeof buf);
+	const char* path = fx_real_model(buf, sizeof buf);
 	if (!path) {
 		printf("test_real: the real model is not available (tools/get-model.sh could not fetch it): nothing checked\n");
 		TEST_END("test_real");
@@ -80,7 +58,7 @@ int main(void)
 		struct pv_session_params sp = { .n_ctx = nref + STEPS + 1 };
 		pv_session_new(&s, m, &sp, err, sizeof err);
 		pv_session_eval(s, rids, nref, lg, PV_LOGITS_LAST);
-		double e = max_err_ids(lg, json_object_get(p, "next_top_ids"), json_object_get(p, "next_top_logits"));
+		double e = fx_max_err_ids(lg, json_object_get(p, "next_top_ids"), json_object_get(p, "next_top_logits"));
 		CHECK(e <= TOL, "%s: next-token logits max |err| %.4g > %g", name, e, TOL);
 		if (e > worst) worst = e;
 		/* full vocabulary rows for the chat prompt (tf.chat_c_reverse [9, V]) */
@@ -95,7 +73,7 @@ int main(void)
 			/* teacher_forced_top20[i]: the row that predicts greedy[i] */
 			json_t* row = json_array_get(tf, i);
 			if (row) {
-				double ee = max_err_ids(lg, json_object_get(row, "top_ids"), json_object_get(row, "top_logits"));
+				double ee = fx_max_err_ids(lg, json_object_get(row, "top_ids"), json_object_get(row, "top_logits"));
 				if (ee > worst) worst = ee;
 				CHECK(ee <= TOL, "%s: step %d logits max |err| %.4g", name, i, ee);
 			}

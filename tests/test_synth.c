@@ -30,22 +30,6 @@
 static const char* build_dir;
 static char out_dir[1024];
 
-static int run_cmd(const char* cmd, char* out, size_t outlen)
-{
-	FILE* f = popen(cmd, "r");
-	if (!f) return -1;
-	size_t n = fread(out, 1, outlen - 1, f);
-	out[n] = 0;
-	int st = pclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int exists(const char* p)
-{
-	struct stat st;
-	return stat(p, &st) == 0;
-}
-
 static const struct pv_synth_preset* preset(const char* arch, const char* name)
 {
 	char err[512];
@@ -386,21 +370,21 @@ static void test_cli(void)
 		char args[1600];
 		snprintf(args, sizeof args, bad[i].args, out_dir);
 		snprintf(cmd, sizeof cmd, "'%s/proven' synth %s -q 2>&1", bin, args);
-		int rc = run_cmd(cmd, out, sizeof out);
+		int rc = t_run_cmd(cmd, out, sizeof out);
 		CHECK(rc != 0 && rc != 139 && strstr(out, bad[i].expect), "proven synth %s: rc %d: %s", args, rc, out);
 	}
 	snprintf(path, sizeof path, "%s/x.gguf", out_dir);
-	CHECK(!exists(path), "a failed synth left %s", path);
+	CHECK(!t_exists(path), "a failed synth left %s", path);
 	/* success prints the path on stdout; --list names the presets */
 	snprintf(cmd, sizeof cmd, "'%s/proven' synth --arch qwen3_5 --preset TINY --type q4_k_m --seed 5 --out '%s/cli.gguf' -q", bin,
 	         out_dir);
-	int rc = run_cmd(cmd, out, sizeof out);
+	int rc = t_run_cmd(cmd, out, sizeof out);
 	snprintf(path, sizeof path, "%s/cli.gguf\n", out_dir);
 	CHECK(rc == 0 && !strcmp(out, path), "CLI synth: rc %d: %s", rc, out);
 	path[strlen(path) - 1] = 0;
 	unlink(path);
 	snprintf(cmd, sizeof cmd, "'%s/proven' synth --list", bin);
-	rc = run_cmd(cmd, out, sizeof out);
+	rc = t_run_cmd(cmd, out, sizeof out);
 	CHECK(rc == 0 && strstr(out, "qwen3-8b") && strstr(out, "qwen3.5-35b-a3b") && strstr(out, "8.19B"), "--list: rc %d: %.300s", rc,
 	      out);
 }

@@ -199,6 +199,43 @@ struct delta_args {
 	float eps;
 };
 int pv_cuda_deltanet(cudaStream_t st, const struct delta_args* a, char* err, size_t errlen);
+
+/* The layer's weights, state and shapes in a (decode, deltanet.cu, and prefill, prefill.cu):
+ * S is the layer's [Hv][dk][dv] state, its conv window follows it. The caller sets the row
+ * buffers (mix, z, b, a, ab, u, o), qkvz, ba_grouped and n. */
+static inline void pv_delta_args_layer(struct delta_args* a, const struct pv_config* c, const struct dlayer* L, float* S)
+{
+	a->conv_w = L->conv_w;
+	a->ssm_a = L->ssm_a;
+	a->dt_bias = L->dt_bias;
+	a->lin_norm = L->lin_norm;
+	a->S = S;
+	a->conv_state = S + (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim;
+	a->Hk = c->lin_k_heads;
+	a->Hv = c->lin_v_heads;
+	a->dk = c->lin_k_dim;
+	a->dv = c->lin_v_dim;
+	a->Kc = c->conv_kernel;
+	a->v_tiled = c->v_head_tiled;
+	a->eps = c->rms_eps;
+}
+
+/* deltanet.c's elementwise functions (both DeltaNet paths use these) */
+__device__ __forceinline__ float pv_d_silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float pv_d_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float pv_d_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* column in a row of the projection for conv channel ch (Qwen3.5 order q | k | v; Qwen3-Next's
+ * key-group-major [q_g | k_g | v_g | z_g] rows through this index map) */
+__device__ __forceinline__ int pv_delta_src_col(const delta_args& a, int ch)
+{
+	if (!a.qkvz) return ch;
+	const int kd = a.Hk * a.dk, r = a.Hv / a.Hk, gw = 2 * a.dk + 2 * r * a.dv;
+	if (ch < kd) return (ch / a.dk) * gw + ch % a.dk;
+	if (ch < 2 * kd) return ((ch - kd) / a.dk) * gw + a.dk + (ch - kd) % a.dk;
+	const int cc = ch - 2 * kd;
+	return (cc / (r * a.dv)) * gw + 2 * a.dk + cc % (r * a.dv);
+}
 int pv_cuda_delta_check(int dk, int dv, int Hk, int Hv, int Kc, char* err, size_t errlen);
 int pv_cuda_delta_init(char* err, size_t errlen); /* once per session, before any capture */
 

@@ -2,12 +2,12 @@
  * deltanet.cu: Gated DeltaNet layers (deltanet.c, qwen-models.md §6.4), recurrent form only.
  *
  * After the projections (gemv.cu):
- *   conv:      per channel, rows in order: silu(causal depthwise conv over [conv state; rows]),
+ *   conv:      per channel, rows in order: pv_d_silu(causal depthwise conv over [conv state; rows]),
  *              then the state becomes the last Kc-1 inputs (deltanet.c conv_silu)
  *   recurrent: one block per value head; four threads per column j of the head's state S [dk][dv]
  *              (kept in registers for the call, rows i = r mod 4 each); rows in order: l2norm q (scaled 1/sqrt(dk)) and k, beta, decay,
  *              S = decay S; d = beta (v - S^T k); S += k d^T; o = S^T q; then the gated norm
- *              w * rmsnorm(o) * silu(z) (deltanet.c delta_recurrent and the layer's epilogue)
+ *              w * rmsnorm(o) * pv_d_silu(z) (deltanet.c delta_recurrent and the layer's epilogue)
  * The recurrent form is the decode form on the CPU too; every reduction (over dk for S^T k and
  * S^T q, over a head for the norms) runs in a fixed order, and rows are processed one after the
  * other, so a row's result is the same in a call of any size (batch invariance). Prompts use
@@ -22,28 +22,13 @@ namespace {
 
 constexpr int DK_MAX = 128;
 
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
-/* column in a row of the projection for conv channel ch (Qwen3.5 order q | k | v) */
-__device__ __forceinline__ int src_col(const delta_args& a, int ch)
-{
-	if (!a.qkvz) return ch;
-	const int kd = a.Hk * a.dk, r = a.Hv / a.Hk, gw = 2 * a.dk + 2 * r * a.dv;
-	if (ch < kd) return (ch / a.dk) * gw + ch % a.dk;
-	if (ch < 2 * kd) return ((ch - kd) / a.dk) * gw + a.dk + (ch - kd) % a.dk;
-	const int c = ch - 2 * kd;
-	return (c / (r * a.dv)) * gw + 2 * a.dk + c % (r * a.dv);
-}
-
 __global__ void conv_kernel(const __grid_constant__ delta_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	const int ch = blockIdx.x * blockDim.x + threadIdx.x;
 	const int cd = 2 * a.Hk * a.dk + a.Hv * a.dv, K = a.Kc, P = K - 1;
 	if (ch >= cd) return;
-	const int sc = src_col(a, ch);
+	const int sc = pv_delta_src_col(a, ch);
 	const float* w = a.conv_w + (size_t)ch * K;
 	for (int t = 0; t < a.n; t++) {
 		float acc = 0.0f;
@@ -52,7 +37,7 @@ __global__ void conv_kernel(const __grid_constant__ delta_args a)
 			const float xv = src < 0 ? a.conv_state[(size_t)(P + src) * cd + ch] : a.mix[(size_t)src * a.ld_mix + sc];
 			acc = acc + w[tau] * xv;
 		}
-		a.u[(size_t)t * cd + ch] = silu(acc);
+		a.u[(size_t)t * cd + ch] = pv_d_silu(acc);
 	}
 	/* the new state: rows n .. n+P-1 of [state ; mixed]; row p is written after it is read */
 	for (int p = 0; p < P; p++) {
@@ -81,7 +66,7 @@ __device__ float block_sum(float v, float* red)
  * S = decay S; m_j = sum_i k_i S_ij (each thread its rows in order, then the xor butterfly over
  * the column's four threads: (p0 + p1) + (p2 + p3), the same on all four); d_j = beta (v_j - m_j);
  * S += k d^T; o_j = sum_i q_i S_ij (the same way); then the gated RMSNorm over the head,
- * w * rmsnorm(o) * silu(z). Every order is fixed by dk and dv alone, rows run in order, so a row's
+ * w * rmsnorm(o) * pv_d_silu(z). Every order is fixed by dk and dv alone, rows run in order, so a row's
  * result does not depend on the call's row count (batch invariance). The dependent chains are
  * dk / 4 long (was dk, a thread per column with S in shared memory: ~30 us per layer on the H200
  * for Hv = 32, dk = dv = 128). */
@@ -128,8 +113,8 @@ __global__ void __launch_bounds__(RTHREADS) recurrent_kernel(const __grid_consta
 			b = a.b[(size_t)t * Hv + h];
 			g = a.a[(size_t)t * Hv + h];
 		}
-		const float beta = sigm(b);
-		const float decay = expf(a.ssm_a[h] * softplus(g + a.dt_bias[h]));
+		const float beta = pv_d_sigmoid(b);
+		const float decay = expf(a.ssm_a[h] * pv_d_softplus(g + a.dt_bias[h]));
 		const float v = col ? u[2 * kd + (size_t)h * dv + j] : 0.0f;
 		float m = 0.0f;
 #pragma unroll
@@ -168,7 +153,7 @@ __global__ void __launch_bounds__(RTHREADS) recurrent_kernel(const __grid_consta
 			} else {
 				z = a.z[(size_t)t * vd + (size_t)h * dv + j];
 			}
-			a.o[(size_t)t * vd + (size_t)h * dv + j] = y * silu(z);
+			a.o[(size_t)t * vd + (size_t)h * dv + j] = y * pv_d_silu(z);
 		}
 		__syncthreads(); /* qs/ks are rewritten for the next row */
 	}

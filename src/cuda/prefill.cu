@@ -684,28 +684,13 @@ attn_fn mma_kernel(int NT)
  *          times silu(z), written as bf16 for out_proj.
  * The grid has Hv x dv/32 warps instead of Hv blocks of 128 threads walking the rows.
  */
-__device__ __forceinline__ float d_silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float d_sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float d_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
-/* column in a row of the projection for conv channel ch (deltanet.cu src_col) */
-__device__ __forceinline__ int d_src_col(const delta_args& a, int ch)
-{
-	if (!a.qkvz) return ch;
-	const int kd = a.Hk * a.dk, r = a.Hv / a.Hk, gw = 2 * a.dk + 2 * r * a.dv;
-	if (ch < kd) return (ch / a.dk) * gw + ch % a.dk;
-	if (ch < 2 * kd) return ((ch - kd) / a.dk) * gw + a.dk + (ch - kd) % a.dk;
-	const int cc = ch - 2 * kd;
-	return (cc / (r * a.dv)) * gw + 2 * a.dk + cc % (r * a.dv);
-}
-
 __global__ void dconv_kernel(const __grid_constant__ delta_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	const int ch = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
 	const int cd = 2 * a.Hk * a.dk + a.Hv * a.dv, K = a.Kc, P = K - 1;
 	if (ch >= cd) return;
-	const int sc = d_src_col(a, ch);
+	const int sc = pv_delta_src_col(a, ch);
 	const float* w = a.conv_w + (size_t)ch * K;
 	float acc = 0.0f;
 	for (int tau = 0; tau < K; tau++) {
@@ -713,7 +698,7 @@ __global__ void dconv_kernel(const __grid_constant__ delta_args a)
 		const float xv = src < 0 ? a.conv_state[(size_t)(P + src) * cd + ch] : a.mix[(size_t)src * a.ld_mix + sc];
 		acc = acc + w[tau] * xv;
 	}
-	a.u[(size_t)t * cd + ch] = d_silu(acc);
+	a.u[(size_t)t * cd + ch] = pv_d_silu(acc);
 }
 
 __global__ void dconv_state_kernel(const __grid_constant__ delta_args a)
@@ -722,7 +707,7 @@ __global__ void dconv_state_kernel(const __grid_constant__ delta_args a)
 	const int ch = blockIdx.x * blockDim.x + threadIdx.x;
 	const int cd = 2 * a.Hk * a.dk + a.Hv * a.dv, P = a.Kc - 1;
 	if (ch >= cd) return;
-	const int sc = d_src_col(a, ch);
+	const int sc = pv_delta_src_col(a, ch);
 	for (int p = 0; p < P; p++) { /* row p is written after it is read (ci >= p) */
 		const int ci = a.n + p;
 		a.conv_state[(size_t)p * cd + ch] = ci < P ? a.conv_state[(size_t)ci * cd + ch] : a.mix[(size_t)(ci - P) * a.ld_mix + sc];
@@ -786,8 +771,8 @@ __global__ void __launch_bounds__(32) dcols_kernel(const __grid_constant__ delta
 		__syncwarp();
 		const float v = vn, b = bn, g = gn;
 		if (t + 1 < a.n) load(t + 1); /* in flight while this row is computed */
-		const float beta = d_sigm(b);
-		const float decay = expf(sa * d_softplus(g + db));
+		const float beta = pv_d_sigmoid(b);
+		const float decay = expf(sa * pv_d_softplus(g + db));
 		/* (the empty asm statements keep the compiler from hoisting every qs/ks load to the
 		 * top, which would need another 2 DK registers next to the column's DK) */
 		float m = 0.0f;
@@ -880,8 +865,8 @@ __global__ void __launch_bounds__(32) dquad_kernel(const __grid_constant__ delta
 		__syncwarp();
 		const float v = vn, b = bn, g = gn;
 		if (t + 1 < a.n) load(t + 1); /* in flight while this row is computed */
-		const float beta = d_sigm(b);
-		const float decay = expf(sa * d_softplus(g + db));
+		const float beta = pv_d_sigmoid(b);
+		const float decay = expf(sa * pv_d_softplus(g + db));
 		const float* kq = ks + c * QS;
 		const float* qq = qs + c * QS;
 		float m = 0.0f;
@@ -936,7 +921,7 @@ __global__ void __launch_bounds__(DNORM_THREADS) dnorm_kernel(const __grid_const
 	} else {
 		z = a.z[(size_t)t * vd + (size_t)h * dv + j];
 	}
-	put_bf16(ob, obl, (size_t)t * ldo + (size_t)h * dv + j, y * d_silu(z));
+	put_bf16(ob, obl, (size_t)t * ldo + (size_t)h * dv + j, y * pv_d_silu(z));
 }
 
 typedef void (*dcols_fn)(delta_args, float*);
@@ -1518,29 +1503,16 @@ int deltanet_layer(struct ctx* k, const struct dlayer* L, int l, int T)
 		    gemm(k, &L->in_b, p->xb, p->ldh, p->lb, Hv, T) || gemm(k, &L->in_a, p->xb, p->ldh, p->la, Hv, T))
 			return -1;
 	}
-	float* S = v->state + (size_t)v->lin_index[l] * pv_state_floats_per_layer(c);
+	pv_delta_args_layer(&a, c, L, v->state + (size_t)v->lin_index[l] * pv_state_floats_per_layer(c));
 	a.mix = p->mix;
 	a.ld_mix = v->ld_raw;
 	a.z = p->lz;
 	a.b = p->lb;
 	a.a = p->la;
 	a.ab = p->lab;
-	a.conv_w = L->conv_w;
-	a.ssm_a = L->ssm_a;
-	a.dt_bias = L->dt_bias;
-	a.lin_norm = L->lin_norm;
-	a.S = S;
-	a.conv_state = S + (size_t)Hv * c->lin_k_dim * c->lin_v_dim;
 	a.u = p->lu;
 	a.o = p->lo;
-	a.Hk = c->lin_k_heads;
-	a.Hv = Hv;
-	a.dk = c->lin_k_dim;
-	a.dv = c->lin_v_dim;
-	a.Kc = c->conv_kernel;
-	a.v_tiled = c->v_head_tiled;
 	a.n = T;
-	a.eps = c->rms_eps;
 	const dcols_fn dc = p->delta_rec == 1 ? NULL : dcols_kernel_for(c->lin_k_dim, p->delta_rec == 0);
 	const int cols_per_block = p->delta_rec == 0 ? 8 : 32;
 	if (dc && c->lin_v_dim <= DNORM_THREADS) {
