@@ -292,7 +292,6 @@ extern int pv_cuda_gemv_direct; /* one-row GEMVs read the activation in place (P
 extern int pv_cuda_gemv_pipe;   /* ... with the software-pipelined walk (PV_CUDA_GEMV_PIPE=0: plain walk) */
 extern int pv_cuda_swiglu_pair; /* one-row gate/up GEMV: a warp owns gate row j and up row j and
                                  * writes silu(g) * u (PV_CUDA_SWIGLU_PAIR=0: separate kernel) */
-extern int pv_cuda_gemv_occ;     /* BF16 one-row GEMV: minimum blocks per SM asked of ptxas (PV_CUDA_GEMV_OCC=6|8; 0: none) */
 extern int pv_cuda_gemv_tma_on;  /* one-row BF16/F16/F32 GEMVs through gemv_tma.cu (off: measured slower; PV_CUDA_GEMV_TMA=1: on) */
 extern int pv_cuda_norm_fuse;   /* one row: add+RMSNorm by the producing GEMV's last block (off: measured slower; PV_CUDA_NORM_FUSE=1: on) */
 extern int pv_cuda_moe_side;    /* MoE: the shared expert on a second stream beside the routed experts (PV_CUDA_MOE_SIDE=0: in line) */

@@ -75,7 +75,7 @@ __device__ __forceinline__ void prefetch_l2(const unsigned char* p, size_t bytes
 	asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)bytes) : "memory");
 }
 
-template <int K, int TT, int R, bool DONLY = false>
+template <int K, int TT, int R>
 __device__ __forceinline__ void gemv_body(const Params& p)
 {
 	using KT = Kern<K>;
@@ -141,7 +141,7 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 				else walk<K, 1>(p.seg[1], p.stype, wrow + row0, lane, 0, nu, x, p.ldx, 0, &accu);
 			}
 		}
-	} else if constexpr (!DONLY)
+	} else
 	for (int c0 = 0; c0 < p.cols; c0 += p.tc) {
 		const int cn = min(p.tc, p.cols - c0);
 		__syncthreads(); /* the previous tile is consumed */
@@ -202,15 +202,6 @@ template <int K, int TT, int R>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ Params p)
 {
 	gemv_body<K, TT, R>(p);
-}
-
-/* The one-row kernel with a minimum of MB blocks per SM asked of ptxas: BF16's takes 62 registers
- * (4 blocks of 8 warps per SM); PV_CUDA_GEMV_OCC=6 or 8 caps it at 40 or 32 (with spills), for an
- * occupancy A/B on the device. Same code, same order, same bits. */
-template <int K, int MB>
-__global__ void __launch_bounds__(THREADS, MB) gemv_kernel_occ(const __grid_constant__ Params p)
-{
-	gemv_body<K, 1, 1, true>(p); /* the in-place walk only (launched when p.direct) */
 }
 
 /* h = silu(g) * u in place of g, elementwise (rows t < n of width w, ld ld): xin's expression */
@@ -356,10 +347,7 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
 	const size_t smem = p.direct ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
 	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
-	kernel_fn fn = pick(kind, TT);
-	if (TT == 1 && p.direct && !p.pipe && kind == K_BF16 && !pv_cuda_gemv_r2 && pv_cuda_gemv_occ == 6) fn = gemv_kernel_occ<K_BF16, 6>;
-	if (TT == 1 && p.direct && !p.pipe && kind == K_BF16 && !pv_cuda_gemv_r2 && pv_cuda_gemv_occ == 8) fn = gemv_kernel_occ<K_BF16, 8>;
-	PV_LAUNCH("gemv", err, errlen, fn, grid, dim3(THREADS), smem, st, p);
+	PV_LAUNCH("gemv", err, errlen, pick(kind, TT), grid, dim3(THREADS), smem, st, p);
 	return 0;
 }
 

@@ -27,7 +27,6 @@ int pv_cuda_gemv_r2;
 int pv_cuda_gemv_direct = 1;
 int pv_cuda_gemv_pipe = 0;
 int pv_cuda_gemv_tma_on = 0;
-int pv_cuda_gemv_occ = 0;
 int pv_cuda_swiglu_pair = 1;
 int pv_cuda_attn_fuse = 1;
 int pv_cuda_moe_side = 1;
@@ -53,8 +52,6 @@ int pv_cuda_select_device(char* err, size_t errlen)
 	/* off by default: measured on the H200 (8B bf16 208.9 vs 200.4 tok/s, q4_k 97.8 vs 93.3);
 	 * PV_CUDA_GEMV_PIPE=1: on */
 	pv_cuda_gemv_pipe = gp && !strcmp(gp, "1");
-	const char* occ = getenv("PV_CUDA_GEMV_OCC");
-	pv_cuda_gemv_occ = occ ? atoi(occ) : 0;
 	const char* gtma = getenv("PV_CUDA_GEMV_TMA");
 	pv_cuda_gemv_tma_on = gtma ? atoi(gtma) : 0; /* off: measured 154 vs 205 tok/s (gemv_tma.cu); 1, 2, 3: variants */
 	pv_cuda_swiglu_pair = env_off("PV_CUDA_SWIGLU_PAIR");
