@@ -1,9 +1,13 @@
 # proven: plain GNU Makefile.
-#   make            library, CLI (build/proven) and tests
-#   make test       set-up (Debian packages), build, run every test
-#   make run        the main job: a short generation on a committed fixture model
+#   make            library, CLI (build/proven), tests and tools
+#   make test       set-up (Debian packages), build, run every test (T=name runs the tests whose
+#                   program or case names contain `name`; see tests/run.sh)
+#   make run        the main job: a short chat with a real model (a fixture without network)
 #   make asan       the whole test suite under AddressSanitizer + UBSan (build-asan/)
+#   make format     clang-format (.clang-format) over the C sources in place; FILES=... limits it
+#   make fuzz       libFuzzer targets of the hostile-input parsers (clang)
 # No -ffast-math anywhere: results must be reproducible bit for bit.
+.DEFAULT_GOAL := all
 
 CC      ?= cc
 BUILD   ?= build
@@ -15,13 +19,19 @@ CFLAGS  ?=
 LDLIBS  = -ljansson -lpcre2-8 -lutf8proc -lm -pthread
 LDFLAGS += $(SAN)
 
-LIB_SRC  := $(wildcard src/*.c)
+# The library's folders, lowest layer first: a folder uses only the folders before it
+# (README "Layout"); src/*.c (api.c, buildinfo.c) sit on top and are the only files that name
+# a backend.
+LIB_DIRS := base quant format text model engine cpu convert
+LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)) $(wildcard src/*.c)
 CLI_SRC  := $(wildcard cli/*.c)
-TEST_SRC := $(filter-out tests/test_cuda.c,$(wildcard tests/test_*.c))
+TEST_SRC := $(wildcard tests/test_*.c)
+TOOL_SRC := $(wildcard tools/bench/*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TOOLS    := $(TOOL_SRC:tools/bench/%.c=$(BUILD)/tools/%)
 
 # CUDA backend (src/cuda/*.cu, sm_90a): built when nvcc is on PATH (CUDA=auto) or with CUDA=1;
 # CUDA=0 leaves it out (src/cuda/stub.c answers "no CUDA backend"). With CUDA the binaries link
@@ -35,10 +45,11 @@ CUDA_ON := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
 else
 CUDA_ON := $(CUDA)
 endif
+NVCCFLAGS_BASE = -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -fmad=false -Werror all-warnings \
+                 -Xcompiler -Wall,-Werror -D_GNU_SOURCE -Iinclude -Isrc
 ifeq ($(CUDA_ON),1)
 CUDA_HOME   ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC) 2>/dev/null)))
-NVCCFLAGS    = -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -fmad=false -Werror all-warnings \
-               -Xcompiler -Wall,-Werror -D_GNU_SOURCE -Iinclude -Isrc -MMD -MP
+NVCCFLAGS    = $(NVCCFLAGS_BASE) -MMD -MP
 CU_SRC      := $(wildcard src/cuda/*.cu)
 LIB_OBJ     += $(CU_SRC:%.cu=$(BUILD)/%.o)
 CFLAGS_BASE += -DPV_HAVE_CUDA
@@ -46,10 +57,16 @@ LDLIBS       = -Wl,-Bstatic -ljansson -lpcre2-8 -lutf8proc -lstdc++ -Wl,-Bdynami
                -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lm -pthread
 CUDA_TEST   := $(BUILD)/cuda/test_cuda
 TESTS       += $(BUILD)/tests/test_cuda_host
+BUILD_NVCC   = $(strip $(NVCCFLAGS_BASE))
 else
 LIB_OBJ     += $(BUILD)/src/cuda/stub.o
 CUDA_TEST   :=
+BUILD_NVCC   = none
 endif
+
+.PHONY: all test run asan clean deps bench FORCE test-cuda tools format fuzz
+all: $(BUILD)/proven $(TESTS) $(CUDA_TEST) $(TOOLS)
+tools: $(TOOLS)
 
 $(BUILD)/src/cuda/%.o: src/cuda/%.cu
 	@mkdir -p $(dir $@)
@@ -64,17 +81,16 @@ $(BUILD)/.cuda-$(CUDA_ON):
 # Files named *_avx2.c hold the AVX2/FMA kernels; they are chosen at run time.
 $(BUILD)/src/%_avx2.o: CFLAGS_EXTRA = -mavx2 -mfma -mf16c
 
-.PHONY: all test run asan clean deps check-deps bench FORCE test-cuda
-all: $(BUILD)/proven $(TESTS) $(CUDA_TEST)
-
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS_EXTRA) $(CFLAGS) -c $< -o $@
 
-# The build identity baked into the CLI (rebuilt every time so the commit is current).
-$(BUILD)/cli/buildinfo.o: FORCE
-$(BUILD)/cli/buildinfo.o: CFLAGS_EXTRA = -DPV_GIT_COMMIT='"$(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)"' \
-	-DPV_BUILD_FLAGS='"$(strip $(CFLAGS_BASE) $(CFLAGS))"'
+# The build identity (pv_build_info), rebuilt every time so the commit is current.
+$(BUILD)/src/buildinfo.o: FORCE
+$(BUILD)/src/buildinfo.o: CFLAGS_EXTRA = \
+	-DPV_GIT_COMMIT='"$(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)"' \
+	-DPV_BUILD_FLAGS='"$(strip $(CFLAGS_BASE) $(CFLAGS))"' -DPV_BUILD_NVCC_FLAGS='"$(BUILD_NVCC)"' \
+	-DPV_BUILD_NVCC='"$(if $(filter 1,$(CUDA_ON)),$(shell $(NVCC) --version 2>/dev/null | tail -1),none)"'
 FORCE:
 
 $(BUILD)/libproven.a: $(LIB_OBJ) $(BUILD)/.cuda-$(CUDA_ON)
@@ -84,20 +100,26 @@ $(BUILD)/libproven.a: $(LIB_OBJ) $(BUILD)/.cuda-$(CUDA_ON)
 $(BUILD)/proven: $(CLI_OBJ) $(BUILD)/libproven.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libproven.a tests/harness.h
+# Test programs: one per tests/test_*.c; -MMD writes build/tests/test_x.d (included below).
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libproven.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
 
-$(BUILD)/cuda/test_cuda: tests/test_cuda.c $(BUILD)/libproven.a tests/harness.h tests/fixture.h
+$(BUILD)/cuda/test_cuda: tests/cuda/test_cuda.c $(BUILD)/libproven.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
 
 # The CUDA decoders on the host (no GPU): part of `make test` when the backend is built.
-$(BUILD)/tests/test_cuda_host.o: tools/cuda/test_cuda_host.cu
+$(BUILD)/tests/test_cuda_host.o: tests/cuda/test_cuda_host.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -ffp-contract=off -Itests -c $< -o $@
 $(BUILD)/tests/test_cuda_host: $(BUILD)/tests/test_cuda_host.o $(BUILD)/libproven.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Benchmark tools (not tests): kernel throughput on this machine.
+$(BUILD)/tools/%: tools/bench/%.c $(BUILD)/libproven.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
 
 # The GPU tests (on a machine with a CUDA device; without one they fail, never pass silently).
 test-cuda:
@@ -109,11 +131,13 @@ test-cuda:
 deps:
 	@./tools/install-deps.sh
 
+# The real model for test_real (tools/get-model.sh; optional: without network test_real says it
+# skipped). JOBS: test programs run in parallel.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps
-	@# the real model for test_real (a few seconds of use); without network the test says so
-	-@tools/get-model.sh qwen2.5-coder-0.5b >/dev/null
+	@tools/get-model.sh qwen2.5-coder-0.5b >/dev/null 2>&1 || echo "make test: the real model could not be fetched (no network?): test_real will skip"
 	$(MAKE) all
-	./tests/run.sh $(BUILD)
+	JOBS=$(JOBS) ./tests/run.sh $(BUILD) $(T)
 
 run: deps
 	$(MAKE) $(BUILD)/proven
@@ -121,36 +145,39 @@ run: deps
 
 asan: deps
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" CUDA=0 all
-	ASAN_OPTIONS=detect_leaks=1 ./tests/run.sh build-asan
+	ASAN_OPTIONS=detect_leaks=1 JOBS=$(JOBS) ./tests/run.sh build-asan $(T)
 
 bench: deps
 	$(MAKE) $(BUILD)/proven
 	./$(BUILD)/proven bench --model tests/fixtures/qwen3_5_moe
 
+FORMAT_SRC = $(or $(FILES),$(wildcard include/*.h src/*.c src/*/*.[ch] cli/*.[ch] tests/*.[ch] tests/cuda/*.c fuzz/*.c tools/bench/*.c))
+format:
+	clang-format -i --style=file $(FORMAT_SRC)
+
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(CUDA_TEST:%=%.d) $(if $(CUDA_TEST),$(BUILD)/tests/test_cuda_host.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d) $(TOOLS:=.d) $(CUDA_TEST:%=%.d) \
+         $(if $(CUDA_TEST),$(BUILD)/tests/test_cuda_host.d)
 
-# libFuzzer targets for the hostile-input parsers (clang only); see fuzz/*.c for how to run them.
-FUZZ_CC    ?= clang
-FUZZ_FLAGS  = -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer \
-              -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -D_GNU_SOURCE -Iinclude -Isrc
-FUZZ_ST_SRC  = fuzz/fuzz_safetensors.c src/safetensors.c src/tensor.c src/util.c
-FUZZ_CFG_SRC = fuzz/fuzz_config.c src/config.c src/safetensors.c src/tensor.c src/util.c
-FUZZ_GGUF_SRC = fuzz/fuzz_gguf.c src/gguf.c src/tensor.c src/util.c
-FUZZ_TOK_SRC = fuzz/fuzz_tokenizer.c src/tokenizer.c src/util.c
-.PHONY: fuzz
-fuzz: $(BUILD)/fuzz/fuzz_safetensors $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_gguf $(BUILD)/fuzz/fuzz_tokenizer
-$(BUILD)/fuzz/fuzz_tokenizer: $(FUZZ_TOK_SRC) src/tokenizer.h src/util.h
+# libFuzzer targets for the hostile-input parsers (clang only); see fuzz/*.c for how to run
+# them. They link the parsing layers of the library (the folders up to model/) built with the
+# fuzzer's instrumentation into build-fuzz/libparse.a; the linker takes only what each target uses.
+FUZZ_CC     ?= clang
+FUZZ_BUILD  ?= build-fuzz
+FUZZ_FLAGS   = -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+               -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -D_GNU_SOURCE -pthread -Iinclude -Isrc -MMD -MP
+FUZZ_DIRS   := base quant format text model
+FUZZ_OBJ    := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(foreach d,$(FUZZ_DIRS),$(wildcard src/$(d)/*.c)))
+FUZZ_BIN    := $(patsubst fuzz/%.c,$(FUZZ_BUILD)/%,$(wildcard fuzz/fuzz_*.c))
+fuzz: $(FUZZ_BIN)
+$(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(FUZZ_TOK_SRC) -ljansson -lpcre2-8 -lutf8proc -lm
-$(BUILD)/fuzz/fuzz_safetensors: $(FUZZ_ST_SRC) src/safetensors.h src/tensor.h src/util.h
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(FUZZ_ST_SRC) -ljansson -lm
-$(BUILD)/fuzz/fuzz_config: $(FUZZ_CFG_SRC) src/config.h src/model.h src/safetensors.h src/util.h
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(FUZZ_CFG_SRC) -ljansson -lm
-$(BUILD)/fuzz/fuzz_gguf: $(FUZZ_GGUF_SRC) src/gguf.h src/quant.h src/tensor.h src/util.h
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(FUZZ_GGUF_SRC) -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
+$(FUZZ_BUILD)/libparse.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_BUILD)/libparse.a
+	$(FUZZ_CC) $(subst fuzzer-no-link,fuzzer,$(FUZZ_FLAGS)) -o $@ $< $(FUZZ_BUILD)/libparse.a -ljansson -lpcre2-8 -lutf8proc -lm
+-include $(FUZZ_OBJ:.o=.d) $(FUZZ_BIN:=.d)

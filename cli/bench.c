@@ -3,9 +3,10 @@
  * as one JSON line carrying the build identity. A benchmark, never a test: nothing is asserted.
  */
 #include "cli.h"
-#include "cuda_backend.h"
+#include "cuda/backend.h"
 #include "proven.h"
-#include "tokenizer.h"
+#include "proven_dev.h"
+#include "text/tokenizer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,7 +15,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-const char* pv_ops_isa(void); /* src/ops.h; the bench reports which kernels ran */
 
 static void cpu_model(char* buf, size_t n)
 {
@@ -291,9 +291,9 @@ int cmd_bench(int argc, char** argv)
 		printf("| model | arch | params | backend | threads | test | t/s |\n");
 		printf("| --- | --- | ---: | --- | ---: | --- | ---: |\n");
 		printf("| %s | %s | %.2f M | cpu (%s) | %d | pp%d | %.2f ± %.2f |\n", dir, in->arch_name, in->n_params / 1e6,
-		       pv_ops_isa(), threads, pp, ppm, pps_sd);
+		       pv_build_info()->cpu_isa, threads, pp, ppm, pps_sd);
 		printf("| %s | %s | %.2f M | cpu (%s) | %d | tg%d | %.2f ± %.2f |\n", dir, in->arch_name, in->n_params / 1e6,
-		       pv_ops_isa(), threads, tg, tgm, tgs_sd);
+		       pv_build_info()->cpu_isa, threads, tg, tgm, tgs_sd);
 		printf("peak memory (max RSS): %.1f MiB; weights %.1f MiB (%s); %d reps\n", peak_mib,
 		       in->weight_bytes / 1048576.0, in->dtype, reps);
 		if (tok_mbs > 0) printf("tokenizer: %.2f MB/s (2 MiB of mixed text, %d ids, one thread)\n", tok_mbs, tok_ids);
@@ -303,11 +303,13 @@ int cmd_bench(int argc, char** argv)
 	printf(",\"arch\":\"%s\",\"n_params\":%lld,\"weight_dtype\":\"%s\",\"backend\":\"%s\",\"isa\":\"%s\",\"threads\":%d,"
 	       "\"n_ctx\":%d,\"pp\":%d,\"tg\":%d,\"reps\":%d,\"pp_tok_s\":%.3f,\"pp_tok_s_sd\":%.3f,\"tg_tok_s\":%.3f,"
 	       "\"tg_tok_s_sd\":%.3f,\"depth\":%d,\"peak_rss_mib\":%.1f,\"build_commit\":\"%s\",\"compiler\":",
-	       in->arch_name, (long long)in->n_params, in->dtype, backend, pv_ops_isa(), threads, ctx, pp, tg, reps, ppm, pps_sd,
-	       tgm, tgs_sd, depth, peak_mib, pv_build_commit);
-	json_str(stdout, pv_build_compiler);
+	       in->arch_name, (long long)in->n_params, in->dtype, backend, pv_build_info()->cpu_isa, threads, ctx, pp, tg, reps, ppm, pps_sd,
+	       tgm, tgs_sd, depth, peak_mib, pv_build_info()->commit);
+	json_str(stdout, pv_build_info()->compiler);
 	printf(",\"flags\":");
-	json_str(stdout, pv_build_flags);
+	json_str(stdout, pv_build_info()->cflags);
+	printf(",\"nvcc_flags\":");
+	json_str(stdout, pv_build_info()->nvcc_flags);
 	printf(",\"cpu\":");
 	json_str(stdout, cpu);
 	if (cuda) {

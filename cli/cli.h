@@ -4,10 +4,6 @@
 
 #include <stdint.h>
 
-extern const char* pv_build_commit;
-extern const char* pv_build_flags;
-extern const char* pv_build_compiler;
-
 /* Parses "1,2,3" into a malloc'd array; returns count, or -1 with a message on stderr. */
 int cli_parse_ids(const char* s, int32_t** out);
 /* Integer option value with range check; exits the CLI with a message on error. */

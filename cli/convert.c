@@ -1,8 +1,8 @@
 /*
- * convert.c: `proven convert`: a Hugging Face model directory -> one GGUF file (src/convert.h).
+ * convert.c: `proven convert`: a Hugging Face model directory -> one GGUF file (src/convert/convert.h).
  */
 #include "cli.h"
-#include "convert.h"
+#include "convert/convert.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * generate.c: `proven info` and `proven generate`.
  */
 #include "cli.h"
-#include "cuda_backend.h"
+#include "cuda/backend.h"
 #include "proven.h"
 
 #include <stdio.h>

@@ -7,7 +7,7 @@
  */
 #include "cli.h"
 #include "proven.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <math.h>
 #include <stdio.h>

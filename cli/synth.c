@@ -1,9 +1,9 @@
 /*
  * synth.c: `proven synth`: a random-weight GGUF with the published shapes of a Qwen model
- * (src/synth.h), for benchmarks where no real checkpoint exists.
+ * (src/convert/synth.h), for benchmarks where no real checkpoint exists.
  */
 #include "cli.h"
-#include "synth.h"
+#include "convert/synth.h"
 
 #include <errno.h>
 #include <stdio.h>

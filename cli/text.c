@@ -2,11 +2,11 @@
  * text.c: `proven run` (raw completion) and `proven chat` (interactive, chat template), with
  * streamed tokens, sampling, a load progress line and a tokens/s summary.
  */
-#include "chat.h"
+#include "text/chat.h"
 #include "cli.h"
 #include "proven.h"
-#include "sampler.h"
-#include "tokenizer.h"
+#include "text/sampler.h"
+#include "text/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

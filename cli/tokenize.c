@@ -6,7 +6,7 @@
  */
 #include "cli.h"
 #include "proven.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * fuzz_config.c: libFuzzer target for the config.json parser (src/config.c). A parse must either
+ * fuzz_config.c: libFuzzer target for the config.json parser (src/model/config.c). A parse must either
  * fail with a one-line message or produce a config whose invariants the loader and the forward
  * pass rely on; a broken invariant traps.
  *
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "config.h"
+#include "model/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 

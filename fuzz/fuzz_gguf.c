@@ -1,5 +1,5 @@
 /*
- * fuzz_gguf.c: libFuzzer target for the GGUF parser (src/gguf.c). The input is a whole file
+ * fuzz_gguf.c: libFuzzer target for the GGUF parser (src/format/gguf.c). The input is a whole file
  * image. A parse must either fail with a one-line message and leave nothing allocated, or vouch
  * only for bytes inside the input: every accepted tensor's first and last bytes are read and its
  * first and last elements dequantized (ASan reports any range that is not inside), every key
@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "tensor.h"
+#include "format/gguf.h"
+#include "quant/tensor.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 

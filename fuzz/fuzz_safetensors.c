@@ -1,5 +1,5 @@
 /*
- * fuzz_safetensors.c: libFuzzer target for the safetensors header parser (src/safetensors.c).
+ * fuzz_safetensors.c: libFuzzer target for the safetensors header parser (src/format/safetensors.c).
  * The input is a whole file image. A parse must either fail with a one-line message or vouch for
  * byte ranges that really lie inside the input: every accepted tensor's first and last bytes are
  * read (ASan reports any range that does not), and supported tensors are read as elements.
@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "safetensors.h"
-#include "tensor.h"
+#include "format/safetensors.h"
+#include "quant/tensor.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 

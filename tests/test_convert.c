@@ -1,5 +1,5 @@
 /*
- * test_convert.c: `proven convert` (src/convert.c, src/gguf_write.c).
+ * test_convert.c: `proven convert` (src/convert/convert.c, src/format/gguf_write.c).
  *
  *   - the GGUF writer: every KV type, tensor infos, alignment, data, read back with the engine's
  *     reader; misuse (duplicate key, short data, bad names) fails and leaves no file behind;
@@ -15,15 +15,15 @@
  *   - error cases through the CLI ($PV_BUILD/proven): missing directory, unwritable output,
  *     unknown --type, a NaN weight at a quantized type.
  */
-#include "convert.h"
+#include "convert/convert.h"
 #include "fixture.h"
-#include "gguf.h"
-#include "gguf_write.h"
+#include "format/gguf.h"
+#include "format/gguf_write.h"
 #include "harness.h"
-#include "model.h"
+#include "model/model.h"
 #include "proven.h"
-#include "quant.h"
-#include "tokenizer.h"
+#include "quant/quant.h"
+#include "text/tokenizer.h"
 
 #include <math.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 /*
- * test_gguf.c: the GGUF reader (src/gguf.c).
+ * test_gguf.c: the GGUF reader (src/format/gguf.c).
  *
  *   - a GGUF v3 file built here with every metadata type (scalars, arrays of each, arrays of
  *     strings, nested arrays, empty arrays), a custom alignment and tensors of every supported
@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "format/gguf.h"
 #include "harness.h"
-#include "quant.h"
+#include "quant/quant.h"
 
 /* ---- a small GGUF writer ------------------------------------------------------------------ */
 

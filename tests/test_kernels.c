@@ -1,5 +1,5 @@
 /*
- * test_kernels.c: the thread pool and the matmul/dot/axpy kernels (src/pool.c, src/matmul.c,
+ * test_kernels.c: the thread pool and the matmul/dot/axpy kernels (src/base/pool.c, src/cpu/matmul.c,
  * src/matmul_avx2.c).
  *
  * What is checked, for F32, F16 and BF16 weights, for the AVX2/FMA kernels (when the CPU has
@@ -22,7 +22,7 @@
 #include <time.h>
 
 #include "harness.h"
-#include "ops.h"
+#include "cpu/ops.h"
 
 /* ---- helpers -------------------------------------------------------------------------- */
 

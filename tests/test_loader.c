@@ -22,12 +22,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "model/config.h"
 #include "harness.h"
-#include "hf_load.h"
-#include "model.h"
+#include "model/hf_load.h"
+#include "model/model.h"
 #include "proven.h"
-#include "safetensors.h"
+#include "format/safetensors.h"
 
 static char g_tmp[256]; /* scratch directory of this run */
 

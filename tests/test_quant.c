@@ -1,6 +1,6 @@
 /*
- * test_quant.c: the quantized weight types (src/quant.c, src/quant_avx2.c, the dequantizing
- * paths of src/tensor.c).
+ * test_quant.c: the quantized weight types (src/quant/quant.c, src/cpu/qmatmul_avx2.c, the dequantizing
+ * paths of src/quant/tensor.c).
  *
  * What is checked:
  *   - f32 -> f16 rounding: exhaustively round-trips every finite half, ties at every midpoint
@@ -26,8 +26,8 @@
 #include <sys/stat.h>
 
 #include "harness.h"
-#include "ops.h"
-#include "quant.h"
+#include "cpu/ops.h"
+#include "quant/quant.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

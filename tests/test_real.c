@@ -14,7 +14,7 @@
 #include "fixture.h"
 #include "harness.h"
 #include "proven.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <math.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 /*
- * test_synth.c: `proven synth` (src/synth.c), on the tiny presets only (fast):
+ * test_synth.c: `proven synth` (src/convert/synth.c), on the tiny presets only (fast):
  *
  *   - every architecture's tiny preset at several types: the file loads in proven (CPU), the
  *     model info matches the preset, a few tokens evaluate to finite, O(1) logits;
@@ -13,12 +13,12 @@
  *   - CLI errors ($PV_BUILD/proven): unknown arch / preset / type, missing --out, an
  *     unwritable path, an ambiguous preset; nonzero exit, a message, no file left behind.
  */
-#include "gguf.h"
+#include "format/gguf.h"
 #include "harness.h"
-#include "model.h"
+#include "model/model.h"
 #include "proven.h"
-#include "quant.h"
-#include "synth.h"
+#include "quant/quant.h"
+#include "convert/synth.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * constructor, bad files, thread safety and the `proven tokenize` command.
  */
 #include "harness.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <jansson.h>
 #include <pthread.h>

@@ -19,10 +19,10 @@
 #include <stdio.h>
 
 extern "C" {
-#include "backend.h"
-#include "cuda_backend.h"
-#include "session.h"
-#include "util.h"
+#include "engine/backend.h"
+#include "cuda/backend.h"
+#include "engine/session.h"
+#include "base/util.h"
 }
 
 /* ---- checked calls ------------------------------------------------------------------------ */

@@ -27,7 +27,7 @@
  * accumulate in f32 (tensor cores); everything else is f32 as in the decode path. Deterministic
  * (fixed-order reductions, no atomics; cuBLAS with one stream and its own workspace), but not
  * batch-invariant and not bitwise the 16-row path: the results agree within tolerance
- * (tests/test_cuda.c, section prefill).
+ * (tests/cuda/test_cuda.c, section prefill).
  */
 #include "prefill.cuh"
 #include "units.cuh"

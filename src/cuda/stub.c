@@ -2,8 +2,8 @@
  * stub.c: cuda_backend.h for builds without CUDA (make CUDA=0, or no nvcc): there is no CUDA
  * backend, and every call says so.
  */
-#include "cuda_backend.h"
-#include "util.h"
+#include "cuda/backend.h"
+#include "base/util.h"
 
 #include <string.h>
 

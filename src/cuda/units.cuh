@@ -2,7 +2,7 @@
  * units.cuh: how the GEMV kernels read and dequantize their units of weights (gemv.cu explains
  * the summation order), the per-element dequantization of the embedding lookup, and the plane
  * split of the upload: one copy of each, usable on the host too (__host__ __device__), so
- * tools/cuda/test_cuda_host.cu checks them against quant.h's pv_dequant_block on any machine.
+ * tests/cuda/test_cuda_host.cu checks them against quant.h's pv_dequant_block on any machine.
  *
  * On the device the arithmetic goes through the IEEE intrinsics (__fmul_rn, __fsub_rn: never
  * fused); on the host through plain operations, which the host build compiles with
@@ -17,8 +17,8 @@
 #include <string.h>
 
 extern "C" {
-#include "quant.h"
-#include "tensor.h"
+#include "quant/quant.h"
+#include "quant/tensor.h"
 }
 
 #define PV_HD __host__ __device__ __forceinline__

@@ -13,7 +13,7 @@
 #include <time.h>
 
 extern "C" {
-#include "quant.h"
+#include "quant/quant.h"
 }
 
 int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e)

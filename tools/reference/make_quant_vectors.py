@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make_quant_vectors.py: reference vectors for src/quant.c and GGUF files for tests/test_gguf.c.
+"""make_quant_vectors.py: reference vectors for src/quant/quant.c and GGUF files for tests/test_gguf.c.
 
 Writes, for each ggml block type the engine reads (q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k),
 tests/data/quant/<type>.bin:

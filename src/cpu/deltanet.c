@@ -1,0 +1,263 @@
+/*
+ * deltanet.c: one Gated DeltaNet ("linear_attention") layer (qwen-models.md §6.4, §6.6, §6.7).
+ *
+ *   mixed [n, conv_dim] = x W_qkv^T   (Qwen3-Next: from the key-group-major in_proj_qkvz)
+ *   u = silu(causal depthwise conv_Kc(mixed))      the window starts from the saved conv state
+ *   q, k [Hk, dk] = l2norm(u_q), l2norm(u_k);  q *= 1/sqrt(dk);  v [Hv, dv] = u_v
+ *   beta = sigmoid(b);  g = -exp(A_log) * softplus(a + dt_bias)          per value head
+ *   per value head h (key head h/r, or h%Hk for tiled GGUF order), state S [dk, dv]:
+ *       S = exp(g) S;  d = beta (v - S^T k);  S += k d^T;  o = S^T q
+ *   y = w_n * rmsnorm(o) * silu(z)  per head;   out = y W_out^T
+ *
+ * Two forms of the delta rule: the recurrent one (token by token; used for decode and any
+ * short call, and bitwise the same whatever the number of rows) and the chunked one (chunks of
+ * C = 64 rows through a triangular solve; used for long prompts). They agree within float
+ * rounding; tests check both against each other and against transformers.
+ */
+#include "engine/session.h"
+#include "base/util.h"
+
+#include <string.h>
+
+static inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+size_t pv_deltanet_chunk_floats(const struct pv_config* c)
+{
+	size_t C = PV_DELTA_CHUNK, dk = (size_t)c->lin_k_dim, dv = (size_t)c->lin_v_dim;
+	return C + C * C + C * (dv + dk) + C * dv + dv;
+}
+
+struct delta_task {
+	struct pv_session* s;
+	int layer, n;
+};
+
+static inline int key_head(const struct pv_config* c, int h)
+{
+	return c->v_head_tiled ? h % c->lin_k_heads : h / (c->lin_v_heads / c->lin_k_heads);
+}
+
+/* Recurrent form over rows 0..n-1 for one value head. */
+static void delta_recurrent(void* ctx, int h, int thread)
+{
+	struct delta_task* dt = ctx;
+	struct pv_session* s = dt->s;
+	const struct pv_config* c = &s->m->cfg;
+	int dk = c->lin_k_dim, dv = c->lin_v_dim, cd = pv_cfg_conv_dim(c), kd = pv_cfg_key_dim(c);
+	int vd = pv_cfg_value_dim(c), Hv = c->lin_v_heads, kh = key_head(c, h);
+	float* S = s->ssm[dt->layer] + (size_t)h * dk * dv;
+	float* m = s->ts[thread].chunk; /* [dv] */
+	float* d = m + dv;              /* [dv] */
+
+	for (int t = 0; t < dt->n; t++) {
+		const float* u = s->mix2 + (size_t)t * cd;
+		const float* q = u + (size_t)kh * dk;
+		const float* k = u + kd + (size_t)kh * dk;
+		const float* v = u + 2 * kd + (size_t)h * dv;
+		float decay = expf(s->lg[(size_t)t * Hv + h]), beta = s->lb[(size_t)t * Hv + h];
+		memset(m, 0, sizeof(float) * dv);
+		for (int i = 0; i < dk; i++) {
+			float* Si = S + (size_t)i * dv;
+			for (int j = 0; j < dv; j++) Si[j] *= decay;
+			pv_axpy_f32(m, k[i], Si, dv);
+		}
+		for (int j = 0; j < dv; j++) d[j] = beta * (v[j] - m[j]);
+		float* o = s->o + (size_t)t * vd + (size_t)h * dv;
+		memset(o, 0, sizeof(float) * dv);
+		for (int i = 0; i < dk; i++) {
+			float* Si = S + (size_t)i * dv;
+			pv_axpy_f32(Si, k[i], d, dv);
+			pv_axpy_f32(o, q[i], Si, dv);
+		}
+	}
+}
+
+/*
+ * Chunked form for one value head (§6.7). For a chunk of rows t < C with incoming state S0:
+ *   gam_t = sum_{s<=t} g_s
+ *   A[t][s] = beta_t (k_t . k_s) exp(gam_t - gam_s)          s < t (masked before exp)
+ *   (I + A) [U | W] = [diag(beta) V | diag(beta exp(gam)) K]  forward substitution
+ *   V' = U - W S0
+ *   o_t = exp(gam_t) S0^T q_t + sum_{s<=t} exp(gam_t - gam_s) (q_t . k_s) V'_s
+ *   S1  = exp(gam_last) S0 + sum_s exp(gam_last - gam_s) k_s V'_s^T
+ */
+static void delta_chunked(void* ctx, int h, int thread)
+{
+	struct delta_task* dt = ctx;
+	struct pv_session* s = dt->s;
+	const struct pv_config* c = &s->m->cfg;
+	int dk = c->lin_k_dim, dv = c->lin_v_dim, cd = pv_cfg_conv_dim(c), kd = pv_cfg_key_dim(c);
+	int vd = pv_cfg_value_dim(c), Hv = c->lin_v_heads, kh = key_head(c, h);
+	const int C = PV_DELTA_CHUNK;
+	float* S = s->ssm[dt->layer] + (size_t)h * dk * dv;
+	float* gam = s->ts[thread].chunk;    /* [C]            */
+	float* A = gam + C;                  /* [C, C]         */
+	float* X = A + C * C;                /* [C, dv + dk]   */
+	float* Vn = X + (size_t)C * (dv + dk); /* [C, dv]      */
+	int xw = dv + dk;
+
+	for (int c0 = 0; c0 < dt->n; c0 += C) {
+		int cl = dt->n - c0 < C ? dt->n - c0 : C;
+#define ROW(t) (s->mix2 + (size_t)(c0 + (t)) * cd)
+#define QV(t) (ROW(t) + (size_t)kh * dk)
+#define KV(t) (ROW(t) + kd + (size_t)kh * dk)
+#define VV(t) (ROW(t) + 2 * kd + (size_t)h * dv)
+#define BETA(t) (s->lb[(size_t)(c0 + (t)) * Hv + h])
+		float acc = 0.0f;
+		for (int t = 0; t < cl; t++) gam[t] = acc += s->lg[(size_t)(c0 + t) * Hv + h];
+
+		for (int t = 0; t < cl; t++)
+			for (int u = 0; u < t; u++)
+				A[t * C + u] = BETA(t) * pv_dot_f32(KV(t), KV(u), dk) * expf(gam[t] - gam[u]);
+
+		for (int t = 0; t < cl; t++) {
+			float* x = X + (size_t)t * xw;
+			float b = BETA(t), be = b * expf(gam[t]);
+			for (int j = 0; j < dv; j++) x[j] = b * VV(t)[j];
+			for (int i = 0; i < dk; i++) x[dv + i] = be * KV(t)[i];
+			for (int u = 0; u < t; u++) pv_axpy_f32(x, -A[t * C + u], X + (size_t)u * xw, xw);
+		}
+
+		for (int t = 0; t < cl; t++) {
+			float* vn = Vn + (size_t)t * dv;
+			const float* w = X + (size_t)t * xw + dv;
+			memcpy(vn, X + (size_t)t * xw, sizeof(float) * dv);
+			for (int i = 0; i < dk; i++) pv_axpy_f32(vn, -w[i], S + (size_t)i * dv, dv);
+		}
+
+		for (int t = 0; t < cl; t++) {
+			float* o = s->o + (size_t)(c0 + t) * vd + (size_t)h * dv;
+			const float* q = QV(t);
+			memset(o, 0, sizeof(float) * dv);
+			for (int i = 0; i < dk; i++) pv_axpy_f32(o, q[i], S + (size_t)i * dv, dv);
+			float e = expf(gam[t]);
+			for (int j = 0; j < dv; j++) o[j] *= e;
+			for (int u = 0; u <= t; u++)
+				pv_axpy_f32(o, expf(gam[t] - gam[u]) * pv_dot_f32(q, KV(u), dk), Vn + (size_t)u * dv, dv);
+		}
+
+		float glast = gam[cl - 1], elast = expf(glast);
+		for (size_t i = 0; i < (size_t)dk * dv; i++) S[i] *= elast;
+		for (int u = 0; u < cl; u++) {
+			float cu = expf(glast - gam[u]);
+			const float* k = KV(u);
+			for (int i = 0; i < dk; i++) pv_axpy_f32(S + (size_t)i * dv, cu * k[i], Vn + (size_t)u * dv, dv);
+		}
+#undef ROW
+#undef QV
+#undef KV
+#undef VV
+#undef BETA
+	}
+}
+
+/* Causal depthwise conv over [state (Kc-1 rows) ; mixed (n rows)], then SiLU; updates state. */
+static void conv_silu(const struct pv_config* c, float* state, const float* conv_w, const float* mixed,
+                      float* out, int n)
+{
+	int cd = pv_cfg_conv_dim(c), K = c->conv_kernel, P = K - 1;
+	for (int t = 0; t < n; t++) {
+		for (int ch = 0; ch < cd; ch++) {
+			const float* w = conv_w + (size_t)ch * K;
+			float acc = 0.0f;
+			for (int tau = 0; tau < K; tau++) {
+				int src = t - P + tau; /* row in mixed; negative rows come from the state */
+				float xv = src < 0 ? state[(size_t)(P + src) * cd + ch] : mixed[(size_t)src * cd + ch];
+				acc += w[tau] * xv;
+			}
+			out[(size_t)t * cd + ch] = pv_silu(acc);
+		}
+	}
+	/* new state: the last P rows of [state ; mixed] */
+	if (n >= P) {
+		memcpy(state, mixed + (size_t)(n - P) * cd, sizeof(float) * (size_t)P * cd);
+	} else {
+		memmove(state, state + (size_t)n * cd, sizeof(float) * (size_t)(P - n) * cd);
+		memcpy(state + (size_t)(P - n) * cd, mixed, sizeof(float) * (size_t)n * cd);
+	}
+}
+
+static void l2norm_scale(float* x, int n, float scale)
+{
+	float ss = 0.0f;
+	for (int i = 0; i < n; i++) ss += x[i] * x[i];
+	float r = scale / sqrtf(ss + 1e-6f); /* HF l2norm: x * rsqrt(sum x^2 + 1e-6) */
+	for (int i = 0; i < n; i++) x[i] *= r;
+}
+
+void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* out, int n, int chunked)
+{
+	const struct pv_config* c = &s->m->cfg;
+	const struct pv_layer* L = &s->m->w.layers[layer];
+	int H = c->hidden, Hk = c->lin_k_heads, Hv = c->lin_v_heads, dk = c->lin_k_dim, dv = c->lin_v_dim;
+	int kd = pv_cfg_key_dim(c), vd = pv_cfg_value_dim(c), cd = pv_cfg_conv_dim(c), r = Hv / Hk;
+
+	if (L->in_qkvz.data) {
+		/* Qwen3-Next: rows grouped by key head g: [q_g (dk) | k_g (dk) | v_g (r dv) | z_g (r dv)],
+		 * and in_proj_ba per group [b_g (r) | a_g (r)]. Unscramble into the Qwen3.5 layout. */
+		int gw = 2 * dk + 2 * r * dv;
+		pv_matmul(s->pool, s->mix2, (int)L->in_qkvz.rows, xn, H, n, &L->in_qkvz);
+		pv_matmul(s->pool, s->ab, 2 * Hv, xn, H, n, &L->in_ba);
+		for (int t = 0; t < n; t++) {
+			const float* src = s->mix2 + (size_t)t * L->in_qkvz.rows;
+			float* mx = s->mix + (size_t)t * cd;
+			for (int g = 0; g < Hk; g++) {
+				const float* gs = src + (size_t)g * gw;
+				memcpy(mx + (size_t)g * dk, gs, sizeof(float) * dk);
+				memcpy(mx + kd + (size_t)g * dk, gs + dk, sizeof(float) * dk);
+				memcpy(mx + 2 * kd + (size_t)g * r * dv, gs + 2 * dk, sizeof(float) * r * dv);
+				memcpy(s->z + (size_t)t * vd + (size_t)g * r * dv, gs + 2 * dk + r * dv, sizeof(float) * r * dv);
+				for (int j = 0; j < r; j++) {
+					s->lb[(size_t)t * Hv + g * r + j] = s->ab[(size_t)t * 2 * Hv + g * 2 * r + j];
+					s->lg[(size_t)t * Hv + g * r + j] = s->ab[(size_t)t * 2 * Hv + g * 2 * r + r + j];
+				}
+			}
+		}
+	} else {
+		pv_matmul(s->pool, s->mix, cd, xn, H, n, &L->in_qkv);
+		pv_matmul(s->pool, s->z, vd, xn, H, n, &L->in_z);
+		if (L->in_ba.data) {
+			/* Qwen3-Next GGUF: q/k/v/z already regrouped by the converter, ba still
+			 * key-group-major [b_g (r) | a_g (r)] */
+			pv_matmul(s->pool, s->ab, 2 * Hv, xn, H, n, &L->in_ba);
+			for (int t = 0; t < n; t++)
+				for (int g = 0; g < Hk; g++)
+					for (int j = 0; j < r; j++) {
+						s->lb[(size_t)t * Hv + g * r + j] = s->ab[(size_t)t * 2 * Hv + g * 2 * r + j];
+						s->lg[(size_t)t * Hv + g * r + j] = s->ab[(size_t)t * 2 * Hv + g * 2 * r + r + j];
+					}
+		} else {
+			pv_matmul(s->pool, s->lb, Hv, xn, H, n, &L->in_b);
+			pv_matmul(s->pool, s->lg, Hv, xn, H, n, &L->in_a);
+		}
+	}
+
+	conv_silu(c, s->conv[layer], L->conv_w, s->mix, s->mix2, n);
+
+	float qscale = 1.0f / sqrtf((float)dk);
+	for (int t = 0; t < n; t++) {
+		float* u = s->mix2 + (size_t)t * cd;
+		for (int g = 0; g < Hk; g++) {
+			l2norm_scale(u + (size_t)g * dk, dk, qscale);
+			l2norm_scale(u + kd + (size_t)g * dk, dk, 1.0f);
+		}
+		for (int h = 0; h < Hv; h++) {
+			float* b = &s->lb[(size_t)t * Hv + h];
+			float* a = &s->lg[(size_t)t * Hv + h];
+			*b = pv_sigmoid(*b);
+			*a = L->ssm_a[h] * softplus(*a + L->dt_bias[h]);
+		}
+	}
+
+	struct delta_task dt = { s, layer, n };
+	pv_pool_run(s->pool, chunked ? delta_chunked : delta_recurrent, &dt, Hv);
+
+	for (int t = 0; t < n; t++)
+		for (int h = 0; h < Hv; h++) {
+			float* o = s->o + (size_t)t * vd + (size_t)h * dv;
+			const float* z = s->z + (size_t)t * vd + (size_t)h * dv;
+			pv_rmsnorm(o, o, L->lin_norm, dv, c->rms_eps);
+			for (int j = 0; j < dv; j++) o[j] *= pv_silu(z[j]);
+		}
+	pv_matmul(s->pool, out, H, s->o, vd, n, &L->out_proj);
+}

@@ -1,0 +1,259 @@
+/*
+ * forward.c: the CPU reference forward pass for one step of up to B rows.
+ *
+ * Every layer is pre-norm residual (qwen-models.md §2.5):
+ *   h = x + Mixer(Norm_in(x))      Mixer: attention (§3.1, §4.1, §6.3) or Gated DeltaNet (§6.4)
+ *   y = h + FFN(Norm_post(h))      FFN: SwiGLU (§2.4) or MoE (§5.1, §6.5)
+ *
+ * Batch invariance: each row's arithmetic is independent of the other rows in the step —
+ * matmuls compute one dot product per output (ops.h), attention for row t reads keys 0..pos_t
+ * in order, MoE sums a row's experts in its own top-k order. Only the chunked DeltaNet form
+ * (used for long calls) mixes rows, and the session decides when it is used.
+ */
+#include "engine/session.h"
+#include "base/util.h"
+
+#include <float.h>
+#include <string.h>
+
+/* y = x * rsqrt(mean(x^2) + eps) * w; w already holds (1 + w) for zero-centred norms. */
+void pv_rmsnorm(float* y, const float* x, const float* w, int n, float eps)
+{
+	float ss = 0.0f;
+	for (int i = 0; i < n; i++) ss += x[i] * x[i];
+	float r = 1.0f / sqrtf(ss / (float)n + eps);
+	for (int i = 0; i < n; i++) y[i] = (x[i] * r) * w[i];
+}
+
+static void rmsnorm_rows(float* y, const float* x, const float* w, int rows, int n, float eps)
+{
+	for (int t = 0; t < rows; t++) pv_rmsnorm(y + (size_t)t * n, x + (size_t)t * n, w, n, eps);
+}
+
+static void add_rows(float* x, const float* d, size_t count)
+{
+	for (size_t i = 0; i < count; i++) x[i] += d[i];
+}
+
+/* NeoX ("rotate half") RoPE over the first R dims of one head vector; dims >= R untouched. */
+static void rope_neox(float* v, const float* cs, const float* sn, int R)
+{
+	int half = R / 2;
+	for (int i = 0; i < half; i++) {
+		float a = v[i], b = v[i + half];
+		v[i] = a * cs[i] - b * sn[i];
+		v[i + half] = b * cs[i] + a * sn[i];
+	}
+}
+
+/* ---------------------------------------------------------------- attention --- */
+
+struct attn_task {
+	struct pv_session* s;
+	int layer, n, pos0;
+};
+
+/* One (row, head) pair: softmax(q k^T / sqrt(hd)) v over keys 0..pos, causal. */
+static void attn_row_head(void* ctx, int task, int thread)
+{
+	struct attn_task* a = ctx;
+	struct pv_session* s = a->s;
+	const struct pv_config* c = &s->m->cfg;
+	int hd = c->head_dim, nh = c->n_heads, kvd = pv_cfg_kv_dim(c);
+	int t = task / nh, h = task % nh, kh = h / (nh / c->n_kv_heads);
+	int pos = a->pos0 + t;
+	const float* q = s->q + (size_t)t * pv_cfg_q_dim(c) + (size_t)h * hd;
+	const float* K = s->k_cache[a->layer] + (size_t)kh * hd;
+	const float* V = s->v_cache[a->layer] + (size_t)kh * hd;
+	float* sc = s->ts[thread].scores;
+	float scale = 1.0f / sqrtf((float)hd);
+
+	float mx = -FLT_MAX;
+	for (int j = 0; j <= pos; j++) {
+		sc[j] = pv_dot_f32(q, K + (size_t)j * kvd, hd) * scale;
+		if (sc[j] > mx) mx = sc[j];
+	}
+	float sum = 0.0f;
+	for (int j = 0; j <= pos; j++) {
+		sc[j] = expf(sc[j] - mx);
+		sum += sc[j];
+	}
+	float inv = 1.0f / sum;
+	float* o = s->o + (size_t)t * pv_cfg_q_dim(c) + (size_t)h * hd;
+	memset(o, 0, sizeof(float) * hd);
+	for (int j = 0; j <= pos; j++) pv_axpy_f32(o, sc[j] * inv, V + (size_t)j * kvd, hd);
+}
+
+static void attention_layer(struct pv_session* s, const struct pv_layer* L, int layer,
+                            const float* xn, float* out, int n, int pos0)
+{
+	const struct pv_config* c = &s->m->cfg;
+	int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+	int qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
+	int R = c->rope_dim;
+
+	/* Projections. Gated q_proj yields per head [q_h (hd) | gate_h (hd)]: [n, nh*2*hd]. */
+	float* qg = c->attn_gate ? s->mix : s->q;
+	pv_matmul(s->pool, qg, (int)L->wq.rows, xn, H, n, &L->wq);
+	float* kdst = s->k_cache[layer] + (size_t)pos0 * kvd;
+	float* vdst = s->v_cache[layer] + (size_t)pos0 * kvd;
+	pv_matmul(s->pool, kdst, kvd, xn, H, n, &L->wk);
+	pv_matmul(s->pool, vdst, kvd, xn, H, n, &L->wv);
+
+	for (int t = 0; t < n; t++) {
+		float* q = s->q + (size_t)t * qd;
+		float* k = kdst + (size_t)t * kvd;
+		float* v = vdst + (size_t)t * kvd;
+		if (c->attn_gate) {
+			/* split [n, nh, 2, hd] into q [n, nh*hd] and the gate s->ag [n, nh*hd] */
+			const float* row = qg + (size_t)t * 2 * qd;
+			for (int h = 0; h < nh; h++) {
+				memcpy(q + (size_t)h * hd, row + (size_t)h * 2 * hd, sizeof(float) * hd);
+				memcpy(s->ag + (size_t)t * qd + (size_t)h * hd, row + (size_t)h * 2 * hd + hd, sizeof(float) * hd);
+			}
+		}
+		if (L->bq) {
+			add_rows(q, L->bq, qd);
+			add_rows(k, L->bk, kvd);
+			add_rows(v, L->bv, kvd);
+		}
+		const float* cs = s->rope_cos + (size_t)(pos0 + t) * (R / 2);
+		const float* sn = s->rope_sin + (size_t)(pos0 + t) * (R / 2);
+		for (int h = 0; h < nh; h++) {
+			float* qh = q + (size_t)h * hd;
+			if (L->q_norm) pv_rmsnorm(qh, qh, L->q_norm, hd, c->rms_eps);
+			rope_neox(qh, cs, sn, R);
+		}
+		for (int h = 0; h < nkv; h++) {
+			float* kh = k + (size_t)h * hd;
+			if (L->k_norm) pv_rmsnorm(kh, kh, L->k_norm, hd, c->rms_eps);
+			rope_neox(kh, cs, sn, R);
+		}
+	}
+
+	struct attn_task at = { s, layer, n, pos0 };
+	pv_pool_run(s->pool, attn_row_head, &at, n * nh);
+
+	if (c->attn_gate)
+		for (size_t i = 0; i < (size_t)n * qd; i++) s->o[i] *= pv_sigmoid(s->ag[i]);
+	pv_matmul(s->pool, out, H, s->o, qd, n, &L->wo);
+}
+
+/* ---------------------------------------------------------------------- FFN --- */
+
+/* SwiGLU: out[n, H] = down( silu(gate x) * up x ), width I. */
+static void swiglu(struct pv_session* s, const struct pv_expert* e, const float* x, float* out, int n)
+{
+	int H = s->m->cfg.hidden, I = (int)e->gate.rows;
+	pv_matmul(s->pool, s->ff_g, I, x, H, n, &e->gate);
+	pv_matmul(s->pool, s->ff_u, I, x, H, n, &e->up);
+	for (size_t i = 0; i < (size_t)n * I; i++) s->ff_g[i] = pv_silu(s->ff_g[i]) * s->ff_u[i];
+	pv_matmul(s->pool, out, H, s->ff_g, I, n, &e->down);
+}
+
+/* Router: softmax over all E logits (fp32, in place), top-k (ties: lower index), optional
+ * renormalisation (qwen-models.md §5.1: softmax first, then top-k, then renormalise). */
+static void route(const struct pv_config* c, float* p, int* idx, float* w)
+{
+	int E = c->n_experts, k = c->n_experts_used;
+	float mx = -FLT_MAX;
+	for (int e = 0; e < E; e++) mx = p[e] > mx ? p[e] : mx;
+	float sum = 0.0f;
+	for (int e = 0; e < E; e++) sum += p[e] = expf(p[e] - mx);
+	for (int e = 0; e < E; e++) p[e] /= sum;
+	for (int j = 0; j < k; j++) {
+		int best = -1;
+		for (int e = 0; e < E; e++) {
+			int taken = 0;
+			for (int i = 0; i < j; i++) taken |= idx[i] == e;
+			if (!taken && (best < 0 || p[e] > p[best])) best = e;
+		}
+		idx[j] = best;
+		w[j] = p[best];
+	}
+	if (c->norm_topk) {
+		float ws = 0.0f;
+		for (int j = 0; j < k; j++) ws += w[j];
+		for (int j = 0; j < k; j++) w[j] /= ws;
+	}
+}
+
+static void moe_layer(struct pv_session* s, const struct pv_layer* L, const float* xn, float* out, int n)
+{
+	const struct pv_config* c = &s->m->cfg;
+	int H = c->hidden, E = c->n_experts, k = c->n_experts_used;
+
+	pv_matmul(s->pool, s->router, E, xn, H, n, &L->router);
+	for (int t = 0; t < n; t++)
+		route(c, s->router + (size_t)t * E, s->top_idx + (size_t)t * k, s->top_w + (size_t)t * k);
+
+	/* Each selected expert runs once over the rows routed to it; its output for row t,
+	 * slot j lands in eo[t*k + j] so each row sums its experts in its own slot order. */
+	for (int e = 0; e < E; e++) {
+		int m = 0;
+		for (int t = 0; t < n; t++)
+			for (int j = 0; j < k; j++)
+				if (s->top_idx[t * k + j] == e) {
+					s->exp_rows[m] = t;
+					s->exp_slot[m++] = t * k + j;
+				}
+		if (!m) continue;
+		for (int i = 0; i < m; i++)
+			memcpy(s->gx + (size_t)i * H, xn + (size_t)s->exp_rows[i] * H, sizeof(float) * H);
+		swiglu(s, &L->experts[e], s->gx, s->mo, m);
+		for (int i = 0; i < m; i++)
+			memcpy(s->eo + (size_t)s->exp_slot[i] * H, s->mo + (size_t)i * H, sizeof(float) * H);
+	}
+	for (int t = 0; t < n; t++) {
+		float* o = out + (size_t)t * H;
+		memset(o, 0, sizeof(float) * H);
+		for (int j = 0; j < k; j++)
+			pv_axpy_f32(o, s->top_w[t * k + j], s->eo + (size_t)(t * k + j) * H, H);
+	}
+	if (L->shexp.gate.data) {
+		/* shared expert, scaled per row by sigmoid(x . w_sg) */
+		swiglu(s, &L->shexp, xn, s->mo, n);
+		for (int t = 0; t < n; t++) {
+			float gsc = pv_sigmoid(pv_dot_f32(xn + (size_t)t * H, L->shexp_gate, H));
+			pv_axpy_f32(out + (size_t)t * H, gsc, s->mo + (size_t)t * H, H);
+		}
+	}
+}
+
+/* -------------------------------------------------------------- the step --- */
+
+void pv_forward(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit,
+                int chunked)
+{
+	const struct pv_model* m = s->m;
+	const struct pv_config* c = &m->cfg;
+	int H = c->hidden;
+	int pos0 = s->len;
+
+	for (int t = 0; t < n; t++) pv_tensor_row_f32(&m->w.embed, tokens[t], s->x + (size_t)t * H);
+
+	for (int l = 0; l < c->n_layers; l++) {
+		const struct pv_layer* L = &m->w.layers[l];
+		float* mix_out = s->tmp; /* [B, H]: mixer, then FFN output */
+		rmsnorm_rows(s->xn, s->x, L->attn_norm, n, H, c->rms_eps);
+		if (c->layer_kind[l] == PV_LAYER_ATTN)
+			attention_layer(s, L, l, s->xn, mix_out, n, pos0);
+		else
+			pv_deltanet_layer(s, l, s->xn, mix_out, n, chunked);
+		add_rows(s->x, mix_out, (size_t)n * H);
+
+		rmsnorm_rows(s->xn, s->x, L->ffn_norm, n, H, c->rms_eps);
+		if (c->layer_moe[l]) {
+			moe_layer(s, L, s->xn, mix_out, n);
+		} else {
+			struct pv_expert dense = { L->ffn_gate, L->ffn_up, L->ffn_down };
+			swiglu(s, &dense, s->xn, mix_out, n);
+		}
+		add_rows(s->x, mix_out, (size_t)n * H);
+	}
+
+	if (!logits || first_logit >= n) return;
+	int rows = n - first_logit;
+	rmsnorm_rows(s->xn, s->x + (size_t)first_logit * H, m->w.final_norm, rows, H, c->rms_eps);
+	pv_matmul(s->pool, logits, c->vocab, s->xn, H, rows, &m->w.lm_head);
+}
