@@ -128,6 +128,17 @@ int pv_session_checkpoint(pv_session* s);
  * A model without DeltaNet layers needs no checkpoint. */
 int pv_session_rollback(pv_session* s, int n);
 
+/* Messages --------------------------------------------------------------------------------- */
+
+/* The library never prints. What it has to say (load progress when asked, a switch to a slower
+ * path, a device error's detail) goes to one process-wide callback, as sqlite3_config(SQLITE_CONFIG_LOG):
+ * fn(user, level, line) for every message with level <= max_level; fn NULL: messages are dropped
+ * (the default). Set it before opening models; it may be called from any thread that runs a
+ * library call. */
+enum pv_log_level { PV_LOG_ERROR = 0, PV_LOG_WARN = 1, PV_LOG_INFO = 2, PV_LOG_DEBUG = 3 };
+typedef void (*pv_log_fn)(void* user, int level, const char* line);
+void pv_set_log(pv_log_fn fn, void* user, int max_level);
+
 /* Greedy helper: index of the largest logit (lowest index on ties). */
 int pv_argmax(const float* logits, int n);
 

@@ -23,6 +23,17 @@ struct pv_build_info {
 };
 const struct pv_build_info* pv_build_info(void);
 
+/* A tuning switch of a backend: read once when the model is opened (from the environment
+ * variable `env`, then from pv_model_params.knobs "name=value,..."), fixed for the model's life.
+ * Receipts list them all. */
+struct pv_knob {
+	const char* name;   /* "cuda.pdl"                                                   */
+	const char* env;    /* "PV_CUDA_PDL", or NULL                                       */
+	int value;          /* in effect for this model                                     */
+	int def;            /* the default                                                  */
+	const char* doc;    /* one line: what it switches                                   */
+};
+
 #ifdef __cplusplus
 }
 #endif
