@@ -3,7 +3,6 @@
  * as one JSON line carrying the build identity. A benchmark, never a test: nothing is asserted.
  */
 #include "cli.h"
-#include "cuda/backend.h"
 #include "proven.h"
 #include "proven_dev.h"
 #include "text/tokenizer.h"
@@ -88,9 +87,9 @@ static double tokenizer_mb_s(const struct pv_tok* tok, int* n_ids)
 static int membw_only(void)
 {
 	char err[512];
-	struct pv_cuda_device d;
+	struct pv_device_info d;
 	double gbs = 0;
-	if (pv_cuda_device_info(&d, err, sizeof(err)) || pv_cuda_membw((size_t)4 << 30, 20, &gbs, err, sizeof(err))) {
+	if (pv_device_info("cuda", &d, err, sizeof(err)) || pv_device_membw("cuda", (size_t)4 << 30, 20, &gbs, err, sizeof(err))) {
 		fprintf(stderr, "proven bench: %s\n", err);
 		return 1;
 	}
@@ -100,7 +99,7 @@ static int membw_only(void)
 	json_str(stdout, d.name);
 	printf(",\"test\":\"d2d_copy\",\"bytes\":%llu,\"d2d_gb_s\":%.3f,\"driver_cuda\":%d,\"runtime\":%d,\"nvcc\":\"%d.%d\","
 	       "\"sm_clock_mhz\":%d,\"mem_clock_mhz\":%d,\"bus_width\":%d,\"sms\":%d}\n",
-	       (unsigned long long)((size_t)4 << 30), gbs, d.driver_version, d.runtime_version, d.nvcc_major, d.nvcc_minor,
+	       (unsigned long long)((size_t)4 << 30), gbs, d.driver_version, d.runtime_version, d.compiler_major, d.compiler_minor,
 	       d.sm_clock_mhz, d.mem_clock_mhz, d.bus_width, d.sm_count);
 	return 0;
 }
@@ -138,17 +137,17 @@ int cmd_bench(int argc, char** argv)
 	if (!dir) { fprintf(stderr, "proven bench: --model DIR is required\n"); return 2; }
 	char err[512];
 	/* CUDA: the device, and the copy bandwidth the decode speed is compared with (same run) */
-	struct pv_cuda_device dev;
+	struct pv_device_info dev;
 	double d2d = 0;
 	memset(&dev, 0, sizeof(dev));
-	if (cuda && (pv_cuda_device_info(&dev, err, sizeof(err)) ||
-	             pv_cuda_membw(dev.mem_free / 4 < ((size_t)4 << 30) ? (size_t)(dev.mem_free / 4) : ((size_t)4 << 30), 10, &d2d,
-	                           err, sizeof(err)))) {
+	if (cuda && (pv_device_info("cuda", &dev, err, sizeof(err)) ||
+	             pv_device_membw("cuda", dev.mem_free / 4 < ((size_t)4 << 30) ? (size_t)(dev.mem_free / 4) : ((size_t)4 << 30), 10,
+	                             &d2d, err, sizeof(err)))) {
 		fprintf(stderr, "proven bench: %s\n", err);
 		return 1;
 	}
 	pv_model* m = NULL;
-	struct pv_model_params mp = { .verbose = cuda && !json_only, .backend = backend };
+	struct pv_model_params mp = cli_model_params(cuda && !json_only, backend);
 	if (pv_model_open(&m, dir, &mp, err, sizeof(err))) {
 		fprintf(stderr, "proven bench: cannot load model: %s\n", err);
 		return 1;
@@ -181,9 +180,11 @@ int cmd_bench(int argc, char** argv)
 		rng = rng * 1664525u + 1013904223u;
 		all[i] = (int32_t)((rng >> 8) % (uint32_t)V);
 	}
-	/* warm-up: touch every weight page once (CUDA: and capture the decode graph) */
+	/* warm-up: touch every weight page once */
 	if (pv_session_eval(s, toks, 1, lg, PV_LOGITS_LAST)) goto fail;
 	if (cuda && pv_session_eval(s, toks, 1, NULL, PV_LOGITS_LAST)) goto fail;
+	int32_t tok = 0;
+	struct pv_eval_out greedy = { NULL, 0, &tok, 0, NULL, 0 }; /* the argmax id, computed where the logits are */
 	double fill_s = 0;
 	if (depth) {
 		if (pv_session_rollback(s, 0)) goto fail;
@@ -191,7 +192,7 @@ int cmd_bench(int argc, char** argv)
 		if (pv_session_eval(s, all, depth, NULL, PV_LOGITS_LAST) || pv_session_checkpoint(s)) goto fail;
 		fill_s = cli_now() - f0;
 	}
-	struct pv_cuda_session_stats cs0, cs1, csp;
+	struct pv_session_stats cs0, cs1, csp;
 	memset(&cs0, 0, sizeof(cs0));
 	memset(&cs1, 0, sizeof(cs1));
 	memset(&csp, 0, sizeof(csp));
@@ -202,34 +203,26 @@ int cmd_bench(int argc, char** argv)
 	}
 	for (int r = 0; r < reps; r++) {
 		if (pv_session_rollback(s, depth)) goto fail;
-		if (cuda) pv_cuda_session_stats(s, &csp);
+		pv_session_get_stats(s, &csp);
 		double t0 = cli_now();
-		if (pv_session_eval(s, toks, pp, lg, PV_LOGITS_LAST)) goto fail;
+		struct pv_eval_out po = { NULL, 0, &tok, pp - 1, NULL, 0 };
+		if (pv_session_run(s, toks, pp, 0, &po)) goto fail;
 		double t1 = cli_now();
-		int tok = pv_argmax(lg, V);
-		if (cuda) pv_cuda_session_stats(s, &cs0);
-		for (int i = 0; i < tg; i++) {
-			if (cuda) {
-				/* greedy on the GPU: the host reads back only the argmax id */
-				if (pv_session_eval(s, &tok, 1, NULL, PV_LOGITS_LAST)) goto fail;
-				tok = pv_cuda_last_token(s);
-				if (tok < 0) break;
-			} else {
-				if (pv_session_eval(s, &tok, 1, lg, PV_LOGITS_LAST)) goto fail;
-				tok = pv_argmax(lg, V);
-			}
-		}
+		pv_session_get_stats(s, &cs0);
+		/* greedy: the host reads back only the argmax id of each token */
+		for (int i = 0; i < tg; i++)
+			if (pv_session_run(s, &tok, 1, 0, &greedy)) goto fail;
 		double t2 = cli_now();
-		if (cuda) pv_cuda_session_stats(s, &cs1);
+		pv_session_get_stats(s, &cs1);
 		pps[r] = pp / (t1 - t0);
 		tgs[r] = tg / (t2 - t1);
 	}
 	/* CUDA --profile: where a decode token's time goes (last: it disturbs the session's state) */
-	struct pv_cuda_profile prof;
+	struct pv_profile prof;
 	memset(&prof, 0, sizeof(prof));
-	int have_prof = cuda && profile && pv_session_rollback(s, depth + pp) == 0 && pv_cuda_profile(s, toks[0], 20, &prof) == 0;
-	if (cuda && pv_cuda_session_error(s)) {
-		fprintf(stderr, "proven bench: %s\n", pv_cuda_session_error(s));
+	int have_prof = cuda && profile && pv_session_rollback(s, depth + pp) == 0 && pv_session_profile(s, toks[0], 20, &prof) == 0;
+	if (!pv_session_ok(s)) {
+		fprintf(stderr, "proven bench: %s\n", pv_session_error(s));
 		pv_session_free(s);
 		pv_model_close(m);
 		free(all); free(lg); free(pps); free(tgs);
@@ -248,13 +241,15 @@ int cmd_bench(int argc, char** argv)
 	cpu_model(cpu, sizeof(cpu));
 	/* CUDA: bytes per decode token (weights without the embedding lookup, plus the KV cache at
 	 * the mean position of the decode phase), achieved bandwidth, launches, syncs, memory */
-	struct pv_cuda_model_stats ms;
+	struct pv_model_device_stats ms;
 	memset(&ms, 0, sizeof(ms));
 	double kv_tok = 0, gbs = 0, share = 0, launches = 0, syncs = 0;
-	/* the last rep's prompt: kernels launched outside graphs, graph launches, host syncs */
-	double pp_kernels = (double)(cs0.direct_kernels - csp.direct_kernels), pp_syncs = (double)(cs0.syncs - csp.syncs);
+	/* the last rep's prompt: kernels (a prompt runs outside graphs), host syncs */
+	double pp_kernels = (double)(cs0.kernels - csp.kernels), pp_syncs = (double)(cs0.syncs - csp.syncs);
+	/* kernels per decode token */
+	unsigned long long tg_kernels = (unsigned long long)((cs1.kernels - cs0.kernels) / (uint64_t)tg);
 	if (cuda) {
-		pv_cuda_model_stats(m, &ms);
+		pv_model_device_stats(m, &ms);
 		kv_tok = 2.0 * in->n_attn_layers * (double)in->n_kv_heads * in->head_dim * 4.0 * (depth + pp + (tg + 1) / 2.0);
 		gbs = (ms.bytes_per_token + kv_tok) * tgm / 1e9;
 		share = d2d > 0 ? gbs / d2d : 0;
@@ -273,10 +268,9 @@ int cmd_bench(int argc, char** argv)
 		if (depth) printf("depth: %d tokens filled once in %.2f s (%.0f tok/s)\n", depth, fill_s, depth / fill_s);
 		printf("decode: %.1f MB/token weights + %.1f MB KV -> %.1f GB/s = %.1f%% of the %.1f GB/s D2D copy; "
 		       "%.2f graph launches, %llu kernels, %.2f host syncs per token\n",
-		       ms.bytes_per_token / 1e6, kv_tok / 1e6, gbs, 100 * share, d2d, launches, (unsigned long long)cs1.graph_kernels,
-		       syncs);
+		       ms.bytes_per_token / 1e6, kv_tok / 1e6, gbs, 100 * share, d2d, launches, tg_kernels, syncs);
 		printf("GPU memory: weights %.1f MiB, session %.1f MiB, in use %.1f MiB of %.1f MiB; %d reps\n",
-		       ms.weight_bytes / 1048576.0, cs1.session_bytes / 1048576.0, cs1.used_after_init / 1048576.0,
+		       ms.weight_bytes / 1048576.0, cs1.device_bytes / 1048576.0, cs1.device_used / 1048576.0,
 		       dev.mem_total / 1048576.0, reps);
 	}
 	if (!json_only && have_prof) {
@@ -319,14 +313,22 @@ int cmd_bench(int argc, char** argv)
 		       "\"mem_clock_mhz\":%d,\"d2d_gb_s\":%.3f,\"weight_bytes_per_token\":%llu,\"kv_bytes_per_token\":%.0f,"
 		       "\"tg_gb_s\":%.3f,\"tg_bw_share\":%.4f,\"graph_launches_per_token\":%.3f,\"kernels_per_token\":%llu,"
 		       "\"syncs_per_token\":%.3f,\"tg_logits_copied\":false,\"gpu_weights_mib\":%.1f,\"gpu_session_mib\":%.1f,"
-		       "\"gpu_used_mib\":%.1f,\"upload_s\":%.3f,\"pdl\":%d,\"prefetch\":%d,\"pp_kernels\":%.0f,\"pp_syncs\":%.0f,"
-		       "\"depth_fill_s\":%.3f",
-		       dev.cc_major, dev.cc_minor, dev.sm_count, dev.driver_version, dev.runtime_version, dev.nvcc_major, dev.nvcc_minor,
-		       dev.sm_clock_mhz, dev.mem_clock_mhz, d2d, (unsigned long long)ms.bytes_per_token, kv_tok, gbs, share, launches,
-		       (unsigned long long)cs1.graph_kernels, syncs, ms.weight_bytes / 1048576.0, cs1.session_bytes / 1048576.0,
-		       cs1.used_after_init / 1048576.0, ms.upload_s, !(getenv("PV_CUDA_PDL") && !strcmp(getenv("PV_CUDA_PDL"), "0")),
-		       getenv("PV_CUDA_PREFETCH") && !strcmp(getenv("PV_CUDA_PREFETCH"), "1"), pp_kernels, pp_syncs, fill_s);
+		       "\"gpu_used_mib\":%.1f,\"upload_s\":%.3f,\"pp_kernels\":%.0f,\"pp_syncs\":%.0f,\"depth_fill_s\":%.3f",
+		       dev.cc_major, dev.cc_minor, dev.sm_count, dev.driver_version, dev.runtime_version, dev.compiler_major,
+		       dev.compiler_minor, dev.sm_clock_mhz, dev.mem_clock_mhz, d2d, (unsigned long long)ms.bytes_per_token, kv_tok, gbs,
+		       share, launches, tg_kernels, syncs, ms.weight_bytes / 1048576.0, cs1.device_bytes / 1048576.0,
+		       cs1.device_used / 1048576.0, ms.upload_s, pp_kernels, pp_syncs, fill_s);
+		if (cs1.fallback) {
+			printf(",\"fallback\":");
+			json_str(stdout, cs1.fallback);
+		}
 	}
+	/* every tuning switch in effect (pv_model_knobs) */
+	const struct pv_knob* kn;
+	int nk = pv_model_knobs(m, &kn);
+	printf(",\"knobs\":{");
+	for (int i = 0; i < nk; i++) printf("%s\"%s\":%d", i ? "," : "", kn[i].name, kn[i].value);
+	printf("}");
 	if (have_prof) {
 		printf(",\"profile_total_us\":%.2f,\"profile\":[", prof.total_us);
 		for (int i = 0; i < prof.n; i++)

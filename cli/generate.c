@@ -2,7 +2,6 @@
  * generate.c: `proven info` and `proven generate`.
  */
 #include "cli.h"
-#include "cuda/backend.h"
 #include "proven.h"
 
 #include <stdio.h>
@@ -25,7 +24,7 @@ static pv_model* open_model(const char* dir, int verbose, const char* backend)
 	}
 	char err[512];
 	pv_model* m = NULL;
-	struct pv_model_params mp = { .verbose = verbose, .backend = backend };
+	struct pv_model_params mp = cli_model_params(verbose, backend);
 	if (pv_model_open(&m, dir, &mp, err, sizeof(err))) {
 		fprintf(stderr, "proven: cannot load model: %s\n", err);
 		return NULL;
@@ -146,9 +145,9 @@ int cmd_generate(int argc, char** argv)
 	char err[512];
 	pv_session* s = NULL;
 	int32_t* out = malloc(sizeof(int32_t) * ((size_t)max_tokens + 1));
-	size_t rows_cap = dump ? (size_t)np + max_tokens : 1;
-	float* lg = malloc(sizeof(float) * (size_t)V * rows_cap);
-	if (!out || !lg) {
+	size_t rows_cap = dump ? (size_t)np + max_tokens : 0;
+	float* lg = rows_cap ? malloc(sizeof(float) * (size_t)V * rows_cap) : NULL;
+	if (!out || (rows_cap && !lg)) {
 		fprintf(stderr, "proven generate: out of memory for %zu logit rows\n", rows_cap);
 		goto done;
 	}
@@ -160,34 +159,32 @@ int cmd_generate(int argc, char** argv)
 		fprintf(stderr, "proven generate: prompt %d + %d tokens exceed the context %d\n", np, max_tokens, pv_session_n_ctx(s));
 		goto done;
 	}
+	/* greedy: each call returns the argmax id of its last row, computed where the logits are
+	 * (a GPU copies back one id); host logits only for the dump */
 	double t0 = cli_now();
-	if (pv_session_eval(s, prompt, np, lg, dump ? PV_LOGITS_ALL : PV_LOGITS_LAST)) {
+	int32_t next = 0;
+	struct pv_eval_out o = { dump ? lg : NULL, 0, &next, np - 1, NULL, 0 };
+	if (pv_session_run(s, prompt, np, 0, &o)) {
 		fprintf(stderr, "proven generate: %s\n", pv_session_error(s));
 		goto done;
 	}
 	double t1 = cli_now();
-	const float* last = dump ? lg + (size_t)(np - 1) * V : lg;
 	int n_out = 0;
 	while (n_out < max_tokens) {
-		int tok = pv_argmax(last, V);
+		int tok = next;
 		out[n_out++] = tok;
 		int stopped = 0;
 		for (int i = 0; i < ns; i++) stopped |= stop[i] == tok;
 		/* the last token needs evaluating only for its logits row in the dump */
 		if (!dump && (stopped || n_out == max_tokens)) break;
-		float* row = dump ? lg + (size_t)(np + n_out - 1) * V : lg;
-		if (pv_session_eval(s, &out[n_out - 1], 1, row, PV_LOGITS_LAST)) {
+		struct pv_eval_out o1 = { dump ? lg + (size_t)(np + n_out - 1) * V : NULL, 0, &next, 0, NULL, 0 };
+		if (pv_session_run(s, &out[n_out - 1], 1, 0, &o1)) {
 			fprintf(stderr, "proven generate: %s\n", pv_session_error(s));
 			goto done;
 		}
-		last = row;
 		if (stopped) break;
 	}
 	double t2 = cli_now();
-	if (backend && !strcmp(backend, "cuda") && pv_cuda_session_error(s)) {
-		fprintf(stderr, "proven generate: %s\n", pv_cuda_session_error(s));
-		goto done;
-	}
 	for (int i = 0; i < n_out; i++) printf(i ? ",%d" : "%d", out[i]);
 	printf("\n");
 	fprintf(stderr, "proven: prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)\n", np,

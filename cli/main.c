@@ -103,6 +103,7 @@ int main(int argc, char** argv)
 		usage(stderr);
 		return 2;
 	}
+	cli_log_init();
 	const char* cmd = argv[1];
 	if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
 	if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);

@@ -62,7 +62,7 @@ int cmd_perplexity(int argc, char** argv)
 	if (!text) { perror(file); return 1; }
 	char err[512];
 	pv_model* m = NULL;
-	struct pv_model_params mp = { .verbose = 1, .backend = backend };
+	struct pv_model_params mp = cli_model_params(1, backend);
 	if (pv_model_open(&m, model, &mp, err, sizeof(err))) {
 		fprintf(stderr, "proven perplexity: cannot load model: %s\n", err);
 		free(text);

@@ -28,7 +28,9 @@ struct gen {
 	pv_session* s;
 	const struct pv_tok* tok;
 	struct pv_sampler* smp;
-	float* logits;
+	float* logits;          /* [vocab] host logits, when sampling (not greedy)          */
+	int32_t next;           /* greedy: the argmax id the session computed              */
+	int greedy;             /* temperature 0: ids, never logits, cross from the backend */
 	int vocab, n_valid, use_color;
 	int32_t think_open, think_close;
 };
@@ -101,7 +103,7 @@ static int gen_open(struct gen* g, const struct gen_opts* o)
 {
 	memset(g, 0, sizeof(*g));
 	char err[512];
-	struct pv_model_params mp = { .verbose = 1, .backend = o->backend };
+	struct pv_model_params mp = cli_model_params(1, o->backend);
 	if (pv_model_open(&g->m, o->model, &mp, err, sizeof(err))) {
 		fprintf(stderr, "proven: cannot load model: %s\n", err);
 		return 1;
@@ -123,7 +125,8 @@ static int gen_open(struct gen* g, const struct gen_opts* o)
 		return 1;
 	}
 	g->smp = pv_sampler_new(&o->sp, g->vocab);
-	g->logits = malloc(sizeof(float) * (size_t)g->vocab);
+	g->greedy = o->sp.temperature <= 0.0f;
+	g->logits = malloc(sizeof(float) * (size_t)g->vocab); /* sampling, and greedy's rare padded-row case */
 	g->use_color = isatty(STDOUT_FILENO);
 	g->think_open = pv_tok_id(g->tok, "<think>");
 	g->think_close = pv_tok_id(g->tok, "</think>");
@@ -139,26 +142,71 @@ static int is_eos(const struct gen* g, int32_t t)
 	return 0;
 }
 
-/* Evaluates ids (appending to the session), then samples and streams up to max tokens.
- * in_think: the prompt already opened a think block. Generated ids are appended to *out. */
+/* What an evaluation returns: the last row's argmax id when greedy, its logits otherwise. */
+static struct pv_eval_out eval_out(struct gen* g, int n)
+{
+	struct pv_eval_out o = { NULL, 0, NULL, 0, NULL, 0 };
+	if (g->greedy) {
+		o.argmax = &g->next;
+		o.argmax_row0 = n - 1;
+	} else {
+		o.logits = g->logits;
+		o.logits_row0 = n - 1;
+	}
+	return o;
+}
+
+/* The next token from the last evaluation. Greedy picks among the tokenizer's ids only
+ * (pv_sampler_pick's rule); when a padded vocabulary row won the device argmax, the last token
+ * is evaluated again for its logits (exact: the same row, the same bits). */
+static int pick(struct gen* g, int32_t* t)
+{
+	if (!g->greedy || g->next < g->n_valid) {
+		*t = g->greedy ? g->next : pv_sampler_pick(g->smp, g->logits, g->n_valid);
+		return 0;
+	}
+	int len = pv_session_length(g->s);
+	int32_t last = pv_session_tokens(g->s)[len - 1];
+	if (pv_session_truncate(g->s, len - 1) || pv_session_eval(g->s, &last, 1, g->logits, PV_LOGITS_LAST)) return -1;
+	*t = pv_sampler_pick(g->smp, g->logits, g->n_valid);
+	return 0;
+}
+
+/* Makes the session hold ids[0, n) (reusing the prefix it shares with what it has seen), then
+ * samples and streams up to max tokens. in_think: the prompt already opened a think block.
+ * Generated ids are appended to *out; *evaluated: prompt tokens that were not reused. */
 static int generate(struct gen* g, const int32_t* ids, int n, int max, int in_think, int hide_think,
-                    int32_t** out, int* n_out, double* t_prompt, double* t_gen)
+                    int32_t** out, int* n_out, double* t_prompt, double* t_gen, int* evaluated)
 {
 	double t0 = cli_now();
-	if (n > 0 && pv_session_eval(g->s, ids, n, g->logits, PV_LOGITS_LAST)) {
+	int reused = 0;
+	struct pv_eval_out o = eval_out(g, 1);
+	if (pv_session_sync(g->s, ids, n, 0, &o, &reused)) {
 		fprintf(stderr, "\nproven: %s\n", pv_session_error(g->s));
 		return 1;
 	}
+	*evaluated = n - reused;
 	double t1 = cli_now();
 	/* a checkpoint at the end of the prompt lets the next chat turn, which shares this prefix,
 	 * roll back to it instead of replaying the conversation (hybrid models) */
-	pv_session_checkpoint(g->s);
+	if (pv_session_checkpoint(g->s)) {
+		fprintf(stderr, "\nproven: %s\n", pv_session_error(g->s));
+		return 1;
+	}
 	struct pv_tok_stream* st = NULL;
-	pv_tok_stream_new(&st, g->tok, PV_TOK_DECODE_SKIP_SPECIAL);
+	if (pv_tok_stream_new(&st, g->tok, PV_TOK_DECODE_SKIP_SPECIAL)) {
+		fprintf(stderr, "\nproven: out of memory\n");
+		return 1;
+	}
 	int thinking = in_think, rc = 0;
 	if (thinking && g->use_color && !hide_think) fputs("\x1b[2m", stdout);
 	for (int i = 0; i < max; i++) {
-		int32_t t = pv_sampler_pick(g->smp, g->logits, g->n_valid);
+		int32_t t;
+		if (pick(g, &t)) {
+			fprintf(stderr, "\nproven: %s\n", pv_session_error(g->s));
+			rc = 1;
+			break;
+		}
 		if (is_eos(g, t)) break;
 		int32_t* grown = realloc(*out, sizeof(int32_t) * (size_t)(*n_out + 1));
 		if (!grown) { rc = 1; break; }
@@ -181,7 +229,7 @@ static int generate(struct gen* g, const int32_t* ids, int n, int max, int in_th
 			fprintf(stderr, "\nproven: context full (%d tokens)\n", pv_session_n_ctx(g->s));
 			break;
 		}
-		if (pv_session_eval(g->s, &t, 1, g->logits, PV_LOGITS_LAST)) {
+		if (pv_session_run(g->s, &t, 1, 0, &o)) {
 			fprintf(stderr, "\nproven: %s\n", pv_session_error(g->s));
 			rc = 1;
 			break;
@@ -219,7 +267,8 @@ int cmd_run(int argc, char** argv)
 		rc = 1;
 	} else {
 		fwrite(o.prompt, 1, strlen(o.prompt), stdout);
-		rc = generate(&g, ids, n, o.max_tokens, 0, 0, &out, &n_out, &tp, &tg);
+		int evaluated = 0;
+		rc = generate(&g, ids, n, o.max_tokens, 0, 0, &out, &n_out, &tp, &tg, &evaluated);
 		printf("\n");
 		fflush(stdout);
 		fprintf(stderr, "proven: prompt %d tokens, %.1f tok/s; generated %d tokens, %.1f tok/s\n", n, n / tp, n_out,
@@ -293,24 +342,22 @@ int cmd_chat(int argc, char** argv)
 			rc = 1;
 			break;
 		}
-		/* Reuse the session: keep the longest prefix the new prompt shares with what the
-		 * session has seen, roll back to it, evaluate only the rest. */
-		const int32_t* hist = pv_session_tokens(g.s);
-		int keep = 0, len = pv_session_length(g.s);
-		while (keep < len && keep < n - 1 && hist[keep] == ids[keep]) keep++;
-		if (pv_session_rollback(g.s, keep)) pv_session_rollback(g.s, 0), keep = 0;
+		/* the session keeps the prefix the new prompt shares with what it has seen
+		 * (pv_session_sync) and evaluates only the rest */
 		int in_think = dialect == PV_CHAT_QWEN3_5 && !o.no_thinking;
-		rc = generate(&g, ids + keep, n - keep, o.max_tokens, in_think, o.hide_thinking, &out, &n_out, &tp, &tg);
+		int evaluated = 0;
+		rc = generate(&g, ids, n, o.max_tokens, in_think, o.hide_thinking, &out, &n_out, &tp, &tg, &evaluated);
 		printf("\n");
 		fflush(stdout);
-		total_prompt += n - keep;
+		total_prompt += evaluated;
 		total_gen += n_out;
 		char* text = NULL;
 		size_t tlen = 0;
 		pv_tok_decode(g.tok, out, n_out, PV_TOK_DECODE_SKIP_SPECIAL, &text, &tlen, err, sizeof(err));
 		json_t* parsed = pv_chat_parse(dialect, text ? text : "", tlen, in_think ? PV_CHAT_PARSE_IN_THINK : 0, NULL, err, sizeof(err));
 		json_t* am = json_pack("{s:s}", "role", "assistant");
-		json_object_set(am, "content", parsed ? json_object_get(parsed, "content") : json_string(text ? text : ""));
+		if (parsed) json_object_set(am, "content", json_object_get(parsed, "content"));
+		else json_object_set_new(am, "content", json_string(text ? text : ""));
 		if (parsed && json_is_string(json_object_get(parsed, "reasoning_content")))
 			json_object_set(am, "reasoning_content", json_object_get(parsed, "reasoning_content"));
 		json_array_append_new(msgs, am);

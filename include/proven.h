@@ -3,25 +3,29 @@
  *
  * Two objects:
  *   pv_model    an immutable loaded model (weights memory-mapped, settings read from the file).
- *               Any number of sessions may share one model.
+ *               Any number of sessions may share one model, on any number of threads.
  *   pv_session  one sequence's mutable state: attention KV cache, Gated DeltaNet recurrent and
- *               conv states, the position, the token history and checkpoints. All scratch memory
- *               is allocated when the session is created: evaluating tokens allocates nothing.
+ *               conv states, the position, the token history, checkpoints and per-row snapshots.
+ *               All memory is allocated (and device work prepared) when the session is created:
+ *               evaluating tokens allocates nothing. One thread uses a session at a time.
  *
- * Errors: functions that can fail return 0 on success and a negative value on failure. Open and
- * create functions write a one-line message into the caller's buffer; session calls keep the
- * message in the session (pv_session_error). The library never exits and never prints, except
- * progress lines when asked to.
+ * Errors: functions that can fail return PV_OK (0) or a negative enum pv_status. Open and create
+ * functions write a one-line message into the caller's buffer; session calls keep the message in
+ * the session (pv_session_error, cleared by the next call that succeeds). The library never exits
+ * and never prints: messages go to the callback set with pv_set_log, if any.
  *
  * Exactness contract (what speculative decoding relies on):
- *   - Batch invariance: the logits of a row never depend on how many rows are evaluated in the
- *     same call, as long as the call uses the token-by-token ("recurrent") form of Gated DeltaNet.
- *     Calls shorter than pv_session_params.chunk_min_tokens always do; longer calls (prompts) use
- *     the chunked form on hybrid models, which agrees within float rounding but not bit for bit.
- *     Models without DeltaNet layers are batch-invariant for every call size.
- *   - Rollback: after pv_session_rollback(s, n) the session is bitwise the session that saw only
- *     the first n tokens, when the tokens between the restored checkpoint and n were evaluated
- *     in calls that used the recurrent form (see above).
+ *   - Batch invariance: on the exact path a row's outputs never depend on how many rows share the
+ *     call, on the thread count or on the split of the work. A call takes the exact path when it
+ *     passes PV_EVAL_EXACT (checked: the backend never substitutes a faster path), and always when
+ *     it has fewer than pv_session_params.chunk_min_tokens rows. Longer calls without the flag may
+ *     take a fast path (chunked DeltaNet on the CPU, tensor-core prefill on CUDA) that agrees within
+ *     float rounding, not bit for bit. Models without DeltaNet layers run the CPU's exact path for
+ *     every call size.
+ *   - Truncation: after pv_session_truncate(s, n) (or pv_session_rollback) the session is bitwise
+ *     the session that saw only the first n tokens, when the tokens the state is rebuilt from were
+ *     evaluated on the exact path: the rows of the last PV_EVAL_SNAPSHOT call (which is exact), or
+ *     the tokens between the restored checkpoint and n (replayed on the exact path).
  */
 #ifndef PROVEN_H
 #define PROVEN_H
@@ -35,6 +39,22 @@ extern "C" {
 
 typedef struct pv_model pv_model;
 typedef struct pv_session pv_session;
+typedef struct pv_pool pv_pool;
+
+/* What every fallible call returns. A server maps them to responses: INVALID and CONTEXT are the
+ * caller's (400), NOMEM is load (503), DEVICE and IO are the machine's (500). */
+enum pv_status {
+	PV_OK = 0,
+	PV_E_INVALID = -1,     /* bad argument: token id, length, flags, parameter out of range       */
+	PV_E_CONTEXT = -2,     /* the tokens do not fit in the session's context                       */
+	PV_E_NOMEM = -3,       /* host or device memory exhausted                                      */
+	PV_E_DEVICE = -4,      /* a device call failed; the session is unusable from then on (sticky)  */
+	PV_E_UNSUPPORTED = -5, /* not available for this model, backend or session's parameters        */
+	PV_E_IO = -6,          /* a file could not be opened, read or mapped                           */
+	PV_E_FORMAT = -7,      /* a file's contents are malformed or describe something unsupported    */
+};
+/* "PV_E_CONTEXT", ...; "unknown" for other values. */
+const char* pv_status_name(int status);
 
 enum pv_arch {
 	PV_ARCH_QWEN2 = 0,   /* Qwen2, Qwen2.5: q/k/v biases                                */
@@ -68,24 +88,42 @@ struct pv_model_info {
 };
 
 struct pv_model_params {
-	int verbose;         /* 1: progress and summary lines on stderr while loading                */
+	int verbose;         /* 1: progress and a summary as PV_LOG_INFO messages (pv_set_log)       */
+	int prefault;        /* 1: read every page of the weights at open, so the first tokens do not
+	                      * wait for page faults (a server wants this; independent of verbose)  */
 	const char* backend; /* NULL or "cpu": the CPU; "cuda": weights uploaded to the GPU at open,
 	                      * sessions run there (fails when the build has no CUDA backend)       */
+	const char* knobs;   /* NULL, or backend tuning switches "name=value,..." (proven_dev.h lists
+	                      * them with pv_model_knobs); an unknown name fails the open           */
+	/* NULL, or called with the fraction done (0..1) while weights are prefaulted or uploaded */
+	void (*progress)(void* user, double fraction);
+	void* progress_user;
 };
 
 struct pv_session_params {
 	int n_ctx;            /* KV cache length; 0: min(max_context, 4096)                          */
-	int n_threads;        /* 0: all online cores                                                 */
+	int n_threads;        /* CPU threads of the session's own pool; 0: all online cores          */
+	pv_pool* pool;        /* NULL, or a pool shared with other sessions (pv_pool_new): sessions
+	                       * on one pool take turns, a step at a time; n_threads is then ignored */
 	int max_batch;        /* rows evaluated per internal step (scratch size); 0: 128 on the CPU,
 	                       * 4096 on the GPU (a prompt of up to 4096 tokens is one device call) */
-	int chunk_min_tokens; /* calls with at least this many tokens use chunked DeltaNet; 0: 64    */
+	int chunk_min_tokens; /* calls with at least this many tokens may take the fast path; 0: 64   */
 	int n_checkpoints;    /* checkpoint slots kept (oldest dropped first); 0: 4                  */
+	int n_snapshots;      /* rows a PV_EVAL_SNAPSHOT call may have (each keeps one copy of the
+	                       * recurrent state); 0: snapshots off. Verifying k drafts needs k + 1  */
 };
+
+/* Thread pool ------------------------------------------------------------------------------ */
+
+/* A pool of n_threads threads (the caller counts as one; <= 0: all online cores) that CPU
+ * sessions can share (pv_session_params.pool). Free it after every session that uses it. */
+pv_pool* pv_pool_new(int n_threads);
+void pv_pool_free(pv_pool* p);
 
 /* Model ---------------------------------------------------------------------------------- */
 
-/* Opens a Hugging Face model directory (config.json + safetensors). Validates every tensor
- * against the shapes the config implies before returning. */
+/* Opens a Hugging Face model directory (config.json + safetensors) or a GGUF file. Validates every
+ * tensor against the shapes the config implies before returning. Returns PV_OK or a pv_status. */
 int pv_model_open(pv_model** out, const char* path, const struct pv_model_params* params,
                   char* err, size_t errlen);
 void pv_model_close(pv_model* m);
@@ -97,36 +135,80 @@ const struct pv_tok* pv_model_tokenizer(const pv_model* m); /* NULL: no tokenize
 const char* pv_model_chat_template(const pv_model* m);     /* NULL: no chat template         */
 int pv_model_eos(const pv_model* m, const int32_t** ids);  /* end-of-generation ids, count   */
 
-/* Bytes of memory a session with these parameters allocates (KV, states, scratch). */
+/* Bytes of memory a session with these parameters allocates on the model's backend (host memory
+ * on the CPU, device memory on a GPU): KV cache, states, checkpoints, snapshots, scratch. */
 uint64_t pv_session_bytes(const pv_model* m, const struct pv_session_params* params);
+
+/* The SHA-256 of the weights' bytes as stored (a GGUF file whole; an HF directory's safetensors
+ * shards sorted by name, concatenated), as 64 hex digits and a NUL. Computed on the first call
+ * (it reads every byte), then cached in the model. */
+int pv_model_digest(const pv_model* m, char hex[65]);
 
 /* Session -------------------------------------------------------------------------------- */
 
 int pv_session_new(pv_session** out, const pv_model* m, const struct pv_session_params* params,
                    char* err, size_t errlen);
 void pv_session_free(pv_session* s);
-const char* pv_session_error(const pv_session* s);
+const char* pv_session_error(const pv_session* s); /* "" after a success                   */
+int pv_session_ok(const pv_session* s);            /* 0 after a device failure (sticky)      */
+
+/* What one evaluation returns, per row of the call (row t = the outputs after token t). Each
+ * output covers rows [row0, n); a NULL pointer skips it. Rows no output asks for skip the LM
+ * head entirely. */
+struct pv_eval_out {
+	float* logits;   int logits_row0; /* [n - row0, vocab] host floats                           */
+	int32_t* argmax; int argmax_row0; /* [n - row0] greedy ids (lowest index on ties), computed
+	                                   * where the logits are: a GPU copies back ids, not rows     */
+	float* hidden;   int hidden_row0; /* [n - row0, hidden] the final norm's output rows, the
+	                                   * LM head's input (what an MTP head takes)                  */
+};
+
+enum {
+	PV_EVAL_EXACT = 1u << 0,    /* the batch-invariant path only (see the contract above)        */
+	PV_EVAL_SNAPSHOT = 1u << 1, /* exact, and keep the recurrent state after every row, so that
+	                             * pv_session_truncate into this call loads a copy instead of
+	                             * replaying; n <= pv_session_params.n_snapshots (else INVALID)   */
+};
+
+/* Appends n tokens and evaluates them with outputs as asked (out may be NULL). Fails cleanly
+ * (session unchanged) on a bad token id, flags, rows or a full context; after a DEVICE failure
+ * the session is unusable. */
+int pv_session_run(pv_session* s, const int32_t* tokens, int n, unsigned flags, const struct pv_eval_out* out);
 
 enum {
 	PV_LOGITS_ALL = 0,  /* logits is [n, vocab]: row t holds the logits after token t        */
 	PV_LOGITS_LAST = 1, /* logits is [vocab]: only the last row (the LM head runs once)       */
 };
-
-/* Appends n tokens and evaluates them. logits may be NULL (nothing is written and the LM head
- * is skipped). Fails cleanly (session unchanged) on a bad token id or a full context. */
+/* pv_session_run with logits only, without flags. logits may be NULL (the LM head is skipped). */
 int pv_session_eval(pv_session* s, const int32_t* tokens, int n, float* logits, int mode);
 
 int pv_session_length(const pv_session* s);         /* tokens seen so far                    */
 int pv_session_n_ctx(const pv_session* s);
 const int32_t* pv_session_tokens(const pv_session* s); /* history, pv_session_length entries */
 
-/* Saves the recurrent (DeltaNet + conv) state at the current length. Returns 0 or < 0.
- * Attention KV needs no copy: rollback truncates it. */
+/* Saves the recurrent (DeltaNet + conv) state at the current length (a no-op without DeltaNet
+ * layers). Attention KV needs no copy: truncation cuts it. */
 int pv_session_checkpoint(pv_session* s);
-/* Rolls the session back to its first n tokens (n <= length): restores the newest checkpoint at
- * or below n and replays the tokens after it from the history. Checkpoints above n are dropped.
- * A model without DeltaNet layers needs no checkpoint. */
+/* Keeps the session's first n tokens (n <= length), the cheapest way available: a model without
+ * DeltaNet layers only cuts its KV; inside the last PV_EVAL_SNAPSHOT call (length after one of
+ * its rows) the state is that row's snapshot; otherwise as pv_session_rollback. Checkpoints and
+ * snapshots above n are dropped. */
+int pv_session_truncate(pv_session* s, int n);
+/* Keeps the first n tokens by restoring the newest checkpoint at or below n (or the empty state)
+ * and replaying the tokens after it from the history on the exact path. */
 int pv_session_rollback(pv_session* s, int n);
+/* Makes the session's history equal tokens[0, n) (n >= 1) and returns the last row's outputs:
+ * keeps the longest common prefix of the history and tokens (truncating to it, but at most n - 1
+ * so the last token is evaluated), evaluates the rest (flags as pv_session_run), and writes the
+ * outputs of row n - 1 only: out's row0 fields are ignored, logits [vocab], argmax [1], hidden [H].
+ * *reused (may be NULL): the tokens kept. What a server does with each request (ds4_session_sync). */
+int pv_session_sync(pv_session* s, const int32_t* tokens, int n, unsigned flags, const struct pv_eval_out* out,
+                    int* reused);
+/* Makes dst (a fresh or used session of the same model and backend) hold src's first n tokens:
+ * KV rows [0, n), the history, and the recurrent state at n, which must be src's current state
+ * (n == length), a checkpoint at n, or a snapshot row at n (else PV_E_UNSUPPORTED). dst's
+ * checkpoints and snapshots are dropped; a checkpoint at n is taken in dst. The prefix cache. */
+int pv_session_copy_prefix(pv_session* dst, const pv_session* src, int n);
 
 /* Messages --------------------------------------------------------------------------------- */
 

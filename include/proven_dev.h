@@ -33,6 +33,80 @@ struct pv_knob {
 	int def;            /* the default                                                  */
 	const char* doc;    /* one line: what it switches                                   */
 };
+/* The model's knobs (*out points into the model); returns their count (0 on the CPU today). */
+int pv_model_knobs(const pv_model* m, const struct pv_knob** out);
+
+/* Counters of one session since it was created, whatever the backend (0 where not applicable). */
+struct pv_session_stats {
+	uint64_t calls;           /* pv_session_run calls, replays included                     */
+	uint64_t rows;            /* rows evaluated                                             */
+	uint64_t exact_rows;      /* ... on the exact (batch-invariant) path                    */
+	uint64_t fast_rows;       /* ... on a fast path (CPU chunked DeltaNet, CUDA prefill)    */
+	uint64_t steps;           /* backend forward calls                                      */
+	uint64_t logits_rows;     /* logits rows returned to the caller                         */
+	uint64_t argmax_rows;     /* argmax ids returned                                        */
+	uint64_t hidden_rows;     /* hidden rows returned                                       */
+	uint64_t checkpoints;     /* recurrent states saved by pv_session_checkpoint            */
+	uint64_t snapshot_rows;   /* per-row states kept by PV_EVAL_SNAPSHOT calls              */
+	uint64_t snapshot_loads;  /* truncations served by a snapshot                           */
+	uint64_t rollbacks;       /* truncations served by checkpoint + replay                  */
+	uint64_t replayed_rows;   /* rows those replays evaluated again                         */
+	uint64_t prefix_copies;   /* pv_session_copy_prefix calls into this session             */
+	/* device backends */
+	uint64_t graph_launches;  /* CUDA graph launches                                        */
+	uint64_t kernels;         /* kernels run (graph nodes and direct launches)              */
+	uint64_t syncs;           /* host synchronisations                                      */
+	uint64_t memcpys;         /* host-issued copies                                         */
+	uint64_t device_bytes;    /* memory the session holds on the device                     */
+	uint64_t device_used;     /* device memory in use after the session was created          */
+	double fast_ms;           /* device time of fast-path (prefill) calls                   */
+	uint64_t fast_kernels;    /* kernels of those calls                                     */
+	uint64_t fast_gemms;      /* library GEMMs of those calls                               */
+	const char* path_last;    /* the last call's path: "exact", "fast" or "precise"         */
+	const char* fallback;     /* NULL, or why a faster path is off for this session          */
+};
+int pv_session_get_stats(const pv_session* s, struct pv_session_stats* st);
+
+/* The device behind a backend ("cuda"); PV_E_UNSUPPORTED for "cpu" or a build without it. */
+struct pv_device_info {
+	char name[256];
+	int cc_major, cc_minor;     /* compute capability                                   */
+	int sm_count;
+	int driver_version;         /* 13000 = CUDA 13.0                                     */
+	int runtime_version;
+	int compiler_major, compiler_minor; /* the nvcc that built the backend               */
+	int sm_clock_mhz, mem_clock_mhz, bus_width, l2_bytes;
+	uint64_t mem_total, mem_free;
+};
+int pv_device_info(const char* backend, struct pv_device_info* d, char* err, size_t errlen);
+/* Device-to-device copy bandwidth: median of `reps` timed copies of `bytes` after a warm-up;
+ * *gb_s = (bytes read + bytes written) / time, in GB/s (1e9). */
+int pv_device_membw(const char* backend, size_t bytes, int reps, double* gb_s, char* err, size_t errlen);
+
+/* What the model put on its device (PV_E_UNSUPPORTED on the CPU). */
+struct pv_model_device_stats {
+	uint64_t weight_bytes;    /* device bytes of every uploaded weight                     */
+	uint64_t bytes_per_token; /* weights one decode token reads (every layer matrix, the LM
+	                           * head, the f32 vectors; not the one embedding row)           */
+	uint64_t used_before;     /* device memory in use before the upload                     */
+	uint64_t used_after;      /* ... and after                                              */
+	double upload_s;
+};
+int pv_model_device_stats(const pv_model* m, struct pv_model_device_stats* st);
+
+/* Where a decode token's time goes (PV_E_UNSUPPORTED on the CPU): the one-row step replayed
+ * `reps` times at the session's position with timing between its op groups. It rewrites the KV
+ * row at the position and advances recurrent states: profile a session you then free. */
+#define PV_PROFILE_GROUPS 24
+struct pv_profile {
+	int n;                                /* groups that occurred                         */
+	const char* name[PV_PROFILE_GROUPS];  /* "gemv q/k/v", "attention", ...                */
+	double us[PV_PROFILE_GROUPS];         /* microseconds per token                        */
+	int kernels[PV_PROFILE_GROUPS];       /* per token                                     */
+	double bytes[PV_PROFILE_GROUPS];      /* weight bytes per token                        */
+	double total_us;                      /* the step, first to last event                 */
+};
+int pv_session_profile(pv_session* s, int32_t token, int reps, struct pv_profile* out);
 
 #ifdef __cplusplus
 }

@@ -22,8 +22,11 @@
  * word in the kernel. Where there is no futex (not Linux) a mutex and condition variable play
  * the same role.
  *
- * Not supported (and not needed by the engine): calling pv_pool_run from inside a task, or
- * from two threads on one pool at the same time.
+ * Not supported: calling pv_pool_run from inside a task, or from two threads on one pool at the
+ * same time. Sessions that share a pool hold its lock (pv_pool_lock) around each step instead.
+ *
+ * The pool also owns PV_POOL_SCRATCH bytes of scratch per thread, allocated with it, so kernels
+ * that need a per-thread buffer never allocate during evaluation.
  */
 #include "base/pool.h"
 
@@ -60,6 +63,8 @@ struct pv_pool {
 	int n_workers;              /* threads actually started                            */
 	pthread_t* threads;
 	struct pv_worker* workers;
+	unsigned char* scratch;     /* n_threads * PV_POOL_SCRATCH bytes, 64-aligned         */
+	pthread_mutex_t lock;       /* held by one session's step at a time (pv_pool_lock)   */
 
 	/* The current run; written by the caller before the generation is published. */
 	pv_task_fn fn;
@@ -184,12 +189,15 @@ struct pv_pool* pv_pool_new(int n_threads)
 	if (!p) return NULL;
 	p->threads = calloc((size_t)n_threads, sizeof *p->threads);
 	p->workers = calloc((size_t)n_threads, sizeof *p->workers);
-	if (!p->threads || !p->workers) {
+	p->scratch = aligned_alloc(64, (size_t)n_threads * PV_POOL_SCRATCH);
+	if (!p->threads || !p->workers || !p->scratch) {
 		free(p->threads);
 		free(p->workers);
+		free(p->scratch);
 		free(p);
 		return NULL;
 	}
+	pthread_mutex_init(&p->lock, NULL);
 	atomic_init(&p->generation, 0);
 	atomic_init(&p->sleepers, 0);
 	atomic_init(&p->stop, 0);
@@ -233,9 +241,26 @@ void pv_pool_free(struct pv_pool* p)
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv);
 #endif
+	pthread_mutex_destroy(&p->lock);
 	free(p->threads);
 	free(p->workers);
+	free(p->scratch);
 	free(p);
+}
+
+void* pv_pool_scratch(struct pv_pool* p, int thread)
+{
+	return p ? p->scratch + (size_t)thread * PV_POOL_SCRATCH : NULL;
+}
+
+void pv_pool_lock(struct pv_pool* p)
+{
+	if (p) pthread_mutex_lock(&p->lock);
+}
+
+void pv_pool_unlock(struct pv_pool* p)
+{
+	if (p) pthread_mutex_unlock(&p->lock);
 }
 
 int pv_pool_threads(const struct pv_pool* p) { return p ? p->n_threads : 1; }

@@ -14,7 +14,7 @@
  * C = 64 rows through a triangular solve; used for long prompts). They agree within float
  * rounding; tests check both against each other and against transformers.
  */
-#include "engine/session.h"
+#include "cpu/state.h"
 #include "base/util.h"
 
 #include <string.h>
@@ -30,6 +30,8 @@ size_t pv_deltanet_chunk_floats(const struct pv_config* c)
 struct delta_task {
 	struct pv_session* s;
 	int layer, n;
+	int snap_row0; /* >= 0: S after row t also goes to snapshot slot snap_row0 + t */
+	size_t snap_off; /* this layer's S within a snapshot slot */
 };
 
 static inline int key_head(const struct pv_config* c, int h)
@@ -42,19 +44,20 @@ static void delta_recurrent(void* ctx, int h, int thread)
 {
 	struct delta_task* dt = ctx;
 	struct pv_session* s = dt->s;
+	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_config* c = &s->m->cfg;
 	int dk = c->lin_k_dim, dv = c->lin_v_dim, cd = pv_cfg_conv_dim(c), kd = pv_cfg_key_dim(c);
 	int vd = pv_cfg_value_dim(c), Hv = c->lin_v_heads, kh = key_head(c, h);
-	float* S = s->ssm[dt->layer] + (size_t)h * dk * dv;
-	float* m = s->ts[thread].chunk; /* [dv] */
+	float* S = st->ssm[dt->layer] + (size_t)h * dk * dv;
+	float* m = st->ts[thread].chunk; /* [dv] */
 	float* d = m + dv;              /* [dv] */
 
 	for (int t = 0; t < dt->n; t++) {
-		const float* u = s->mix2 + (size_t)t * cd;
+		const float* u = st->mix2 + (size_t)t * cd;
 		const float* q = u + (size_t)kh * dk;
 		const float* k = u + kd + (size_t)kh * dk;
 		const float* v = u + 2 * kd + (size_t)h * dv;
-		float decay = expf(s->lg[(size_t)t * Hv + h]), beta = s->lb[(size_t)t * Hv + h];
+		float decay = expf(st->lg[(size_t)t * Hv + h]), beta = st->lb[(size_t)t * Hv + h];
 		memset(m, 0, sizeof(float) * dv);
 		for (int i = 0; i < dk; i++) {
 			float* Si = S + (size_t)i * dv;
@@ -62,13 +65,15 @@ static void delta_recurrent(void* ctx, int h, int thread)
 			pv_axpy_f32(m, k[i], Si, dv);
 		}
 		for (int j = 0; j < dv; j++) d[j] = beta * (v[j] - m[j]);
-		float* o = s->o + (size_t)t * vd + (size_t)h * dv;
+		float* o = st->o + (size_t)t * vd + (size_t)h * dv;
 		memset(o, 0, sizeof(float) * dv);
 		for (int i = 0; i < dk; i++) {
 			float* Si = S + (size_t)i * dv;
 			pv_axpy_f32(Si, k[i], d, dv);
 			pv_axpy_f32(o, q[i], Si, dv);
 		}
+		if (dt->snap_row0 >= 0)
+			memcpy(st->snap_buf[dt->snap_row0 + t] + dt->snap_off + (size_t)h * dk * dv, S, sizeof(float) * dk * dv);
 	}
 }
 
@@ -85,12 +90,13 @@ static void delta_chunked(void* ctx, int h, int thread)
 {
 	struct delta_task* dt = ctx;
 	struct pv_session* s = dt->s;
+	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_config* c = &s->m->cfg;
 	int dk = c->lin_k_dim, dv = c->lin_v_dim, cd = pv_cfg_conv_dim(c), kd = pv_cfg_key_dim(c);
 	int vd = pv_cfg_value_dim(c), Hv = c->lin_v_heads, kh = key_head(c, h);
 	const int C = PV_DELTA_CHUNK;
-	float* S = s->ssm[dt->layer] + (size_t)h * dk * dv;
-	float* gam = s->ts[thread].chunk;    /* [C]            */
+	float* S = st->ssm[dt->layer] + (size_t)h * dk * dv;
+	float* gam = st->ts[thread].chunk;    /* [C]            */
 	float* A = gam + C;                  /* [C, C]         */
 	float* X = A + C * C;                /* [C, dv + dk]   */
 	float* Vn = X + (size_t)C * (dv + dk); /* [C, dv]      */
@@ -98,13 +104,13 @@ static void delta_chunked(void* ctx, int h, int thread)
 
 	for (int c0 = 0; c0 < dt->n; c0 += C) {
 		int cl = dt->n - c0 < C ? dt->n - c0 : C;
-#define ROW(t) (s->mix2 + (size_t)(c0 + (t)) * cd)
+#define ROW(t) (st->mix2 + (size_t)(c0 + (t)) * cd)
 #define QV(t) (ROW(t) + (size_t)kh * dk)
 #define KV(t) (ROW(t) + kd + (size_t)kh * dk)
 #define VV(t) (ROW(t) + 2 * kd + (size_t)h * dv)
-#define BETA(t) (s->lb[(size_t)(c0 + (t)) * Hv + h])
+#define BETA(t) (st->lb[(size_t)(c0 + (t)) * Hv + h])
 		float acc = 0.0f;
-		for (int t = 0; t < cl; t++) gam[t] = acc += s->lg[(size_t)(c0 + t) * Hv + h];
+		for (int t = 0; t < cl; t++) gam[t] = acc += st->lg[(size_t)(c0 + t) * Hv + h];
 
 		for (int t = 0; t < cl; t++)
 			for (int u = 0; u < t; u++)
@@ -126,7 +132,7 @@ static void delta_chunked(void* ctx, int h, int thread)
 		}
 
 		for (int t = 0; t < cl; t++) {
-			float* o = s->o + (size_t)(c0 + t) * vd + (size_t)h * dv;
+			float* o = st->o + (size_t)(c0 + t) * vd + (size_t)h * dv;
 			const float* q = QV(t);
 			memset(o, 0, sizeof(float) * dv);
 			for (int i = 0; i < dk; i++) pv_axpy_f32(o, q[i], S + (size_t)i * dv, dv);
@@ -151,11 +157,18 @@ static void delta_chunked(void* ctx, int h, int thread)
 	}
 }
 
-/* Causal depthwise conv over [state (Kc-1 rows) ; mixed (n rows)], then SiLU; updates state. */
+/* Causal depthwise conv over [state (Kc-1 rows) ; mixed (n rows)], then SiLU; updates state.
+ * snap (NULL: none): snap[t] + off receives the window after row t (rows t-P+1 .. t of the input). */
 static void conv_silu(const struct pv_config* c, float* state, const float* conv_w, const float* mixed,
-                      float* out, int n)
+                      float* out, int n, float* const* snap, size_t off)
 {
 	int cd = pv_cfg_conv_dim(c), K = c->conv_kernel, P = K - 1;
+	for (int t = 0; snap && t < n; t++)
+		for (int i = 0; i < P; i++) {
+			int src = t - P + 1 + i;
+			memcpy(snap[t] + off + (size_t)i * cd, src < 0 ? state + (size_t)(P + src) * cd : mixed + (size_t)src * cd,
+			       sizeof(float) * cd);
+		}
 	for (int t = 0; t < n; t++) {
 		for (int ch = 0; ch < cd; ch++) {
 			const float* w = conv_w + (size_t)ch * K;
@@ -185,8 +198,9 @@ static void l2norm_scale(float* x, int n, float scale)
 	for (int i = 0; i < n; i++) x[i] *= r;
 }
 
-void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* out, int n, int chunked)
+void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* out, int n, int chunked, int snap_row0)
 {
+	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_config* c = &s->m->cfg;
 	const struct pv_layer* L = &s->m->w.layers[layer];
 	int H = c->hidden, Hk = c->lin_k_heads, Hv = c->lin_v_heads, dk = c->lin_k_dim, dv = c->lin_v_dim;
@@ -196,68 +210,73 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 		/* Qwen3-Next: rows grouped by key head g: [q_g (dk) | k_g (dk) | v_g (r dv) | z_g (r dv)],
 		 * and in_proj_ba per group [b_g (r) | a_g (r)]. Unscramble into the Qwen3.5 layout. */
 		int gw = 2 * dk + 2 * r * dv;
-		pv_matmul(s->pool, s->mix2, (int)L->in_qkvz.rows, xn, H, n, &L->in_qkvz);
-		pv_matmul(s->pool, s->ab, 2 * Hv, xn, H, n, &L->in_ba);
+		pv_matmul(s->pool, st->mix2, (int)L->in_qkvz.rows, xn, H, n, &L->in_qkvz);
+		pv_matmul(s->pool, st->ab, 2 * Hv, xn, H, n, &L->in_ba);
 		for (int t = 0; t < n; t++) {
-			const float* src = s->mix2 + (size_t)t * L->in_qkvz.rows;
-			float* mx = s->mix + (size_t)t * cd;
+			const float* src = st->mix2 + (size_t)t * L->in_qkvz.rows;
+			float* mx = st->mix + (size_t)t * cd;
 			for (int g = 0; g < Hk; g++) {
 				const float* gs = src + (size_t)g * gw;
 				memcpy(mx + (size_t)g * dk, gs, sizeof(float) * dk);
 				memcpy(mx + kd + (size_t)g * dk, gs + dk, sizeof(float) * dk);
 				memcpy(mx + 2 * kd + (size_t)g * r * dv, gs + 2 * dk, sizeof(float) * r * dv);
-				memcpy(s->z + (size_t)t * vd + (size_t)g * r * dv, gs + 2 * dk + r * dv, sizeof(float) * r * dv);
+				memcpy(st->z + (size_t)t * vd + (size_t)g * r * dv, gs + 2 * dk + r * dv, sizeof(float) * r * dv);
 				for (int j = 0; j < r; j++) {
-					s->lb[(size_t)t * Hv + g * r + j] = s->ab[(size_t)t * 2 * Hv + g * 2 * r + j];
-					s->lg[(size_t)t * Hv + g * r + j] = s->ab[(size_t)t * 2 * Hv + g * 2 * r + r + j];
+					st->lb[(size_t)t * Hv + g * r + j] = st->ab[(size_t)t * 2 * Hv + g * 2 * r + j];
+					st->lg[(size_t)t * Hv + g * r + j] = st->ab[(size_t)t * 2 * Hv + g * 2 * r + r + j];
 				}
 			}
 		}
 	} else {
-		pv_matmul(s->pool, s->mix, cd, xn, H, n, &L->in_qkv);
-		pv_matmul(s->pool, s->z, vd, xn, H, n, &L->in_z);
+		pv_matmul(s->pool, st->mix, cd, xn, H, n, &L->in_qkv);
+		pv_matmul(s->pool, st->z, vd, xn, H, n, &L->in_z);
 		if (L->in_ba.data) {
 			/* Qwen3-Next GGUF: q/k/v/z already regrouped by the converter, ba still
 			 * key-group-major [b_g (r) | a_g (r)] */
-			pv_matmul(s->pool, s->ab, 2 * Hv, xn, H, n, &L->in_ba);
+			pv_matmul(s->pool, st->ab, 2 * Hv, xn, H, n, &L->in_ba);
 			for (int t = 0; t < n; t++)
 				for (int g = 0; g < Hk; g++)
 					for (int j = 0; j < r; j++) {
-						s->lb[(size_t)t * Hv + g * r + j] = s->ab[(size_t)t * 2 * Hv + g * 2 * r + j];
-						s->lg[(size_t)t * Hv + g * r + j] = s->ab[(size_t)t * 2 * Hv + g * 2 * r + r + j];
+						st->lb[(size_t)t * Hv + g * r + j] = st->ab[(size_t)t * 2 * Hv + g * 2 * r + j];
+						st->lg[(size_t)t * Hv + g * r + j] = st->ab[(size_t)t * 2 * Hv + g * 2 * r + r + j];
 					}
 		} else {
-			pv_matmul(s->pool, s->lb, Hv, xn, H, n, &L->in_b);
-			pv_matmul(s->pool, s->lg, Hv, xn, H, n, &L->in_a);
+			pv_matmul(s->pool, st->lb, Hv, xn, H, n, &L->in_b);
+			pv_matmul(s->pool, st->lg, Hv, xn, H, n, &L->in_a);
 		}
 	}
 
-	conv_silu(c, s->conv[layer], L->conv_w, s->mix, s->mix2, n);
+	/* snapshots: this layer's S, then its conv window, inside every slot (the checkpoint layout) */
+	const size_t S_floats = (size_t)Hv * dk * dv;
+	const size_t snap_off = (size_t)st->lin_index[layer] * pv_state_floats_per_layer(c);
+	const int snap = snap_row0 >= 0 && !chunked;
+	conv_silu(c, st->conv[layer], L->conv_w, st->mix, st->mix2, n, snap ? st->snap_buf + snap_row0 : NULL,
+	          snap_off + S_floats);
 
 	float qscale = 1.0f / sqrtf((float)dk);
 	for (int t = 0; t < n; t++) {
-		float* u = s->mix2 + (size_t)t * cd;
+		float* u = st->mix2 + (size_t)t * cd;
 		for (int g = 0; g < Hk; g++) {
 			l2norm_scale(u + (size_t)g * dk, dk, qscale);
 			l2norm_scale(u + kd + (size_t)g * dk, dk, 1.0f);
 		}
 		for (int h = 0; h < Hv; h++) {
-			float* b = &s->lb[(size_t)t * Hv + h];
-			float* a = &s->lg[(size_t)t * Hv + h];
+			float* b = &st->lb[(size_t)t * Hv + h];
+			float* a = &st->lg[(size_t)t * Hv + h];
 			*b = pv_sigmoid(*b);
 			*a = L->ssm_a[h] * softplus(*a + L->dt_bias[h]);
 		}
 	}
 
-	struct delta_task dt = { s, layer, n };
+	struct delta_task dt = { s, layer, n, snap ? snap_row0 : -1, snap_off };
 	pv_pool_run(s->pool, chunked ? delta_chunked : delta_recurrent, &dt, Hv);
 
 	for (int t = 0; t < n; t++)
 		for (int h = 0; h < Hv; h++) {
-			float* o = s->o + (size_t)t * vd + (size_t)h * dv;
-			const float* z = s->z + (size_t)t * vd + (size_t)h * dv;
+			float* o = st->o + (size_t)t * vd + (size_t)h * dv;
+			const float* z = st->z + (size_t)t * vd + (size_t)h * dv;
 			pv_rmsnorm(o, o, L->lin_norm, dv, c->rms_eps);
 			for (int j = 0; j < dv; j++) o[j] *= pv_silu(z[j]);
 		}
-	pv_matmul(s->pool, out, H, s->o, vd, n, &L->out_proj);
+	pv_matmul(s->pool, out, H, st->o, vd, n, &L->out_proj);
 }

@@ -10,7 +10,7 @@
  * in order, MoE sums a row's experts in its own top-k order. Only the chunked DeltaNet form
  * (used for long calls) mixes rows, and the session decides when it is used.
  */
-#include "engine/session.h"
+#include "cpu/state.h"
 #include "base/util.h"
 
 #include <float.h>
@@ -50,7 +50,8 @@ static void rope_neox(float* v, const float* cs, const float* sn, int R)
 
 struct attn_task {
 	struct pv_session* s;
-	int layer, n, pos0;
+	const float *kc, *vc; /* [n_ctx, nkv*hd] */
+	int n, pos0;
 };
 
 /* One (row, head) pair: softmax(q k^T / sqrt(hd)) v over keys 0..pos, causal. */
@@ -58,14 +59,15 @@ static void attn_row_head(void* ctx, int task, int thread)
 {
 	struct attn_task* a = ctx;
 	struct pv_session* s = a->s;
+	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_config* c = &s->m->cfg;
 	int hd = c->head_dim, nh = c->n_heads, kvd = pv_cfg_kv_dim(c);
 	int t = task / nh, h = task % nh, kh = h / (nh / c->n_kv_heads);
 	int pos = a->pos0 + t;
-	const float* q = s->q + (size_t)t * pv_cfg_q_dim(c) + (size_t)h * hd;
-	const float* K = s->k_cache[a->layer] + (size_t)kh * hd;
-	const float* V = s->v_cache[a->layer] + (size_t)kh * hd;
-	float* sc = s->ts[thread].scores;
+	const float* q = st->q + (size_t)t * pv_cfg_q_dim(c) + (size_t)h * hd;
+	const float* K = a->kc + (size_t)kh * hd;
+	const float* V = a->vc + (size_t)kh * hd;
+	float* sc = st->ts[thread].scores;
 	float scale = 1.0f / sqrtf((float)hd);
 
 	float mx = -FLT_MAX;
@@ -79,37 +81,38 @@ static void attn_row_head(void* ctx, int task, int thread)
 		sum += sc[j];
 	}
 	float inv = 1.0f / sum;
-	float* o = s->o + (size_t)t * pv_cfg_q_dim(c) + (size_t)h * hd;
+	float* o = st->o + (size_t)t * pv_cfg_q_dim(c) + (size_t)h * hd;
 	memset(o, 0, sizeof(float) * hd);
 	for (int j = 0; j <= pos; j++) pv_axpy_f32(o, sc[j] * inv, V + (size_t)j * kvd, hd);
 }
 
-static void attention_layer(struct pv_session* s, const struct pv_layer* L, int layer,
-                            const float* xn, float* out, int n, int pos0)
+static void attention_layer(struct pv_session* s, const struct pv_layer* L, float* kc, float* vc, const float* xn,
+                            float* out, int n, int pos0)
 {
+	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_config* c = &s->m->cfg;
 	int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
 	int qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
 	int R = c->rope_dim;
 
 	/* Projections. Gated q_proj yields per head [q_h (hd) | gate_h (hd)]: [n, nh*2*hd]. */
-	float* qg = c->attn_gate ? s->mix : s->q;
+	float* qg = c->attn_gate ? st->mix : st->q;
 	pv_matmul(s->pool, qg, (int)L->wq.rows, xn, H, n, &L->wq);
-	float* kdst = s->k_cache[layer] + (size_t)pos0 * kvd;
-	float* vdst = s->v_cache[layer] + (size_t)pos0 * kvd;
+	float* kdst = kc + (size_t)pos0 * kvd;
+	float* vdst = vc + (size_t)pos0 * kvd;
 	pv_matmul(s->pool, kdst, kvd, xn, H, n, &L->wk);
 	pv_matmul(s->pool, vdst, kvd, xn, H, n, &L->wv);
 
 	for (int t = 0; t < n; t++) {
-		float* q = s->q + (size_t)t * qd;
+		float* q = st->q + (size_t)t * qd;
 		float* k = kdst + (size_t)t * kvd;
 		float* v = vdst + (size_t)t * kvd;
 		if (c->attn_gate) {
-			/* split [n, nh, 2, hd] into q [n, nh*hd] and the gate s->ag [n, nh*hd] */
+			/* split [n, nh, 2, hd] into q [n, nh*hd] and the gate st->ag [n, nh*hd] */
 			const float* row = qg + (size_t)t * 2 * qd;
 			for (int h = 0; h < nh; h++) {
 				memcpy(q + (size_t)h * hd, row + (size_t)h * 2 * hd, sizeof(float) * hd);
-				memcpy(s->ag + (size_t)t * qd + (size_t)h * hd, row + (size_t)h * 2 * hd + hd, sizeof(float) * hd);
+				memcpy(st->ag + (size_t)t * qd + (size_t)h * hd, row + (size_t)h * 2 * hd + hd, sizeof(float) * hd);
 			}
 		}
 		if (L->bq) {
@@ -131,12 +134,12 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, int 
 		}
 	}
 
-	struct attn_task at = { s, layer, n, pos0 };
+	struct attn_task at = { s, kc, vc, n, pos0 };
 	pv_pool_run(s->pool, attn_row_head, &at, n * nh);
 
 	if (c->attn_gate)
-		for (size_t i = 0; i < (size_t)n * qd; i++) s->o[i] *= pv_sigmoid(s->ag[i]);
-	pv_matmul(s->pool, out, H, s->o, qd, n, &L->wo);
+		for (size_t i = 0; i < (size_t)n * qd; i++) st->o[i] *= pv_sigmoid(st->ag[i]);
+	pv_matmul(s->pool, out, H, st->o, qd, n, &L->wo);
 }
 
 /* ---------------------------------------------------------------------- FFN --- */
@@ -144,11 +147,12 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, int 
 /* SwiGLU: out[n, H] = down( silu(gate x) * up x ), width I. */
 static void swiglu(struct pv_session* s, const struct pv_expert* e, const float* x, float* out, int n)
 {
+	struct pv_cpu_state* st = pv_cpu(s);
 	int H = s->m->cfg.hidden, I = (int)e->gate.rows;
-	pv_matmul(s->pool, s->ff_g, I, x, H, n, &e->gate);
-	pv_matmul(s->pool, s->ff_u, I, x, H, n, &e->up);
-	for (size_t i = 0; i < (size_t)n * I; i++) s->ff_g[i] = pv_silu(s->ff_g[i]) * s->ff_u[i];
-	pv_matmul(s->pool, out, H, s->ff_g, I, n, &e->down);
+	pv_matmul(s->pool, st->ff_g, I, x, H, n, &e->gate);
+	pv_matmul(s->pool, st->ff_u, I, x, H, n, &e->up);
+	for (size_t i = 0; i < (size_t)n * I; i++) st->ff_g[i] = pv_silu(st->ff_g[i]) * st->ff_u[i];
+	pv_matmul(s->pool, out, H, st->ff_g, I, n, &e->down);
 }
 
 /* Router: softmax over all E logits (fp32, in place), top-k (ties: lower index), optional
@@ -180,12 +184,13 @@ static void route(const struct pv_config* c, float* p, int* idx, float* w)
 
 static void moe_layer(struct pv_session* s, const struct pv_layer* L, const float* xn, float* out, int n)
 {
+	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_config* c = &s->m->cfg;
 	int H = c->hidden, E = c->n_experts, k = c->n_experts_used;
 
-	pv_matmul(s->pool, s->router, E, xn, H, n, &L->router);
+	pv_matmul(s->pool, st->router, E, xn, H, n, &L->router);
 	for (int t = 0; t < n; t++)
-		route(c, s->router + (size_t)t * E, s->top_idx + (size_t)t * k, s->top_w + (size_t)t * k);
+		route(c, st->router + (size_t)t * E, st->top_idx + (size_t)t * k, st->top_w + (size_t)t * k);
 
 	/* Each selected expert runs once over the rows routed to it; its output for row t,
 	 * slot j lands in eo[t*k + j] so each row sums its experts in its own slot order. */
@@ -193,67 +198,107 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 		int m = 0;
 		for (int t = 0; t < n; t++)
 			for (int j = 0; j < k; j++)
-				if (s->top_idx[t * k + j] == e) {
-					s->exp_rows[m] = t;
-					s->exp_slot[m++] = t * k + j;
+				if (st->top_idx[t * k + j] == e) {
+					st->exp_rows[m] = t;
+					st->exp_slot[m++] = t * k + j;
 				}
 		if (!m) continue;
 		for (int i = 0; i < m; i++)
-			memcpy(s->gx + (size_t)i * H, xn + (size_t)s->exp_rows[i] * H, sizeof(float) * H);
-		swiglu(s, &L->experts[e], s->gx, s->mo, m);
+			memcpy(st->gx + (size_t)i * H, xn + (size_t)st->exp_rows[i] * H, sizeof(float) * H);
+		swiglu(s, &L->experts[e], st->gx, st->mo, m);
 		for (int i = 0; i < m; i++)
-			memcpy(s->eo + (size_t)s->exp_slot[i] * H, s->mo + (size_t)i * H, sizeof(float) * H);
+			memcpy(st->eo + (size_t)st->exp_slot[i] * H, st->mo + (size_t)i * H, sizeof(float) * H);
 	}
 	for (int t = 0; t < n; t++) {
 		float* o = out + (size_t)t * H;
 		memset(o, 0, sizeof(float) * H);
 		for (int j = 0; j < k; j++)
-			pv_axpy_f32(o, s->top_w[t * k + j], s->eo + (size_t)(t * k + j) * H, H);
+			pv_axpy_f32(o, st->top_w[t * k + j], st->eo + (size_t)(t * k + j) * H, H);
 	}
 	if (L->shexp.gate.data) {
 		/* shared expert, scaled per row by sigmoid(x . w_sg) */
-		swiglu(s, &L->shexp, xn, s->mo, n);
+		swiglu(s, &L->shexp, xn, st->mo, n);
 		for (int t = 0; t < n; t++) {
 			float gsc = pv_sigmoid(pv_dot_f32(xn + (size_t)t * H, L->shexp_gate, H));
-			pv_axpy_f32(out + (size_t)t * H, gsc, s->mo + (size_t)t * H, H);
+			pv_axpy_f32(out + (size_t)t * H, gsc, st->mo + (size_t)t * H, H);
 		}
 	}
 }
 
 /* -------------------------------------------------------------- the step --- */
 
-void pv_forward(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit,
-                int chunked)
+void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int kind, int moe, float* kc, float* vc,
+                  int n, int pos0, int chunked, int snap_row0)
 {
+	struct pv_cpu_state* st = pv_cpu(s);
+	const struct pv_config* c = &s->m->cfg;
+	const int H = c->hidden;
+	float* out = st->mixer; /* [B, H]: mixer, then FFN output */
+
+	rmsnorm_rows(st->xn, st->x, L->attn_norm, n, H, c->rms_eps);
+	if (kind == PV_LAYER_ATTN)
+		attention_layer(s, L, kc, vc, st->xn, out, n, pos0);
+	else
+		pv_deltanet_layer(s, layer, st->xn, out, n, chunked, snap_row0);
+	add_rows(st->x, out, (size_t)n * H);
+
+	rmsnorm_rows(st->xn, st->x, L->ffn_norm, n, H, c->rms_eps);
+	if (moe) {
+		moe_layer(s, L, st->xn, out, n);
+	} else {
+		struct pv_expert dense = { L->ffn_gate, L->ffn_up, L->ffn_down };
+		swiglu(s, &dense, st->xn, out, n);
+	}
+	add_rows(st->x, out, (size_t)n * H);
+}
+
+/* The LM head over normed rows xn [rows, H] for rows [r0, n) of the step: logits into the
+ * caller's rows where asked, argmax ids from them (or from PV_LM_ROWS-row scratch for rows whose
+ * logits nobody keeps), hidden rows copied out. */
+static void outputs(struct pv_session* s, const struct pv_step* sp, int r0)
+{
+	struct pv_cpu_state* st = pv_cpu(s);
+	const struct pv_model* m = s->m;
+	const int H = m->cfg.hidden, V = m->cfg.vocab, n = sp->n;
+	const float* xn = st->xn; /* row t of the step is xn row t - r0 */
+	if (sp->hidden)
+		memcpy(sp->hidden, xn + (size_t)(sp->hidden_row0 - r0) * H, sizeof(float) * H * (size_t)(n - sp->hidden_row0));
+	const int lr0 = sp->logits ? sp->logits_row0 : n;
+	if (lr0 < n) pv_matmul(s->pool, sp->logits, V, xn + (size_t)(lr0 - r0) * H, H, n - lr0, &m->w.lm_head);
+	if (!sp->argmax) return;
+	for (int t = sp->argmax_row0; t < n;) {
+		if (t >= lr0) {
+			sp->argmax[t - sp->argmax_row0] = pv_argmax(sp->logits + (size_t)(t - lr0) * V, V);
+			t++;
+			continue;
+		}
+		const int rows = lr0 - t < PV_LM_ROWS ? lr0 - t : PV_LM_ROWS;
+		pv_matmul(s->pool, st->lm, V, xn + (size_t)(t - r0) * H, H, rows, &m->w.lm_head);
+		for (int i = 0; i < rows; i++) sp->argmax[t + i - sp->argmax_row0] = pv_argmax(st->lm + (size_t)i * V, V);
+		t += rows;
+	}
+}
+
+void pv_cpu_forward(struct pv_session* s, const struct pv_step* sp)
+{
+	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_model* m = s->m;
 	const struct pv_config* c = &m->cfg;
-	int H = c->hidden;
-	int pos0 = s->len;
+	const int H = c->hidden, n = sp->n;
+	/* the chunked DeltaNet form mixes rows: only off the exact path, and only for long calls */
+	const int chunked = !sp->exact;
 
-	for (int t = 0; t < n; t++) pv_tensor_row_f32(&m->w.embed, tokens[t], s->x + (size_t)t * H);
+	for (int t = 0; t < n; t++) pv_tensor_row_f32(&m->w.embed, sp->tokens[t], st->x + (size_t)t * H);
+	for (int l = 0; l < c->n_layers; l++)
+		pv_cpu_layer(s, &m->w.layers[l], l, c->layer_kind[l], c->layer_moe[l], st->k_cache[l], st->v_cache[l], n, sp->pos0,
+		             chunked, sp->snap_row0);
 
-	for (int l = 0; l < c->n_layers; l++) {
-		const struct pv_layer* L = &m->w.layers[l];
-		float* mix_out = s->tmp; /* [B, H]: mixer, then FFN output */
-		rmsnorm_rows(s->xn, s->x, L->attn_norm, n, H, c->rms_eps);
-		if (c->layer_kind[l] == PV_LAYER_ATTN)
-			attention_layer(s, L, l, s->xn, mix_out, n, pos0);
-		else
-			pv_deltanet_layer(s, l, s->xn, mix_out, n, chunked);
-		add_rows(s->x, mix_out, (size_t)n * H);
-
-		rmsnorm_rows(s->xn, s->x, L->ffn_norm, n, H, c->rms_eps);
-		if (c->layer_moe[l]) {
-			moe_layer(s, L, s->xn, mix_out, n);
-		} else {
-			struct pv_expert dense = { L->ffn_gate, L->ffn_up, L->ffn_down };
-			swiglu(s, &dense, s->xn, mix_out, n);
-		}
-		add_rows(s->x, mix_out, (size_t)n * H);
-	}
-
-	if (!logits || first_logit >= n) return;
-	int rows = n - first_logit;
-	rmsnorm_rows(s->xn, s->x + (size_t)first_logit * H, m->w.final_norm, rows, H, c->rms_eps);
-	pv_matmul(s->pool, logits, c->vocab, s->xn, H, rows, &m->w.lm_head);
+	/* the first row any output wants; the final norm runs from there */
+	int r0 = n;
+	if (sp->logits && sp->logits_row0 < r0) r0 = sp->logits_row0;
+	if (sp->argmax && sp->argmax_row0 < r0) r0 = sp->argmax_row0;
+	if (sp->hidden && sp->hidden_row0 < r0) r0 = sp->hidden_row0;
+	if (r0 >= n) return;
+	rmsnorm_rows(st->xn, st->x + (size_t)r0 * H, m->w.final_norm, n - r0, H, c->rms_eps);
+	outputs(s, sp, r0);
 }

@@ -82,8 +82,9 @@ static void qmm_generic(float* y, int ldy, const float* x, int ldx, int T, const
 
 /* ---- products: driver ------------------------------------------------------------------- */
 
-/* f32 bytes of dequantized rows per thread in the prefill path (stays in L2). */
-#define DEQ_BUF_BYTES (256 * 1024)
+/* f32 bytes of dequantized rows per thread in the prefill path (stays in L2): the pool's
+ * per-thread scratch, so the product never allocates. */
+#define DEQ_BUF_BYTES PV_POOL_SCRATCH
 
 struct qmm_job {
 	float* y;
@@ -97,7 +98,8 @@ struct qmm_job {
 	int t_per_task;
 	int n_row_tasks;
 	int avx2;
-	float* buf;           /* prefill path: per-thread buffers, NULL otherwise */
+	struct pv_pool* pool; /* prefill path: per-thread buffers from the pool's scratch */
+	int buffered;
 	int64_t buf_rows;     /* rows per buffer                                  */
 };
 
@@ -118,11 +120,11 @@ static void qmm_task(void* ctx, int task, int thread)
 		return;
 	}
 #if PV_HAVE_QAVX2
-	if (!j->buf) {
+	if (!j->buffered) {
 		pv_qmm_avx2(W->type, y, j->ldy, x, j->ldx, nt, W->data, rb, W->cols, a, b);
 		return;
 	}
-	float* buf = j->buf + (size_t)thread * (size_t)j->buf_rows * (size_t)W->cols;
+	float* buf = pv_pool_scratch(j->pool, thread);
 	for (int64_t r = a; r < b; r += j->buf_rows) {
 		int64_t nr = b - r < j->buf_rows ? b - r : j->buf_rows;
 		const unsigned char* src = (const unsigned char*)W->data + (size_t)r * rb;
@@ -150,24 +152,20 @@ void pv_quant_matmul_rows(struct pv_pool* p, float* y, int ldy, const float* x, 
 
 	const int64_t rows = o1 - o0, n = W->cols;
 	const int threads = pv_pool_threads(p);
-	struct qmm_job j = { y, ldy, x, ldx, T, W, o0, o1, rows, T, 1, 0, NULL, 1 };
+	struct qmm_job j = { y, ldy, x, ldx, T, W, o0, o1, rows, T, 1, 0, p, 0, 1 };
 	j.avx2 = PV_HAVE_QAVX2 && !strcmp(pv_ops_isa(), "avx2+fma");
 
 	/* Prefill on AVX2: dequantize blocks of rows once per thread and reuse them for all T. */
 	int64_t align = 24; /* row multiple per task; the buffer height when buffering */
-	if (j.avx2 && T > 4 && n > 0) {
-		int64_t br = (int64_t)(DEQ_BUF_BYTES / 4) / n;
-		j.buf_rows = br < 1 ? 1 : br;
-		size_t per = (size_t)j.buf_rows * (size_t)n;
-		size_t total;
-		if (pv_mul_ok(per, (uint64_t)threads * 4u, (uint64_t*)&total)) j.buf = pv_aligned_alloc(total);
-		if (j.buf) align = j.buf_rows;
+	if (j.avx2 && T > 4 && n > 0 && p && (int64_t)(DEQ_BUF_BYTES / 4) / n >= 1) {
+		j.buf_rows = (int64_t)(DEQ_BUF_BYTES / 4) / n;
+		j.buffered = 1;
+		align = j.buf_rows;
 	}
 
 	uint64_t macs = (uint64_t)rows * (uint64_t)n * (uint64_t)T;
 	if (threads <= 1 || macs < MIN_PARALLEL_MACS) {
 		qmm_task(&j, 0, 0);
-		free(j.buf);
 		return;
 	}
 	struct pv_mm_split sp = pv_mm_split(rows, T, threads, align); /* ops.h */
@@ -175,7 +173,6 @@ void pv_quant_matmul_rows(struct pv_pool* p, float* y, int ldy, const float* x, 
 	j.t_per_task = sp.t_per_task;
 	j.n_row_tasks = sp.n_row_tasks;
 	pv_pool_run(p, qmm_task, &j, sp.n_tasks);
-	free(j.buf);
 }
 
 float pv_quant_dot(enum pv_dtype t, const void* w, const float* x, int64_t n)

@@ -1,8 +1,10 @@
 /*
- * cuda_backend.h: the CUDA backend as the C library sees it. This header is the only way C code
- * reaches src/cuda/ (CUDA C++ compiled by nvcc). Without CUDA (make CUDA=0, or no nvcc when the
- * library was built) src/cuda/stub.c provides these functions: pv_backend_cuda() returns NULL
- * and everything else fails with "built without CUDA".
+ * cuda/backend.h: the CUDA backend as the C side sees it. The library reaches it only through
+ * pv_backend_cuda() (api.c's registry) and the seam (engine/backend.h); the other calls here are
+ * the backend's own diagnostics and test hooks, for tests/cuda/ (programs use proven_dev.h).
+ * Without CUDA (make CUDA=0, or no nvcc when the library was built) src/cuda/stub.c provides
+ * these functions: pv_backend_cuda() returns NULL and everything else fails with "built without
+ * CUDA".
  *
  * What the backend does (src/cuda/README.md has the design and the exactness argument):
  *   - weights are uploaded once, in their stored types, when pv_model_params.backend is "cuda";
@@ -27,17 +29,18 @@ extern "C" {
 
 struct pv_backend;
 struct pv_model;
+struct pv_model_params;
 struct pv_session;
 struct pv_tensor;
 
 /* The backend table, or NULL when the library was built without CUDA. */
 const struct pv_backend* pv_backend_cuda(void);
 
-/* Uploads m's weights (verbose: a progress line and a summary on stderr) and makes the CUDA
+/* Uploads m's weights (params: progress callback, verbose summary through pv_log; may be NULL) and makes the CUDA
  * backend m's backend: sessions created afterwards run on the GPU. Fails without side effects
  * on m (other than a message) when there is no device, memory runs out or a weight type has no
  * CUDA kernel. pv_model_close frees the device copy through the backend's model_free. */
-int pv_cuda_model_init(struct pv_model* m, int verbose, char* err, size_t errlen);
+int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params, char* err, size_t errlen);
 
 /* The device. */
 struct pv_cuda_device {

@@ -19,10 +19,11 @@
 #include <stdio.h>
 
 extern "C" {
-#include "engine/backend.h"
-#include "cuda/backend.h"
-#include "engine/session.h"
+#include "base/log.h"
 #include "base/util.h"
+#include "cuda/backend.h"
+#include "engine/backend.h"
+#include "engine/session.h"
 }
 
 /* ---- checked calls ------------------------------------------------------------------------ */

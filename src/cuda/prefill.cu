@@ -54,7 +54,7 @@ struct pv_prefill {
 	size_t mem_bytes;
 	unsigned char* pinned;
 	void* blas;
-	int told;
+	char fallback[192];       /* why the path is off for this session ("" while it is on)      */
 	int prepared;             /* pv_prefill_prepare ran                                        */
 	int broken;               /* its set-up failed: the path is off for this session           */
 	/* scratch, R rows each */
@@ -1726,7 +1726,7 @@ int ffn_dense(struct ctx* k, const struct dlayer* L, int T)
 }
 
 /* Rows [c0, c0 + T) of the call, chunk ci. */
-int chunk(struct ctx* k, int ci, int c0, int T, int n, float* logits, int first_logit, int* have_id)
+int chunk(struct ctx* k, int ci, int c0, int T, const struct pv_step* sp, int* have_id)
 {
 	struct pv_prefill* p = k->p;
 	const struct pv_prefill_view* v = k->v;
@@ -1747,7 +1747,7 @@ int chunk(struct ctx* k, int ci, int c0, int T, int n, float* logits, int first_
 		if (norm(k, p->x, l ? p->delta : NULL, NULL, p->xb, L->attn_norm, T)) return -1;
 		if (c->layer_kind[l] == PV_LAYER_LINEAR) {
 			if (deltanet_layer(k, L, l, T)) return -1;
-		} else if (attention_layer(k, L, l, ci, k->s->len + c0, T)) {
+		} else if (attention_layer(k, L, l, ci, sp->pos0 + c0, T)) {
 			return -1;
 		}
 		const int moe = c->layer_moe[l];
@@ -1755,21 +1755,21 @@ int chunk(struct ctx* k, int ci, int c0, int T, int n, float* logits, int first_
 		if (norm(k, p->x, p->delta, moe ? p->xn : NULL, moe && !p->moe_gemm ? NULL : p->xb, L->ffn_norm, T)) return -1;
 		if (moe ? (p->moe_gemm ? moe_layer_gemm(k, L, T) : moe_layer(k, L, T)) : ffn_dense(k, L, T)) return -1;
 	}
-	/* LM rows of this chunk: [r0, c0 + T) */
-	if (!logits || first_logit >= c0 + T) return 0;
-	const int r0 = first_logit > c0 ? first_logit : c0;
+	/* LM rows of this chunk: [r0, c0 + T), from the first row any output wants */
+	const int n = sp->n, first = pv_step_lm_row0(sp);
+	if (first >= c0 + T) return 0;
+	const int r0 = first > c0 ? first : c0;
 	if (norm(k, p->x + (size_t)(r0 - c0) * H, p->delta + (size_t)(r0 - c0) * H, p->xn, NULL, dm->final_norm, c0 + T - r0)) return -1;
 	for (int g0 = r0; g0 < c0 + T; g0 += PV_CUDA_ROWS) {
 		const int rows = c0 + T - g0 < PV_CUDA_ROWS ? c0 + T - g0 : PV_CUDA_ROWS;
 		struct gemv_out o[1] = { { &dm->lm_head, v->logits, V, NULL } };
 		if (pv_cuda_gemv(st, o, 1, p->xn + (size_t)(g0 - r0) * H, NULL, H, PV_X_PLAIN, rows, &p->nl, err, errlen)) return -1;
-		CU(cudaMemcpyAsync(logits + (size_t)(g0 - first_logit) * V, v->logits, sizeof(float) * V * (size_t)rows, cudaMemcpyDeviceToHost,
-		                   st),
-		   err, errlen);
-		v->stats->memcpys++;
+		if (pv_cuda_argmax(st, v->logits, V, rows, v->ids, err, errlen)) return -1;
+		p->nl++;
+		if (pv_cuda_copy_outputs(sp, g0, rows, v->logits, v->ids, p->xn + (size_t)(g0 - r0) * H, V, H, st, &v->stats->memcpys, err,
+		                         errlen))
+			return -1;
 		if (g0 + rows == n) {
-			if (pv_cuda_argmax(st, v->logits, V, rows, v->ids, err, errlen)) return -1;
-			p->nl++;
 			CU(cudaMemcpyAsync(v->ids_host, v->ids + (rows - 1), sizeof(int), cudaMemcpyDeviceToHost, st), err, errlen);
 			v->stats->memcpys++;
 			*have_id = 1;
@@ -1787,19 +1787,20 @@ int pv_prefill_wanted(struct pv_prefill** pp, const struct pv_session* s, int n,
 	if (s->state_floats && !chunked) return 0; /* DeltaNet models: the session's rule (never a rollback replay) */
 	const char* why = NULL;
 	if (!pv_cublas_load(&why)) {
-		static int told;
-		if (!told) {
-			told = 1;
-			fprintf(stderr, "proven: cuda: no cuBLAS (%s): prompts use the 16-row GEMV path\n", why ? why : "?");
+		if (!p->fallback[0]) {
+			snprintf(p->fallback, sizeof p->fallback, "no cuBLAS (%s): prompts use the 16-row GEMV path", why ? why : "?");
+			pv_log(PV_LOG_WARN, "cuda: %s", p->fallback);
 		}
 		return 0;
 	}
 	return 1;
 }
 
-int pv_prefill_forward(struct pv_prefill** pp, struct pv_session* s, const struct pv_prefill_view* v, const int32_t* tokens,
-                       int n, float* logits, int first_logit, int* have_id, char* err, size_t errlen)
+int pv_prefill_forward(struct pv_prefill** pp, struct pv_session* s, const struct pv_prefill_view* v, const struct pv_step* sp,
+                       int* have_id, char* err, size_t errlen)
 {
+	const int32_t* tokens = sp->tokens;
+	const int n = sp->n;
 	struct pv_prefill* p = get(pp);
 	*have_id = 0;
 	if (ensure(p, s, v, err, errlen)) return -1;
@@ -1810,7 +1811,7 @@ int pv_prefill_forward(struct pv_prefill** pp, struct pv_session* s, const struc
 	/* the host buffers are free: the previous call ended with a synchronisation */
 	for (int i = 0; i < n; i++) p->tok_host[i] = tokens[i];
 	for (int i = 0; i < nch; i++) {
-		p->steps_host[i].pos0 = s->len + i * p->R;
+		p->steps_host[i].pos0 = sp->pos0 + i * p->R;
 		p->steps_host[i].n = n - i * p->R < p->R ? n - i * p->R : p->R;
 	}
 	CU(cudaEventRecord(p->ev0, v->st), err, errlen);
@@ -1821,7 +1822,7 @@ int pv_prefill_forward(struct pv_prefill** pp, struct pv_session* s, const struc
 	int rc = 0;
 	for (int ci = 0; ci < nch && !rc; ci++) {
 		const int c0 = ci * p->R;
-		rc = chunk(&k, ci, c0, p->steps_host[ci].n, n, logits, first_logit, have_id);
+		rc = chunk(&k, ci, c0, p->steps_host[ci].n, sp, have_id);
 	}
 	v->stats->direct_kernels += (uint64_t)p->nl;
 	v->stats->prefill_kernels += (uint64_t)p->nl;
@@ -1844,9 +1845,14 @@ void pv_prefill_prepare(struct pv_prefill** pp, struct pv_session* s, const stru
 	if (ensure(p, s, v, err, sizeof err)) {
 		p->broken = 1;
 		cudaGetLastError(); /* a failed allocation must not fail the session's later launches */
-		fprintf(stderr, "proven: cuda: prefill set-up failed (%s): prompts use the 16-row GEMV path\n", err);
+		snprintf(p->fallback, sizeof p->fallback, "prefill set-up failed (%.120s): prompts use the 16-row GEMV path", err);
+		pv_log(PV_LOG_WARN, "cuda: %s", p->fallback);
 	}
 }
+
+int pv_prefill_mode(const struct pv_prefill* p) { return !p || !p->on ? 0 : p->split ? 2 : 1; }
+
+const char* pv_prefill_fallback(const struct pv_prefill* p) { return p && p->fallback[0] ? p->fallback : NULL; }
 
 void pv_prefill_account(struct pv_prefill* p, struct pv_cuda_session_stats* st)
 {
@@ -1866,6 +1872,7 @@ void pv_prefill_set(struct pv_prefill** pp, int on, int chunk_rows)
 		p->chunk = want;
 		p->split = split;
 		p->prepared = p->broken = 0;
+		p->fallback[0] = 0;
 	}
 }
 

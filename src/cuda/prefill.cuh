@@ -53,16 +53,30 @@ struct pv_prefill_view {
 
 struct pv_prefill;
 
+/* The first row of a step any output wants (sp->n: none): the LM head runs from there. */
+static inline int pv_step_lm_row0(const struct pv_step* sp)
+{
+	int r0 = sp->n;
+	if (sp->logits && sp->logits_row0 < r0) r0 = sp->logits_row0;
+	if (sp->argmax && sp->argmax_row0 < r0) r0 = sp->argmax_row0;
+	if (sp->hidden && sp->hidden_row0 < r0) r0 = sp->hidden_row0;
+	return r0;
+}
+/* session.cu: copies back the outputs of step rows [g0, g0 + rows) whose LM rows are on the
+ * device (row g0 first): logits rows in d_logits, argmax ids in d_ids, final-norm rows in d_xn. */
+int pv_cuda_copy_outputs(const struct pv_step* sp, int g0, int rows, const float* d_logits, const int* d_ids, const float* d_xn,
+                         int V, int H, cudaStream_t st, uint64_t* memcpys, char* err, size_t errlen);
+
 /* 1 when this call should take the prefill path: prefill on for the session (PV_CUDA_PREFILL=0
  * or pv_cuda_set_prefill turn it off), cuBLAS loaded (else a one-time message and 0), n rows >=
  * s->chunk_min, and for models with DeltaNet layers only when `chunked` (session.c: never for
  * rollback replays). */
 int pv_prefill_wanted(struct pv_prefill** pp, const struct pv_session* s, int n, int chunked);
-/* The call: rows tokens[0..n) at positions s->len..; logits rows [first_logit, n) into logits
- * (host, ld = vocab) unless NULL; *have_id = 1 when ids_host[0] will hold the last row's argmax
- * after the caller's synchronisation. No host synchronisation inside. */
-int pv_prefill_forward(struct pv_prefill** pp, struct pv_session* s, const struct pv_prefill_view* v, const int32_t* tokens,
-                       int n, float* logits, int first_logit, int* have_id, char* err, size_t errlen);
+/* The step (engine/backend.h): rows sp->tokens at positions sp->pos0.., outputs as it asks;
+ * *have_id = 1 when ids_host[0] will hold the last row's argmax after the caller's
+ * synchronisation. No host synchronisation inside. */
+int pv_prefill_forward(struct pv_prefill** pp, struct pv_session* s, const struct pv_prefill_view* v, const struct pv_step* sp,
+                       int* have_id, char* err, size_t errlen);
 /* The one-time set-up (cuBLAS loaded, its handle, the scratch) when the session can take the
  * path (on, max_batch above 16 and >= chunk_min); done once, at the session's first call. A
  * failure (e.g. no memory) is reported once on stderr and turns the path off for the session. */
@@ -72,5 +86,8 @@ void pv_prefill_account(struct pv_prefill* p, struct pv_cuda_session_stats* st);
 /* on: 1/0; chunk: rows per chunk (0: the default) */
 void pv_prefill_set(struct pv_prefill** pp, int on, int chunk);
 void pv_prefill_free(struct pv_prefill* p);
+/* 0 off, 1 fast, 2 precise; and why the path is off for the session (NULL while it is on) */
+int pv_prefill_mode(const struct pv_prefill* p);
+const char* pv_prefill_fallback(const struct pv_prefill* p);
 
 #endif

@@ -85,7 +85,7 @@ struct dsession {
 	double pending_bytes;
 };
 
-struct dsession* DS(const struct pv_session* s) { return (struct dsession*)s->dev; }
+struct dsession* DS(const struct pv_session* s) { return (struct dsession*)s->be_state; }
 const struct dmodel* DM(const struct pv_session* s) { return (const struct dmodel*)s->m->dev; }
 
 /* Profiling only: a timing event after op group g (nl kernels launched so far in the step). */
@@ -504,100 +504,97 @@ void prefill_view(struct pv_session* s, struct pv_prefill_view* v)
 	v->stats = &d->stats;
 }
 
-int cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit, int chunked)
+void fail_outputs(const struct pv_session* s, const struct pv_step* sp)
 {
-	/* chunked: long calls may take the prefill path (prefill.cu); the 16-row steps run the
-	 * recurrent DeltaNet form (deltanet.cu) */
+	if (sp->logits)
+		for (size_t i = 0; i < (size_t)(sp->n - sp->logits_row0) * s->m->cfg.vocab; i++) sp->logits[i] = __builtin_nanf("");
+	if (sp->argmax)
+		for (int i = 0; i < sp->n - sp->argmax_row0; i++) sp->argmax[i] = -1;
+}
+
+int cuda_forward(struct pv_session* s, const struct pv_step* sp)
+{
+	/* off the exact path, long calls may take the prefill path (prefill.cu); the 16-row steps run
+	 * the recurrent DeltaNet form (deltanet.cu) */
 	struct dsession* d = DS(s);
-	const int V = s->m->cfg.vocab;
-	const size_t n_logit_floats = logits && first_logit < n ? (size_t)(n - first_logit) * V : 0;
+	const int n = sp->n;
+	const int32_t* tokens = sp->tokens;
 	char* err = s->err;
 	const size_t errlen = sizeof(s->err);
 	if (d->failed) {
-		fail(s, logits, n_logit_floats);
-		return -1;
+		fail_outputs(s, sp);
+		return PV_E_DEVICE;
 	}
-	{
-		/* the prefill path's one-time set-up (cuBLAS, its handle, scratch) on the session's first
-		 * call, so that it never lands inside a prompt; a failure only turns the path off */
-		struct pv_prefill_view v;
-		prefill_view(s, &v);
-		pv_prefill_prepare(&d->pre, s, &v);
-	}
+	if (sp->snap_row0 >= 0)
+		return pv_session_fail(s, PV_E_UNSUPPORTED, "CUDA backend: per-row snapshots are not implemented yet");
 	d->stats.forwards++;
 	d->stats.tokens += (uint64_t)n;
+	const int r0 = pv_step_lm_row0(sp);
+	int prefilled = 0, have_id = 0;
 	d->last_token = -1;
-	int have_id = 0, prefilled = 0;
 	cudaError_t e;
 #define STEP(call, what)                                         \
 	do {                                                     \
 		e = (call);                                      \
 		if (e != cudaSuccess) {                          \
 			pv_cuda_fail(err, errlen, what, e);      \
-			fail(s, logits, n_logit_floats);         \
-			return -1;                                  \
+			fail(s, NULL, 0);                        \
+			fail_outputs(s, sp);                     \
+			return PV_E_DEVICE;                      \
 		}                                                \
+	} while (0)
+#define FAIL()                                                   \
+	do {                                                     \
+		fail(s, NULL, 0);                                \
+		fail_outputs(s, sp);                             \
+		return PV_E_DEVICE;                              \
 	} while (0)
 
 	if (n == 1 && d->graphs_on) {
-		if (!d->gexec && capture(s, err, errlen)) {
-			fail(s, logits, n_logit_floats);
-			return -1;
-		}
-		d->gstep_host->pos0 = s->len;
+		/* the graph always runs the LM head and the argmax, and copies the id back */
+		if (!d->gexec && capture(s, err, errlen)) FAIL();
+		d->gstep_host->pos0 = sp->pos0;
 		d->gstep_host->n = 1;
 		d->gstep_host->tokens[0] = tokens[0];
 		STEP(cudaGraphLaunch(d->gexec, d->st), "cudaGraphLaunch");
 		d->stats.graph_launches++;
 		d->stats.graph_tokens++;
-		have_id = 1;
-		if (n_logit_floats) {
-			STEP(cudaMemcpyAsync(logits, d->logits, sizeof(float) * V, cudaMemcpyDeviceToHost, d->st), "logits copy");
-			d->stats.memcpys++;
-		}
-	} else if (pv_prefill_wanted(&d->pre, s, n, chunked)) {
+		struct pv_step o = *sp;
+		o.argmax = NULL; /* from ids_host after the sync */
+		if (r0 == 0 && pv_cuda_copy_outputs(&o, 0, 1, d->logits, d->ids, d->xn, s->m->cfg.vocab, s->m->cfg.hidden, d->st,
+		                                     &d->stats.memcpys, err, errlen))
+			FAIL();
+	} else if (!sp->exact && pv_prefill_wanted(&d->pre, s, n, 1)) {
 		/* Prompt hook: long calls (>= chunk_min_tokens rows) go to the prefill path: bf16
 		 * tensor-core GEMMs in chunks, results within tolerance of the 16-row steps (like the
 		 * CPU's chunked DeltaNet), no host synchronisation until the one below. */
 		struct pv_prefill_view v;
 		prefill_view(s, &v);
-		if (pv_prefill_forward(&d->pre, s, &v, tokens, n, logits, first_logit, &have_id, err, errlen)) {
-			fail(s, logits, n_logit_floats);
-			return -1;
-		}
+		if (pv_prefill_forward(&d->pre, s, &v, sp, &have_id, err, errlen)) FAIL();
 		prefilled = 1;
 	} else {
 		/* Steps of at most 16 rows. */
 		int slot = 0;
 		for (int c0 = 0; c0 < n; c0 += PV_CUDA_ROWS, slot++) {
 			const int rows = n - c0 < PV_CUDA_ROWS ? n - c0 : PV_CUDA_ROWS;
-			/* LM rows: those the caller asked for; a one-row call always (as the graph does) */
-			int lr0 = rows, lm = 0;
-			if (logits && first_logit < c0 + rows) lr0 = first_logit > c0 ? first_logit - c0 : 0;
-			if (n == 1) lr0 = 0;
-			lm = lr0 < rows;
+			/* LM rows of this step: from the first row an output wants */
+			const int lr0 = r0 > c0 ? (r0 - c0 < rows ? r0 - c0 : rows) : 0;
+			const int lm = lr0 < rows;
 			if (slot >= d->n_slots) {
 				pv_errf(err, errlen, "CUDA backend: %d rows exceed the session's step slots", n);
-				fail(s, logits, n_logit_floats);
-				return -1;
+				FAIL();
 			}
 			struct dstep* h = &d->step_host[slot];
-			h->pos0 = s->len + c0;
+			h->pos0 = sp->pos0 + c0;
 			h->n = rows;
 			for (int i = 0; i < rows; i++) h->tokens[i] = tokens[c0 + i];
 			STEP(cudaMemcpyAsync(d->step_dev, h, sizeof(*h), cudaMemcpyHostToDevice, d->st), "step copy");
 			d->stats.memcpys++;
-			if (enqueue_step(s, d->step_dev, rows, lm, lr0, err, errlen)) {
-				fail(s, logits, n_logit_floats);
-				return -1;
-			}
-			if (lm && logits && c0 + lr0 >= first_logit) {
-				STEP(cudaMemcpyAsync(logits + (size_t)(c0 + lr0 - first_logit) * V, d->logits, sizeof(float) * V * (size_t)(rows - lr0),
-				                     cudaMemcpyDeviceToHost, d->st),
-				     "logits copy");
-				d->stats.memcpys++;
-			}
-			if (lm && c0 + rows == n) {
+			if (enqueue_step(s, d->step_dev, rows, lm, lr0, err, errlen)) FAIL();
+			if (lm && pv_cuda_copy_outputs(sp, c0 + lr0, rows - lr0, d->logits, d->ids, d->xn, s->m->cfg.vocab, s->m->cfg.hidden,
+			                               d->st, &d->stats.memcpys, err, errlen))
+				FAIL();
+			if (lm && c0 + rows == n) { /* the last row's id, for pv_cuda_last_token */
 				STEP(cudaMemcpyAsync(d->ids_host, d->ids + (rows - lr0 - 1), sizeof(int), cudaMemcpyDeviceToHost, d->st), "id copy");
 				d->stats.memcpys++;
 				have_id = 1;
@@ -607,9 +604,14 @@ int cuda_forward(struct pv_session* s, const int32_t* tokens, int n, float* logi
 	STEP(cudaStreamSynchronize(d->st), "cudaStreamSynchronize");
 	d->stats.syncs++;
 	if (prefilled) pv_prefill_account(d->pre, &d->stats);
+	if (n == 1 && d->graphs_on) {
+		have_id = 1;
+		if (sp->argmax && sp->argmax_row0 == 0) sp->argmax[0] = d->ids_host[0];
+	}
 	if (have_id) d->last_token = d->ids_host[0];
 #undef STEP
-	return 0;
+#undef FAIL
+	return PV_OK;
 }
 
 /* ---- session memory ----------------------------------------------------------------------- */
@@ -640,7 +642,7 @@ void session_free(struct pv_session* s)
 	free(d->mark_kernels);
 	free(d->mark_bytes);
 	free(d);
-	s->dev = NULL;
+	s->be_state = NULL;
 }
 
 struct carve {
@@ -717,18 +719,12 @@ void layout(struct pv_session* s, struct carve* cv)
 	d->gstep_dev = take<struct dstep>(cv, 1);
 }
 
-int session_init(struct pv_session* s, char* err, size_t errlen)
+/* The session's dimensions (what layout() needs), from the config and the session parameters. */
+void dims(const struct pv_session* s, struct dsession* d)
 {
 	const struct pv_config* c = &s->m->cfg;
-	if (!s->m->dev) return pv_errf(err, errlen, "CUDA backend: the model's weights are not on the GPU");
-	if (pv_cuda_select_device(err, errlen)) return -1;
-	struct dsession* d = (struct dsession*)pv_xcalloc(1, sizeof(*d));
-	s->dev = d;
-	{
-		const char* g = getenv("PV_CUDA_GRAPHS"); /* 0: one-row calls use direct launches (diagnosis) */
-		d->graphs_on = !(g && !strcmp(g, "0"));
-	}
-	d->last_token = -1;
+	const char* g = getenv("PV_CUDA_GRAPHS"); /* 0: one-row calls use direct launches (diagnosis) */
+	d->graphs_on = !(g && !strcmp(g, "0"));
 	/* keys per attention split: a session constant (the layout of every row's sum depends on it) */
 	const char* as = getenv("PV_CUDA_ATT_SPLIT");
 	d->att_split = as && !strcmp(as, "64") ? 64 : as && !strcmp(as, "16") ? 16 : 32; /* 32: measured 214.5 vs 208.1 tok/s (8B bf16, H200) */
@@ -736,20 +732,33 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 	d->ldq = (c->attn_gate ? 2 : 1) * pv_cfg_q_dim(c);
 	d->ffn = c->intermediate > 0 ? c->intermediate : 1;
 	d->n_slots = (s->max_batch + PV_CUDA_ROWS - 1) / PV_CUDA_ROWS;
-	if (c->head_dim > 256 || c->rope_dim > c->head_dim || c->rope_dim < 2)
-		return pv_errf(err, errlen, "CUDA backend: head dim %d / rope dim %d not supported", c->head_dim, c->rope_dim);
-	if (pv_cuda_attention_check(c->n_heads, c->n_kv_heads, c->head_dim, d->n_split, err, errlen)) return -1;
 	d->kc = (float**)pv_xcalloc((size_t)c->n_layers, sizeof(float*));
 	d->vc = (float**)pv_xcalloc((size_t)c->n_layers, sizeof(float*));
 	d->lin_index = (int*)pv_xcalloc((size_t)c->n_layers, sizeof(int));
 	for (int l = 0, k = 0; l < c->n_layers; l++) d->lin_index[l] = c->layer_kind[l] == PV_LAYER_LINEAR ? k++ : -1;
 	d->state_floats = s->state_floats; /* session.c: the linear layers' S and conv states */
 	if (d->state_floats) {
+		const int wide = 2 * pv_cfg_key_dim(c) + 2 * pv_cfg_value_dim(c); /* Qwen3-Next's qkvz rows */
+		d->ld_raw = pv_cfg_conv_dim(c) > wide ? pv_cfg_conv_dim(c) : wide;
+	}
+}
+
+int session_init(struct pv_session* s, char* err, size_t errlen)
+{
+	const struct pv_config* c = &s->m->cfg;
+	if (!s->m->dev) return pv_errf(err, errlen, "CUDA backend: the model's weights are not on the GPU");
+	if (pv_cuda_select_device(err, errlen)) return -1;
+	struct dsession* d = (struct dsession*)pv_xcalloc(1, sizeof(*d));
+	s->be_state = d;
+	d->last_token = -1;
+	dims(s, d);
+	if (c->head_dim > 256 || c->rope_dim > c->head_dim || c->rope_dim < 2)
+		return pv_errf(err, errlen, "CUDA backend: head dim %d / rope dim %d not supported", c->head_dim, c->rope_dim);
+	if (pv_cuda_attention_check(c->n_heads, c->n_kv_heads, c->head_dim, d->n_split, err, errlen)) return -1;
+	if (d->state_floats) {
 		if (pv_cuda_delta_check(c->lin_k_dim, c->lin_v_dim, c->lin_k_heads, c->lin_v_heads, c->conv_kernel, err, errlen) ||
 		    pv_cuda_delta_init(err, errlen))
 			return -1;
-		const int wide = 2 * pv_cfg_key_dim(c) + 2 * pv_cfg_value_dim(c); /* Qwen3-Next's qkvz rows */
-		d->ld_raw = pv_cfg_conv_dim(c) > wide ? pv_cfg_conv_dim(c) : wide;
 	}
 
 	if (pv_cuda_gemv_tma_init(err, errlen)) return -1; /* before any graph capture */
@@ -780,44 +789,45 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 	d->gstep_host = d->step_host + d->n_slots;
 	d->ids_host = (int*)(d->gstep_host + 1);
 
-	/* rope tables: computed on the host exactly as the CPU backend does (cpu_backend.c) */
+	/* rope tables: the engine's (engine/rope.c), the CPU's bits; on the session's stream, after
+	 * the memset (a non-blocking stream does not wait for the legacy default stream) */
 	{
-		const int half = c->rope_dim / 2;
-		const size_t nt = (size_t)s->n_ctx * half;
-		float* tab = (float*)malloc(2 * nt * sizeof(float) + 1);
-		if (!tab) return pv_errf(err, errlen, "out of memory for the rope tables");
-		for (int i = 0; i < half; i++) {
-			float inv = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->rope_dim);
-			for (int pos = 0; pos < s->n_ctx; pos++) {
-				float ang = (float)pos * inv;
-				tab[(size_t)pos * half + i] = cosf(ang);
-				tab[nt + (size_t)pos * half + i] = sinf(ang);
-			}
-		}
-		/* on the session's stream, after the memset (a non-blocking stream does not wait for
-		 * the legacy default stream) */
-		e = cudaMemcpyAsync(d->cos, tab, nt * sizeof(float), cudaMemcpyHostToDevice, d->st);
-		if (e == cudaSuccess) e = cudaMemcpyAsync(d->sin, tab + nt, nt * sizeof(float), cudaMemcpyHostToDevice, d->st);
-		cudaError_t e2 = cudaStreamSynchronize(d->st);
-		if (e == cudaSuccess) e = e2;
-		free(tab);
-		if (e != cudaSuccess) return pv_cuda_fail(err, errlen, "rope tables", e);
+		const size_t nt = (size_t)s->n_ctx * (size_t)(c->rope_dim / 2);
+		CU(cudaMemcpyAsync(d->cos, s->rope_cos, nt * sizeof(float), cudaMemcpyHostToDevice, d->st), err, errlen);
+		CU(cudaMemcpyAsync(d->sin, s->rope_sin, nt * sizeof(float), cudaMemcpyHostToDevice, d->st), err, errlen);
 	}
 	CU(cudaStreamSynchronize(d->st), err, errlen);
 	d->stats.session_bytes = d->mem_bytes;
 	size_t fr = 0, tot = 0;
 	CU(cudaMemGetInfo(&fr, &tot), err, errlen);
 	d->stats.used_after_init = tot - fr;
+	/* what the first calls would otherwise set up (evaluation allocates nothing): the prefill
+	 * path's cuBLAS handle and scratch, and the one-row graph */
+	{
+		struct pv_prefill_view v;
+		prefill_view(s, &v);
+		pv_prefill_prepare(&d->pre, s, &v);
+	}
+	if (d->graphs_on && capture(s, err, errlen)) return -1;
+	CU(cudaMemGetInfo(&fr, &tot), err, errlen);
+	d->stats.used_after_init = tot - fr;
 	return 0;
+}
+
+int session_init_be(struct pv_session* s, const struct pv_session_params* p, char* err, size_t errlen)
+{
+	(void)p;
+	return session_init(s, err, errlen) ? PV_E_DEVICE : PV_OK;
 }
 
 /* The recurrent state (every linear layer's S and conv window) to / from checkpoint slot `slot`:
  * one device-to-device copy and a sync (session.c calls these only for models with DeltaNet
- * layers). backend.h gives them no error return: a failure marks the session failed. */
-void state_copy(struct pv_session* s, int slot, int save)
+ * layers). A failure marks the session failed. */
+int state_copy(struct pv_session* s, int slot, int save)
 {
 	struct dsession* d = DS(s);
-	if (d->failed || !d->state_floats) return;
+	if (d->failed) return PV_E_DEVICE;
+	if (!d->state_floats) return PV_OK;
 	float* ck = d->ckpt + (size_t)slot * d->state_floats;
 	const size_t bytes = d->state_floats * sizeof(float);
 	cudaError_t e = cudaMemcpyAsync(save ? ck : d->state, save ? d->state : ck, bytes, cudaMemcpyDeviceToDevice, d->st);
@@ -827,73 +837,225 @@ void state_copy(struct pv_session* s, int slot, int save)
 	if (e != cudaSuccess) {
 		pv_cuda_fail(s->err, sizeof(s->err), save ? "checkpoint save" : "checkpoint load", e);
 		fail(s, NULL, 0);
+		return PV_E_DEVICE;
 	}
+	return PV_OK;
 }
 
-void state_save(struct pv_session* s, int slot) { state_copy(s, slot, 1); }
-void state_load(struct pv_session* s, int slot) { state_copy(s, slot, 0); }
+int state_save(struct pv_session* s, int slot) { return state_copy(s, slot, 1); }
+int state_load(struct pv_session* s, int slot) { return state_copy(s, slot, 0); }
 
-void state_reset(struct pv_session* s)
+int snapshot_load(struct pv_session* s, int slot)
+{
+	(void)slot;
+	return pv_session_fail(s, PV_E_UNSUPPORTED, "CUDA backend: per-row snapshots are not implemented yet");
+}
+
+int state_reset(struct pv_session* s)
 {
 	struct dsession* d = DS(s);
-	if (d->failed || !d->state_floats) return;
+	if (d->failed) return PV_E_DEVICE;
+	if (!d->state_floats) return PV_OK;
 	cudaError_t e = cudaMemsetAsync(d->state, 0, d->state_floats * sizeof(float), d->st);
 	if (e == cudaSuccess) e = cudaStreamSynchronize(d->st);
 	d->stats.syncs++;
 	if (e != cudaSuccess) {
 		pv_cuda_fail(s->err, sizeof(s->err), "state reset", e);
 		fail(s, NULL, 0);
+		return PV_E_DEVICE;
 	}
+	return PV_OK;
 }
 
-int backend_model_init(struct pv_model* m, char* err, size_t errlen) { return pv_cuda_model_init(m, 0, err, errlen); }
+/* dst's KV rows [0, n) and its state from src's state at n: device-to-device copies on dst's
+ * stream after src's stream is idle (a session is used by one thread at a time, but two
+ * sessions may be on two threads: src is only read). */
+int copy_prefix(struct pv_session* dst, const struct pv_session* src, int n, int from, int index)
+{
+	struct dsession *d = DS(dst), *sd = DS(src);
+	const struct pv_config* c = &src->m->cfg;
+	const size_t kvb = sizeof(float) * (size_t)pv_cfg_kv_dim(c) * (size_t)n;
+	if (d->failed) return PV_E_DEVICE;
+	cudaError_t e = cudaStreamSynchronize(sd->st);
+	for (int l = 0; l < c->n_layers && e == cudaSuccess && n > 0; l++) {
+		if (!d->kc[l]) continue;
+		e = cudaMemcpyAsync(d->kc[l], sd->kc[l], kvb, cudaMemcpyDeviceToDevice, d->st);
+		if (e == cudaSuccess) e = cudaMemcpyAsync(d->vc[l], sd->vc[l], kvb, cudaMemcpyDeviceToDevice, d->st);
+		d->stats.memcpys += 2;
+	}
+	if (e == cudaSuccess && d->state_floats) {
+		if (from == PV_STATE_SNAPSHOT)
+			return pv_session_fail(dst, PV_E_UNSUPPORTED, "CUDA backend: per-row snapshots are not implemented yet");
+		const float* st = from == PV_STATE_CHECKPOINT ? sd->ckpt + (size_t)index * sd->state_floats : sd->state;
+		e = cudaMemcpyAsync(d->state, st, d->state_floats * sizeof(float), cudaMemcpyDeviceToDevice, d->st);
+		d->stats.memcpys++;
+	}
+	if (e == cudaSuccess) e = cudaStreamSynchronize(d->st);
+	d->stats.syncs++;
+	if (e != cudaSuccess) {
+		pv_cuda_fail(dst->err, sizeof(dst->err), "prefix copy", e);
+		fail(dst, NULL, 0);
+		return PV_E_DEVICE;
+	}
+	return PV_OK;
+}
 
-const struct pv_backend cuda_backend = {
-	"cuda",
-	backend_model_init,
-	pv_cuda_model_free,
-	session_init,
-	session_free,
-	cuda_forward,
-	state_save,
-	state_load,
-	state_reset,
-};
+void stats(const struct pv_session* s, struct pv_session_stats* st)
+{
+	const struct dsession* d = DS(s);
+	const struct pv_cuda_session_stats* c = &d->stats;
+	st->graph_launches = c->graph_launches;
+	st->kernels = c->direct_kernels + c->graph_launches * c->graph_kernels;
+	st->syncs = c->syncs;
+	st->memcpys = c->memcpys;
+	st->device_bytes = c->session_bytes;
+	st->device_used = c->used_after_init;
+	st->fast_ms = c->prefill_gpu_ms;
+	st->fast_kernels = c->prefill_kernels;
+	st->fast_gemms = c->prefill_gemms;
+	if (st->path_last && !strcmp(st->path_last, "fast") && pv_prefill_mode(d->pre) == 2) st->path_last = "precise";
+	st->fallback = pv_prefill_fallback(d->pre);
+}
+
+/* Device bytes of a session with these parameters: layout() over a session that is never made. */
+uint64_t session_bytes(const struct pv_model* m, const struct pv_session_params* p)
+{
+	struct pv_session s;
+	struct dsession d;
+	memset(&s, 0, sizeof s);
+	memset(&d, 0, sizeof d);
+	s.m = m;
+	s.n_ctx = p->n_ctx;
+	s.max_batch = p->max_batch;
+	s.n_ckpt_slots = p->n_checkpoints;
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		if (m->cfg.layer_kind[l] == PV_LAYER_LINEAR) s.state_floats += pv_state_floats_per_layer(&m->cfg);
+	s.be_state = &d;
+	dims(&s, &d);
+	struct carve cv = { 0, NULL };
+	layout(&s, &cv);
+	free(d.kc);
+	free(d.vc);
+	free(d.lin_index);
+	return cv.off;
+}
+
+int backend_model_init(struct pv_model* m, const struct pv_model_params* p, char* err, size_t errlen)
+{
+	return pv_cuda_model_init(m, p, err, errlen) ? PV_E_DEVICE : PV_OK;
+}
+
+int model_knobs(const struct pv_model* m, const struct pv_knob** out)
+{
+	(void)m;
+	*out = NULL;
+	return 0;
+}
+
+int model_device_stats(const struct pv_model* m, struct pv_model_device_stats* st)
+{
+	struct pv_cuda_model_stats c;
+	if (pv_cuda_model_stats(m, &c)) return PV_E_UNSUPPORTED;
+	st->weight_bytes = c.weight_bytes;
+	st->bytes_per_token = c.bytes_per_token;
+	st->used_before = c.used_before;
+	st->used_after = c.used_after;
+	st->upload_s = c.upload_s;
+	return PV_OK;
+}
+
+int device_info(struct pv_device_info* o, char* err, size_t errlen)
+{
+	struct pv_cuda_device d;
+	if (pv_cuda_device_info(&d, err, errlen)) return PV_E_DEVICE;
+	snprintf(o->name, sizeof o->name, "%s", d.name);
+	o->cc_major = d.cc_major;
+	o->cc_minor = d.cc_minor;
+	o->sm_count = d.sm_count;
+	o->driver_version = d.driver_version;
+	o->runtime_version = d.runtime_version;
+	o->compiler_major = d.nvcc_major;
+	o->compiler_minor = d.nvcc_minor;
+	o->sm_clock_mhz = d.sm_clock_mhz;
+	o->mem_clock_mhz = d.mem_clock_mhz;
+	o->bus_width = d.bus_width;
+	o->l2_bytes = d.l2_bytes;
+	o->mem_total = d.mem_total;
+	o->mem_free = d.mem_free;
+	return PV_OK;
+}
+
+int membw(size_t bytes, int reps, double* gb_s, char* err, size_t errlen)
+{
+	return pv_cuda_membw(bytes, reps, gb_s, err, errlen) ? PV_E_DEVICE : PV_OK;
+}
 
 } // namespace
 
-extern "C" const struct pv_backend* pv_backend_cuda(void) { return &cuda_backend; }
+int pv_cuda_copy_outputs(const struct pv_step* sp, int g0, int rows, const float* d_logits, const int* d_ids, const float* d_xn,
+                         int V, int H, cudaStream_t st, uint64_t* memcpys, char* err, size_t errlen)
+{
+	const int g1 = g0 + rows;
+	if (sp->logits && g1 > sp->logits_row0) {
+		const int a = g0 > sp->logits_row0 ? g0 : sp->logits_row0;
+		CU(cudaMemcpyAsync(sp->logits + (size_t)(a - sp->logits_row0) * V, d_logits + (size_t)(a - g0) * V,
+		                   sizeof(float) * V * (size_t)(g1 - a), cudaMemcpyDeviceToHost, st),
+		   err, errlen);
+		++*memcpys;
+	}
+	if (sp->argmax && g1 > sp->argmax_row0) {
+		const int a = g0 > sp->argmax_row0 ? g0 : sp->argmax_row0;
+		CU(cudaMemcpyAsync(sp->argmax + (a - sp->argmax_row0), d_ids + (a - g0), sizeof(int) * (size_t)(g1 - a),
+		                   cudaMemcpyDeviceToHost, st),
+		   err, errlen);
+		++*memcpys;
+	}
+	if (sp->hidden && g1 > sp->hidden_row0) {
+		const int a = g0 > sp->hidden_row0 ? g0 : sp->hidden_row0;
+		CU(cudaMemcpyAsync(sp->hidden + (size_t)(a - sp->hidden_row0) * H, d_xn + (size_t)(a - g0) * H,
+		                   sizeof(float) * H * (size_t)(g1 - a), cudaMemcpyDeviceToHost, st),
+		   err, errlen);
+		++*memcpys;
+	}
+	return 0;
+}
+
+const struct pv_backend* cuda_table(void);
+extern "C" const struct pv_backend* pv_backend_cuda(void) { return cuda_table(); }
 
 int pv_cuda_session_stats(const struct pv_session* s, struct pv_cuda_session_stats* st)
 {
-	if (!s || s->be != &cuda_backend || !s->dev) return -1;
+	if (!s || s->be != pv_backend_cuda() || !s->be_state) return -1;
 	*st = DS(s)->stats;
 	return 0;
 }
 
 const char* pv_cuda_session_error(const struct pv_session* s)
 {
-	if (!s || s->be != &cuda_backend || !s->dev) return "not a CUDA session";
+	if (!s || s->be != pv_backend_cuda() || !s->be_state) return "not a CUDA session";
 	return DS(s)->failed ? s->err : NULL;
 }
 
 int pv_cuda_last_token(const struct pv_session* s)
 {
-	if (!s || s->be != &cuda_backend || !s->dev) return -1;
+	if (!s || s->be != pv_backend_cuda() || !s->be_state) return -1;
 	return DS(s)->last_token;
 }
 
 void pv_cuda_set_graphs(struct pv_session* s, int on)
 {
-	if (s && s->be == &cuda_backend && s->dev) DS(s)->graphs_on = on != 0;
+	if (s && s->be == pv_backend_cuda() && s->be_state) DS(s)->graphs_on = on != 0;
 }
 
 void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk)
 {
-	if (!s || s->be != &cuda_backend || !s->dev) return;
+	if (!s || s->be != pv_backend_cuda() || !s->be_state) return;
 	struct dsession* d = DS(s);
 	if (d->st) cudaStreamSynchronize(d->st); /* a chunk change frees the prefill scratch */
 	pv_prefill_set(&d->pre, on, chunk);
+	struct pv_prefill_view v; /* set up again now, not at the next call */
+	prefill_view(s, &v);
+	pv_prefill_prepare(&d->pre, s, &v);
 }
 
 int pv_cuda_prefill_available(void) { return pv_cublas_load(NULL); }
@@ -903,7 +1065,7 @@ int pv_cuda_prefill_available(void) { return pv_cublas_load(NULL); }
 int pv_cuda_profile(struct pv_session* s, int32_t token, int reps, struct pv_cuda_profile* out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!s || s->be != &cuda_backend || !s->dev || reps < 1) return -1;
+	if (!s || s->be != pv_backend_cuda() || !s->be_state || reps < 1) return -1;
 	struct dsession* d = DS(s);
 	char* err = s->err;
 	const size_t errlen = sizeof(s->err);
@@ -1044,3 +1206,48 @@ done:
 	if (dy) cudaFree(dy);
 	return rc;
 }
+
+/* ---- the backend table ------------------------------------------------------------------------ */
+
+namespace {
+
+int profile(struct pv_session* s, int32_t token, int reps, struct pv_profile* out)
+{
+	struct pv_cuda_profile p;
+	if (pv_cuda_profile(s, token, reps, &p)) return s->failed ? PV_E_DEVICE : PV_E_INVALID;
+	memset(out, 0, sizeof(*out));
+	out->n = p.n < PV_PROFILE_GROUPS ? p.n : PV_PROFILE_GROUPS;
+	for (int i = 0; i < out->n; i++) {
+		out->name[i] = p.name[i];
+		out->us[i] = p.us[i];
+		out->kernels[i] = p.kernels[i];
+		out->bytes[i] = p.bytes[i];
+	}
+	out->total_us = p.total_us;
+	return PV_OK;
+}
+
+const struct pv_backend cuda_backend = {
+	"cuda",
+	backend_model_init,
+	pv_cuda_model_free,
+	model_knobs,
+	model_device_stats,
+	session_bytes,
+	session_init_be,
+	session_free,
+	cuda_forward,
+	state_save,
+	state_load,
+	snapshot_load,
+	state_reset,
+	copy_prefix,
+	stats,
+	profile,
+	device_info,
+	membw,
+};
+
+} // namespace
+
+const struct pv_backend* cuda_table(void) { return &cuda_backend; }

@@ -11,9 +11,9 @@
 
 const struct pv_backend* pv_backend_cuda(void) { return NULL; }
 
-int pv_cuda_model_init(struct pv_model* m, int verbose, char* err, size_t errlen)
+int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params, char* err, size_t errlen)
 {
-	(void)m, (void)verbose;
+	(void)m, (void)params;
 	return pv_errf(err, errlen, NO_CUDA);
 }
 

@@ -146,7 +146,8 @@ struct pv_stager {
 	int used[2];
 	int cur;
 	/* progress */
-	int verbose;
+	void (*progress)(void* user, double fraction); /* pv_model_params.progress, or NULL */
+	void* progress_user;
 	uint64_t done, total;
 	int last_pct;
 	double t0;
@@ -180,14 +181,11 @@ void pv_stager_free(struct pv_stager* sg)
 
 static void progress(struct pv_stager* sg, int final)
 {
-	if (!sg->verbose || !sg->total) return;
+	if (!sg->progress || !sg->total) return;
 	int pct = (int)(100.0 * (double)sg->done / (double)sg->total);
 	if (pct == sg->last_pct && !final) return;
 	sg->last_pct = pct;
-	fprintf(stderr, "\rproven: cuda: uploading weights %3d%% (%.2f of %.2f GiB)", pct, sg->done / 1073741824.0,
-	        sg->total / 1073741824.0);
-	if (final) fprintf(stderr, "\n");
-	fflush(stderr);
+	sg->progress(sg->progress_user, pct / 100.0);
 }
 
 int pv_stager_upload_mat(struct pv_stager* sg, const struct pv_tensor* t, const struct dmat* d, int64_t row0, char* err,
@@ -325,7 +323,7 @@ static void model_free(struct pv_model* m)
 
 void pv_cuda_model_free(struct pv_model* m) { model_free(m); }
 
-int pv_cuda_model_init(struct pv_model* m, int verbose, char* err, size_t errlen)
+int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params, char* err, size_t errlen)
 {
 	const struct pv_config* c = &m->cfg;
 	if (m->dev) return pv_errf(err, errlen, "CUDA backend: the model is already on a device");
@@ -435,7 +433,8 @@ int pv_cuda_model_init(struct pv_model* m, int verbose, char* err, size_t errlen
 		goto fail;
 	}
 	if (pv_stager_new(&sg, st, dm->arena_bytes, err, errlen)) goto fail;
-	sg->verbose = verbose;
+	sg->progress = params ? params->progress : NULL;
+	sg->progress_user = params ? params->progress_user : NULL;
 	sg->total = dm->arena_bytes;
 	for (int i = 0; i < pl.n; i++) {
 		struct item* it = &pl.it[i];
@@ -451,8 +450,8 @@ int pv_cuda_model_init(struct pv_model* m, int verbose, char* err, size_t errlen
 	if (pv_stager_finish(sg, err, errlen)) goto fail;
 	dm->st.upload_s = now_s() - t0;
 	if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) dm->st.used_after = tot - fr;
-	if (verbose)
-		fprintf(stderr, "proven: cuda: %.2f GiB of weights in %.2f s (%.2f GB/s); GPU memory in use %.2f GiB (was %.2f)\n",
+	if (params && params->verbose)
+		pv_log(PV_LOG_INFO, "cuda: %.2f GiB of weights in %.2f s (%.2f GB/s); GPU memory in use %.2f GiB (was %.2f)",
 		        dm->arena_bytes / 1073741824.0, dm->st.upload_s, dm->arena_bytes / dm->st.upload_s / 1e9,
 		        dm->st.used_after / 1073741824.0, dm->st.used_before / 1073741824.0);
 	m->dev = dm;

@@ -1,26 +1,17 @@
 /*
- * session.h: the per-sequence state behind pv_session, and the CPU forward entry points.
- * Everything here is allocated once in pv_session_new; the forward pass allocates nothing.
+ * session.h: the backend-neutral state behind pv_session. What a backend keeps (KV cache,
+ * recurrent states, scratch) is in s->be_state, a struct of that backend's own (cpu/state.h,
+ * cuda/session.cuh); the engine never looks inside it.
  */
 #ifndef PV_SESSION_H
 #define PV_SESSION_H
 
 #include "model/model.h"
-#include "cpu/ops.h"
-
-#include <math.h>
-
-#define PV_DELTA_CHUNK 64 /* chunk length C of the chunked DeltaNet form (HF and llama.cpp use 64) */
+#include "proven_dev.h"
 
 struct pv_checkpoint {
 	int len;     /* session length when taken                                         */
 	int slot;    /* backend storage slot holding the state                            */
-};
-
-/* Per-thread scratch for attention scores and the chunked DeltaNet solve. */
-struct pv_thread_scratch {
-	float* scores; /* [n_ctx]                                                          */
-	float* chunk;  /* chunked DeltaNet work area (see deltanet.c)                       */
 };
 
 struct pv_backend;
@@ -28,69 +19,39 @@ struct pv_backend;
 struct pv_session {
 	const struct pv_model* m;
 	const struct pv_backend* be;
-	void* dev;       /* backend-private state (device buffers)                         */
-	struct pv_pool* pool;
-	int n_threads;
+	void* be_state;      /* backend-private                                             */
+	struct pv_pool* pool;/* CPU work (shared, or owned when own_pool)                   */
+	int own_pool;
+	int n_threads;       /* threads of pool                                             */
 	int n_ctx;
-	int max_batch;   /* B: rows per internal step                                      */
-	int chunk_min;   /* calls of at least this many tokens use chunked DeltaNet         */
-	int len;         /* tokens seen                                                     */
-	int32_t* tokens; /* [n_ctx] history                                                 */
-
-	/* attention KV cache, per layer (NULL for linear layers): [n_ctx, nkv*hd] f32 */
-	float** k_cache;
-	float** v_cache;
-	/* DeltaNet state, per layer (NULL for attention layers) */
-	float** ssm;  /* [Hv, dk, dv] f32, S[i][j] with dv contiguous (HF layout)           */
-	float** conv; /* [Kc-1, conv_dim] pre-conv inputs, oldest first                    */
-	size_t state_floats; /* floats in one checkpoint                                    */
+	int max_batch;       /* B: rows per backend step                                    */
+	int chunk_min;       /* calls of at least this many rows may take the fast path     */
+	int len;             /* tokens seen                                                 */
+	int32_t* tokens;     /* [n_ctx] history                                             */
+	size_t state_floats; /* floats of the recurrent state (all linear layers), 0: none  */
 
 	struct pv_checkpoint* ckpt; /* oldest first                                        */
 	int n_ckpt_slots, n_ckpt;
-	float** ckpt_buf; /* CPU backend: [n_ckpt_slots] slot storage, each linear layer's S then conv */
+	/* the last PV_EVAL_SNAPSHOT call: the state after history position snap_base + r (length
+	 * snap_base + r + 1) is in snapshot slot r, for r < snap_n */
+	int n_snapshots, snap_base, snap_n;
 
-	/* RoPE tables [n_ctx, R/2] */
+	/* RoPE tables [n_ctx, R/2] (engine/rope.c), computed once per session, shared by backends */
 	float *rope_cos, *rope_sin;
 
-	/* scratch, B rows each */
-	float *x, *xn, *tmp, *mo; /* [B, H]: residual, normed, layer output, expert output  */
-	float *q, *o, *ag;        /* [B, nh*hd] query, [B, max(nh*hd, Hv*dv)] mixer output, [B, nh*hd] gate */
-	float *mix, *mix2, *z;    /* [B, max(conv_dim, 2kd+2vd, 2*nh*hd)], [B, conv_dim], [B, vd] */
-	float *ab;                /* [B, 2*Hv]                                             */
-	float *lb, *lg;           /* [B, Hv] beta and log-decay g                          */
-	float *ff_g, *ff_u;       /* [B, max(I, Ie, Is)]                                   */
-	float *router;            /* [B, E]                                                */
-	int* top_idx;             /* [B, k]                                                */
-	float* top_w;             /* [B, k]                                                */
-	int* exp_rows;            /* [B] rows routed to the current expert                 */
-	int* exp_slot;            /* [B] their slot index t*k + j                          */
-	float *gx, *eo;           /* [B, H] gathered rows; [B*k, H] per-slot expert outputs */
-	float* mtp_in;            /* reserved for the MTP drafter                          */
-	struct pv_thread_scratch* ts; /* n_threads                                         */
-
+	struct pv_session_stats stats;
+	int failed;          /* a device failure: every later call fails                   */
 	char err[256];
 };
 
-/* forward.c: evaluates rows tokens[0..n) at positions s->len.. (n <= max_batch), writing
- * logits rows into `logits` (ld = vocab) for rows [first_logit, n), or none if NULL.
- * Appends K/V and advances the recurrent state; does not change s->len. */
-void pv_forward(struct pv_session* s, const int32_t* tokens, int n, float* logits, int first_logit,
-                int chunked);
+/* engine/rope.c: cos/sin of pos * theta^(-2i/R) for pos < n_ctx, i < R/2, in f32 as
+ * transformers computes them ([n_ctx, R/2] each). -1 when out of memory. */
+int pv_rope_tables(const struct pv_config* c, int n_ctx, float** cos_out, float** sin_out);
 
-/* deltanet.c: one Gated DeltaNet layer over n rows: xn [n, H] -> out [n, H]. */
-void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* out, int n, int chunked);
-size_t pv_deltanet_chunk_floats(const struct pv_config* c);
-/* session.c: widths of the per-row scratch buffers */
-struct pv_widths {
-	size_t mix, ffn, o;
-};
-struct pv_widths pv_scratch_widths(const struct pv_config* c);
-/* session.c: floats of one linear layer's recurrent state (S, then the conv window) */
+/* Sets s->err from a status and message and returns the status (session.c's error helper). */
+int pv_session_fail(struct pv_session* s, int status, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* floats of one linear layer's recurrent state (S, then the conv window) */
 size_t pv_state_floats_per_layer(const struct pv_config* c);
-
-/* small shared helpers (forward.c) */
-void pv_rmsnorm(float* y, const float* x, const float* w, int n, float eps);
-static inline float pv_silu(float x) { return x / (1.0f + expf(-x)); }
-static inline float pv_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 #endif

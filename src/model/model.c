@@ -1,4 +1,7 @@
-/* model.c: pv_model_open / close / get_info: config.json, then the safetensors, then the summary. */
+/*
+ * model.c: loading a model (an HF directory: config.json, the safetensors, the text side; or a
+ * GGUF file), its summary, prefaulting and the weights' digest. Attaching a backend is api.c's.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,10 +9,11 @@
 #include <unistd.h>
 #include <errno.h>
 #include <sys/stat.h>
+#include <pthread.h>
 
-#include "engine/backend.h"
+#include "base/log.h"
+#include "base/sha256.h"
 #include "model/config.h"
-#include "cuda/backend.h"
 #include "model/gguf_load.h"
 #include "model/hf_load.h"
 #include "model/model.h"
@@ -72,61 +76,48 @@ static const char* fmt_bytes(char* buf, size_t n, double v)
 	return buf;
 }
 
-static void print_summary(const struct pv_model* m, const struct pv_load_stats* st, double secs)
+static void log_summary(const struct pv_model* m, const struct pv_load_stats* st, double secs)
 {
 	const struct pv_model_info* in = &m->info;
 	char params[32], mtp[32], bytes[32];
-
-	fprintf(stderr,
-	        "proven: %s: %s, %d layers (%d attention, %d linear)%s, %s params (%s MTP), %s %s in %d shard%s, "
-	        "%.2f s\n",
-	        m->path, in->arch_name, in->n_layers, in->n_attn_layers, in->n_linear_layers,
-	        in->n_mtp_layers ? " + 1 MTP" : "", fmt_count(params, sizeof params, (double)in->n_params),
-	        fmt_count(mtp, sizeof mtp, (double)in->n_params_mtp),
-	        fmt_bytes(bytes, sizeof bytes, (double)in->weight_bytes), in->dtype, st->n_shards,
-	        st->n_shards == 1 ? "" : "s", secs);
+	pv_log(PV_LOG_INFO, "%s: %s, %d layers (%d attention, %d linear)%s, %s params (%s MTP), %s %s in %d shard%s, %.2f s",
+	       m->path, in->arch_name, in->n_layers, in->n_attn_layers, in->n_linear_layers, in->n_mtp_layers ? " + 1 MTP" : "",
+	       fmt_count(params, sizeof params, (double)in->n_params), fmt_count(mtp, sizeof mtp, (double)in->n_params_mtp),
+	       fmt_bytes(bytes, sizeof bytes, (double)in->weight_bytes), in->dtype, st->n_shards, st->n_shards == 1 ? "" : "s",
+	       secs);
 }
 
-/* params->backend: the CPU (NULL, "cpu") or "cuda" (weights uploaded now). */
-static int attach_backend(struct pv_model* m, const struct pv_model_params* params, char* err, size_t errlen)
+/* The memory maps of the weight files, in order (GGUF: one; HF: the shards). */
+static int mappings(const struct pv_model* m, const void** maps, size_t* lens, int max)
 {
-	const char* b = params ? params->backend : NULL;
-	if (!b || !strcmp(b, "cpu")) return 0;
-	if (strcmp(b, "cuda")) return pv_errf(err, errlen, "unknown backend \"%s\" (cpu or cuda)", b);
-	if (!pv_backend_cuda())
-		return pv_errf(err, errlen, "backend cuda: this build of proven has no CUDA backend (rebuild with nvcc on PATH)");
-	return pv_cuda_model_init(m, params->verbose, err, errlen);
-}
-
-/* Reads every page of the mappings once, so the weights are in memory before the first token
- * (a cold file would otherwise be paged in by the first forward pass), drawing a progress bar
- * on stderr. */
-static void prefault(const struct pv_model* m)
-{
-	const void* maps[64];
-	size_t lens[64], total = 0, done = 0;
 	int n = 0;
 	if (m->gguf) n = pv_gguf_model_mapping(m->gguf, &maps[0], &lens[0]);
 	else
-		while (n < 64 && pv_hf_mapping(m->files, n, &maps[n], &lens[n])) n++;
+		while (n < max && pv_hf_mapping(m->files, n, &maps[n], &lens[n])) n++;
+	return n;
+}
+
+/* Reads every page of the mappings once, so the weights are in memory before the first token
+ * (a cold file would otherwise be paged in by the first forward pass). */
+static void prefault(const struct pv_model* m, const struct pv_model_params* p)
+{
+	const void* maps[64];
+	size_t lens[64], total = 0, done = 0;
+	int n = mappings(m, maps, lens, 64);
 	for (int i = 0; i < n; i++) total += lens[i];
-	int tty = isatty(STDERR_FILENO), last = -1;
 	volatile unsigned char sink = 0;
+	int last = -1;
 	for (int i = 0; i < n; i++) {
-		const unsigned char* p = maps[i];
+		const unsigned char* q = maps[i];
 		for (size_t off = 0; off < lens[i]; off += 4096) {
-			sink ^= p[off];
+			sink ^= q[off];
 			done += lens[i] - off < 4096 ? lens[i] - off : 4096;
 			int pct = total ? (int)(done * 100 / total) : 100;
-			if (tty && pct != last) {
-				last = pct;
-				fprintf(stderr, "\rproven: loading [%-40.*s] %3d%% %.0f/%.0f MiB", pct * 40 / 100,
-				        "########################################", pct, done / 1048576.0, total / 1048576.0);
-			}
+			if (p->progress && pct != last) p->progress(p->progress_user, pct / 100.0);
+			last = pct;
 		}
 	}
 	(void)sink;
-	if (tty) fprintf(stderr, "\n");
 }
 
 /* An HF directory: config.json, the safetensors, the text side. */
@@ -138,61 +129,63 @@ static int load_hf(struct pv_model* m, const char* path, int verbose, struct pv_
 	int rc = pv_config_parse(&m->cfg, cfg_path, err, errlen);
 	free(cfg_path);
 	if (rc) return rc;
-	if (verbose)
-		fprintf(stderr, "proven: %s: %s config, %d layers, mapping weights\n", path, pv_arch_name(m->cfg.arch),
-		        m->cfg.n_layers);
+	if (verbose) pv_log(PV_LOG_INFO, "%s: %s config, %d layers, mapping weights", path, pv_arch_name(m->cfg.arch), m->cfg.n_layers);
 	if (pv_hf_open(&m->files, path, err, errlen) || pv_hf_bind(m->files, &m->cfg, &m->w, st, err, errlen)) return -1;
 	return pv_model_text_hf(m, path, err, errlen);
 }
 
-int pv_model_open(pv_model** out, const char* path, const struct pv_model_params* params, char* err,
-                  size_t errlen)
+int pv_model_load(struct pv_model* m, const char* path, const struct pv_model_params* p, char* err, size_t errlen)
 {
 	struct pv_load_stats st;
-	int verbose = params && params->verbose;
-	double t0 = now_s();
-
-	*out = NULL;
-	struct pv_model* m = pv_xcalloc(1, sizeof *m);
+	const int verbose = p->verbose;
+	const double t0 = now_s();
 	m->path = pv_xstrdup(path);
 	struct stat sb;
 	int rc;
-	if (stat(path, &sb)) {
-		rc = pv_errf(err, errlen, "%s: %s", path, strerror(errno));
-	} else if (S_ISREG(sb.st_mode)) {
+	if (stat(path, &sb)) return pv_errf(err, errlen, "%s: %s", path, strerror(errno)), PV_E_IO;
+	if (S_ISREG(sb.st_mode)) {
 		/* a single file: GGUF */
-		if (verbose) fprintf(stderr, "proven: %s: mapping GGUF\n", path);
+		if (verbose) pv_log(PV_LOG_INFO, "%s: mapping GGUF", path);
 		rc = pv_gguf_model_load(m, path, &st, err, errlen);
 	} else {
 		rc = load_hf(m, path, verbose, &st, err, errlen);
 	}
-	if (!rc) {
-		fill_info(m, &st);
-		if (verbose) {
-			prefault(m);
-			print_summary(m, &st, now_s() - t0);
-		}
-		rc = attach_backend(m, params, err, errlen);
-	}
-	if (rc) {
-		pv_model_close(m);
-		return -1;
-	}
-	*out = m;
-	return 0;
+	if (rc) return PV_E_FORMAT;
+	fill_info(m, &st);
+	if (p->prefault) prefault(m, p);
+	if (verbose) log_summary(m, &st, now_s() - t0);
+	return PV_OK;
 }
 
-void pv_model_close(pv_model* m)
+void pv_model_unload(struct pv_model* m)
 {
-	if (!m) return;
-	if (m->backend && m->backend->model_free) m->backend->model_free(m); /* device weights */
 	pv_hf_close(m->files); /* unmaps the shards and frees every array bound into m->w */
 	pv_gguf_model_free(m->gguf);
 	pv_model_text_free(m);
 	pv_config_free(&m->cfg);
 	free(m->layer_pattern);
 	free(m->path);
-	free(m);
+	pthread_mutex_destroy(&m->digest_lock);
+}
+
+int pv_model_digest(const pv_model* cm, char hex[65])
+{
+	struct pv_model* m = (struct pv_model*)cm; /* the cache is the only mutable part */
+	pthread_mutex_lock(&m->digest_lock);
+	if (!m->digest[0]) {
+		const void* maps[64];
+		size_t lens[64];
+		int n = mappings(m, maps, lens, 64);
+		struct pv_sha256 h;
+		pv_sha256_init(&h);
+		for (int i = 0; i < n; i++) pv_sha256_update(&h, maps[i], lens[i]);
+		unsigned char d[32];
+		pv_sha256_final(&h, d);
+		for (int i = 0; i < 32; i++) snprintf(m->digest + 2 * i, 3, "%02x", d[i]);
+	}
+	memcpy(hex, m->digest, 65);
+	pthread_mutex_unlock(&m->digest_lock);
+	return PV_OK;
 }
 
 const struct pv_model_info* pv_model_get_info(const pv_model* m)

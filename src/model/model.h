@@ -9,6 +9,8 @@
 #define PV_MODEL_H
 
 #include "proven.h"
+
+#include <pthread.h>
 #include "quant/tensor.h"
 
 enum pv_layer_kind { PV_LAYER_ATTN = 0, PV_LAYER_LINEAR = 1 };
@@ -125,12 +127,14 @@ struct pv_model {
 	struct pv_config cfg;
 	struct pv_weights w;
 	struct pv_model_info info;
-	char* path;            /* the directory it was loaded from                    */
+	char* path;            /* the directory or GGUF file it was loaded from       */
 	char* layer_pattern;   /* info.layer_pattern storage                          */
 	struct pv_files* files;      /* HF directory: the safetensors mappings          */
 	struct pv_gguf_model* gguf;  /* GGUF file (gguf_load.c)                          */
-	const struct pv_backend* backend; /* NULL: CPU                                  */
+	const struct pv_backend* backend; /* attached by pv_model_open (api.c); never NULL after */
 	void* dev;                   /* backend-private model data (device weights)     */
+	pthread_mutex_t digest_lock; /* pv_model_digest computes once                   */
+	char digest[65];             /* "" until computed                               */
 
 	/* text side (model_text.c); all optional: the tiny fixtures have no tokenizer */
 	struct pv_tok* tok;
@@ -140,6 +144,11 @@ struct pv_model {
 };
 
 struct pv_gguf_model;
+
+/* model.c: loads path into m (zeroed, digest_lock initialised) without a backend; returns PV_OK
+ * or a pv_status. pv_model_unload frees what it loaded (m itself stays). */
+int pv_model_load(struct pv_model* m, const char* path, const struct pv_model_params* p, char* err, size_t errlen);
+void pv_model_unload(struct pv_model* m);
 
 /* model_text.c: tokenizer, chat template and end-of-generation ids of an HF directory. */
 int pv_model_text_hf(struct pv_model* m, const char* dir, char* err, size_t errlen);

@@ -1,0 +1,446 @@
+/*
+ * test_api.c: the engine API that speculation and serving build on, on every fixture
+ * architecture (CPU): per-row outputs (logits, argmax, hidden), the exact-path flag, per-row
+ * snapshots and truncation, prefix copies, sync, shared pools, stats, status codes, the model
+ * digest (against sha256sum), the log callback and knobs.
+ *
+ * Every "same session" claim is checked bitwise (memcmp of logits): these are the properties
+ * exact speculative decoding rests on, not tolerances.
+ */
+#include "fixture.h"
+#include "harness.h"
+#include "proven.h"
+#include "proven_dev.h"
+
+#include "cpu/ops.h"
+#include "model/model.h"
+
+#include <pthread.h>
+
+#define NP 24 /* prompt rows used here (the fixtures' prompts are longer) */
+
+static int32_t* g_toks; /* the fixture's first prompt */
+static int g_ntok;
+
+static pv_session* new_session(pv_model* m, int n_snapshots)
+{
+	/* chunk_min 16: calls of 16+ rows may take the fast path, so 40-row calls test both paths */
+	struct pv_session_params sp = { .n_ctx = 160, .n_threads = 2, .n_snapshots = n_snapshots, .chunk_min_tokens = 16 };
+	pv_session* s = NULL;
+	char err[256];
+	int rc = pv_session_new(&s, m, &sp, err, sizeof err);
+	CHECK(rc == PV_OK, "session: %s", err);
+	return s;
+}
+
+/* Evaluates toks one call per `step` rows on the exact path; logits of every row into lg. */
+static int run_exact(pv_session* s, const int32_t* toks, int n, int step, float* lg, int V)
+{
+	for (int i = 0; i < n; i += step) {
+		int k = n - i < step ? n - i : step;
+		struct pv_eval_out o = { lg ? lg + (size_t)i * V : NULL, 0, NULL, 0, NULL, 0 };
+		if (pv_session_run(s, toks + i, k, PV_EVAL_EXACT, &o)) return -1;
+	}
+	return 0;
+}
+
+static int same(const float* a, const float* b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+/* per-row outputs: argmax and hidden agree with the logits, whichever rows are asked */
+static void test_outputs(pv_model* m, const char* name)
+{
+	const struct pv_model_info* in = pv_model_get_info(m);
+	const int V = in->vocab, H = in->hidden;
+	float* lg = malloc(sizeof(float) * V * NP);
+	float* hid = malloc(sizeof(float) * H * NP);
+	float* lg2 = malloc(sizeof(float) * V * NP);
+	int32_t am[NP], am2[NP];
+	pv_session* s = new_session(m, 0);
+	struct pv_eval_out o = { lg, 0, am, 0, hid, 0 };
+	CHECK(pv_session_run(s, g_toks, NP, PV_EVAL_EXACT, &o) == PV_OK, "%s: run: %s", name, pv_session_error(s));
+	int ok = 1;
+	for (int t = 0; t < NP; t++) ok &= am[t] == pv_argmax(lg + (size_t)t * V, V);
+	CHECK(ok, "%s: argmax rows differ from the argmax of the logits rows", name);
+	/* hidden rows are the LM head's input: the LM head over them gives the logits, bitwise */
+	pv_matmul(NULL, lg2, V, hid, H, NP, &m->w.lm_head);
+	CHECK(same(lg, lg2, (size_t)V * NP), "%s: LM head over the hidden rows != logits", name);
+	/* only some rows, only some outputs: the same values */
+	pv_session_free(s);
+	s = new_session(m, 0);
+	struct pv_eval_out o2 = { NULL, 0, am2, 10, NULL, 0 };
+	CHECK(pv_session_run(s, g_toks, NP, PV_EVAL_EXACT, &o2) == PV_OK, "%s: argmax-only run", name);
+	CHECK(!memcmp(am + 10, am2, sizeof(int32_t) * (NP - 10)), "%s: argmax rows [10, n) alone differ", name);
+	pv_session_free(s);
+	s = new_session(m, 0);
+	struct pv_eval_out o3 = { lg2, NP - 3, NULL, 0, hid, NP - 1 };
+	CHECK(pv_session_run(s, g_toks, NP, PV_EVAL_EXACT, &o3) == PV_OK, "%s: tail run", name);
+	CHECK(same(lg + (size_t)(NP - 3) * V, lg2, (size_t)3 * V), "%s: logits of the last 3 rows differ", name);
+	struct pv_session_stats st;
+	pv_session_get_stats(s, &st);
+	CHECK(st.logits_rows == 3 && st.hidden_rows == 1 && st.argmax_rows == 0 && st.rows == NP && st.calls == 1 &&
+	              st.exact_rows == NP,
+	      "%s: stats rows %llu logits %llu hidden %llu", name, (unsigned long long)st.rows,
+	      (unsigned long long)st.logits_rows, (unsigned long long)st.hidden_rows);
+	/* pv_session_eval is the logits-only wrapper of a call without flags */
+	pv_session_free(s);
+	s = new_session(m, 0);
+	struct pv_eval_out o4 = { lg, 0, NULL, 0, NULL, 0 };
+	CHECK(pv_session_run(s, g_toks, NP, 0, &o4) == PV_OK, "%s: run without flags", name);
+	pv_session_free(s);
+	s = new_session(m, 0);
+	CHECK(pv_session_eval(s, g_toks, NP, lg2, PV_LOGITS_ALL) == PV_OK && same(lg, lg2, (size_t)V * NP),
+	      "%s: pv_session_eval differs from pv_session_run", name);
+	pv_session_free(s);
+	free(lg);
+	free(lg2);
+	free(hid);
+}
+
+/* PV_EVAL_EXACT: a long call on the exact path gives every row the bits it gets alone */
+static void test_exact(pv_model* m, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab, n = 40; /* >= chunk_min_tokens (16) */
+	float* a = malloc(sizeof(float) * V * n);
+	float* b = malloc(sizeof(float) * V * n);
+	pv_session* s1 = new_session(m, 0);
+	pv_session* s2 = new_session(m, 0);
+	CHECK(run_exact(s1, g_toks, n, n, a, V) == 0, "%s: exact long call: %s", name, pv_session_error(s1));
+	CHECK(run_exact(s2, g_toks, n, 1, b, V) == 0, "%s: row by row", name);
+	CHECK(same(a, b, (size_t)V * n), "%s: an exact %d-row call differs from row-by-row calls", name, n);
+	struct pv_session_stats st;
+	pv_session_get_stats(s1, &st);
+	CHECK(st.exact_rows == (uint64_t)n && st.fast_rows == 0 && !strcmp(st.path_last, "exact"), "%s: exact stats", name);
+	/* without the flag a long call may take the fast path: counted as such */
+	pv_session* s3 = new_session(m, 0);
+	CHECK(pv_session_run(s3, g_toks, n, 0, NULL) == PV_OK, "%s: fast call", name);
+	pv_session_get_stats(s3, &st);
+	CHECK(st.fast_rows == (uint64_t)n && !strcmp(st.path_last, "fast"), "%s: fast stats", name);
+	pv_session_free(s1);
+	pv_session_free(s2);
+	pv_session_free(s3);
+	free(a);
+	free(b);
+}
+
+/* Snapshots: truncating into the last PV_EVAL_SNAPSHOT call is bitwise the session that never
+ * saw the dropped rows, for every row; outside it, checkpoint + replay is too. */
+static void test_snapshots(pv_model* m, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab, hybrid = pv_model_get_info(m)->n_linear_layers > 0;
+	const int P = 12, K = 6, C = 3; /* prefix, verified rows, continuation */
+	float* ref = malloc(sizeof(float) * V * C);
+	float* got = malloc(sizeof(float) * V * C);
+	pv_session* s = new_session(m, K);
+	CHECK(run_exact(s, g_toks, P, P, NULL, V) == 0 && pv_session_checkpoint(s) == PV_OK, "%s: prefix", name);
+	const int32_t* draft = g_toks + P;      /* the rows a verify call would check */
+	const int32_t* cont = g_toks + P + K;   /* what follows the accepted rows      */
+	for (int j = 1; j <= K; j++) {
+		CHECK(pv_session_truncate(s, P) == PV_OK, "%s: back to the prefix", name);
+		CHECK(pv_session_run(s, draft, K, PV_EVAL_SNAPSHOT, NULL) == PV_OK, "%s: snapshot call: %s", name,
+		      pv_session_error(s));
+		struct pv_session_stats st0, st1;
+		pv_session_get_stats(s, &st0);
+		CHECK(pv_session_truncate(s, P + j) == PV_OK && pv_session_length(s) == P + j, "%s: truncate to %d", name, P + j);
+		pv_session_get_stats(s, &st1);
+		if (hybrid)
+			CHECK(st1.snapshot_loads == st0.snapshot_loads + (j < K) && st1.rollbacks == st0.rollbacks,
+			      "%s: truncation to row %d of the snapshot call did not load a snapshot", name, j);
+		CHECK(run_exact(s, cont, C, C, got, V) == 0, "%s: continuation", name);
+		/* the reference: a session that saw prefix + j draft rows + the continuation */
+		pv_session* r = new_session(m, 0);
+		int32_t seq[64];
+		memcpy(seq, g_toks, sizeof(int32_t) * (P + j));
+		CHECK(run_exact(r, seq, P + j, 1, NULL, V) == 0 && run_exact(r, cont, C, C, ref, V) == 0, "%s: reference", name);
+		CHECK(same(ref, got, (size_t)V * C), "%s: snapshot truncation to %d is not bitwise the shorter session", name, P + j);
+		pv_session_free(r);
+		CHECK(pv_session_truncate(s, P + j) == PV_OK, "%s: drop the continuation", name);
+	}
+	/* a snapshot call longer than n_snapshots is refused, the session unchanged */
+	int len = pv_session_length(s);
+	int rc = pv_session_run(s, g_toks, K + 1, PV_EVAL_SNAPSHOT, NULL);
+	CHECK(hybrid ? rc == PV_E_INVALID && pv_session_length(s) == len : rc == PV_OK, "%s: %d-row snapshot call gave %s", name,
+	      K + 1, pv_status_name(rc));
+	/* truncation below the snapshot call: checkpoint + replay, still bitwise */
+	pv_session_free(s);
+	s = new_session(m, K);
+	CHECK(run_exact(s, g_toks, P, P, NULL, V) == 0 && pv_session_checkpoint(s) == PV_OK &&
+	              pv_session_run(s, draft, K, PV_EVAL_SNAPSHOT, NULL) == PV_OK,
+	      "%s: set-up", name);
+	struct pv_session_stats st0, st1;
+	pv_session_get_stats(s, &st0);
+	CHECK(pv_session_truncate(s, P - 2) == PV_OK, "%s: truncate below", name);
+	pv_session_get_stats(s, &st1);
+	if (hybrid) CHECK(st1.rollbacks == st0.rollbacks + 1 && st1.replayed_rows == st0.replayed_rows + P - 2, "%s: replay", name);
+	CHECK(run_exact(s, cont, C, C, got, V) == 0, "%s: continuation", name);
+	pv_session* r = new_session(m, 0);
+	CHECK(run_exact(r, g_toks, P - 2, 1, NULL, V) == 0 && run_exact(r, cont, C, C, ref, V) == 0, "%s: reference", name);
+	CHECK(same(ref, got, (size_t)V * C), "%s: truncation by replay is not bitwise", name);
+	pv_session_free(r);
+	pv_session_free(s);
+	free(ref);
+	free(got);
+}
+
+/* copy_prefix: the destination continues bitwise like the source would */
+static void test_copy_prefix(pv_model* m, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab, hybrid = pv_model_get_info(m)->n_linear_layers > 0;
+	const int C = 3;
+	float* ref = malloc(sizeof(float) * V * C);
+	float* got = malloc(sizeof(float) * V * C);
+	const int32_t* cont = g_toks + 40;
+	/* reference continuations after 16 and after 20 tokens */
+	float* ref16 = malloc(sizeof(float) * V * C);
+	pv_session* r = new_session(m, 0);
+	CHECK(run_exact(r, g_toks, 16, 16, NULL, V) == 0 && run_exact(r, cont, C, C, ref16, V) == 0, "%s: reference", name);
+	pv_session_free(r);
+	r = new_session(m, 0);
+	CHECK(run_exact(r, g_toks, 20, 20, NULL, V) == 0 && run_exact(r, cont, C, C, ref, V) == 0, "%s: reference", name);
+	pv_session_free(r);
+
+	pv_session* src = new_session(m, 4);
+	pv_session* dst = new_session(m, 0);
+	/* src: 16 tokens, a checkpoint, a 4-row snapshot call to 20, then 2 more */
+	CHECK(run_exact(src, g_toks, 16, 16, NULL, V) == 0 && pv_session_checkpoint(src) == PV_OK &&
+	              pv_session_run(src, g_toks + 16, 4, PV_EVAL_SNAPSHOT, NULL) == PV_OK &&
+	              run_exact(src, g_toks + 20, 2, 2, NULL, V) == 0,
+	      "%s: source", name);
+	/* from the current state (22), then from the checkpoint (16), then from the snapshot row (20) */
+	CHECK(pv_session_copy_prefix(dst, src, 22) == PV_OK && pv_session_length(dst) == 22 &&
+	              !memcmp(pv_session_tokens(dst), g_toks, 22 * sizeof(int32_t)),
+	      "%s: copy at the current length: %s", name, pv_session_error(dst));
+	CHECK(pv_session_copy_prefix(dst, src, 16) == PV_OK, "%s: copy from the checkpoint: %s", name, pv_session_error(dst));
+	CHECK(run_exact(dst, cont, C, C, got, V) == 0 && same(ref16, got, (size_t)V * C), "%s: continuation after a checkpoint copy",
+	      name);
+	CHECK(pv_session_copy_prefix(dst, src, 20) == PV_OK, "%s: copy from a snapshot row: %s", name, pv_session_error(dst));
+	CHECK(run_exact(dst, cont, C, C, got, V) == 0 && same(ref, got, (size_t)V * C), "%s: continuation after a snapshot copy",
+	      name);
+	/* where src keeps no state (below its checkpoint) the copy is refused on hybrids (a cut elsewhere) */
+	int rc = pv_session_copy_prefix(dst, src, 14);
+	CHECK(hybrid ? rc == PV_E_UNSUPPORTED : rc == PV_OK, "%s: copy at 14 gave %s", name, pv_status_name(rc));
+	CHECK(pv_session_copy_prefix(dst, dst, 1) == PV_E_INVALID, "%s: self copy accepted", name);
+	struct pv_session_stats st;
+	pv_session_get_stats(dst, &st);
+	CHECK(st.prefix_copies == (uint64_t)(hybrid ? 3 : 4), "%s: prefix copies %llu", name, (unsigned long long)st.prefix_copies);
+	pv_session_free(src);
+	pv_session_free(dst);
+	free(ref);
+	free(ref16);
+	free(got);
+}
+
+/* sync: keeps the shared prefix, evaluates the rest, returns the last row */
+static void test_sync(pv_model* m, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab;
+	float* a = malloc(sizeof(float) * V);
+	float* b = malloc(sizeof(float) * V);
+	int32_t seq[40];
+	memcpy(seq, g_toks, sizeof seq);
+	pv_session* s = new_session(m, 0);
+	int reused = -1;
+	struct pv_eval_out o = { a, 0, NULL, 0, NULL, 0 };
+	CHECK(pv_session_sync(s, seq, 30, PV_EVAL_EXACT, &o, &reused) == PV_OK && reused == 0, "%s: first sync", name);
+	CHECK(pv_session_checkpoint(s) == PV_OK, "%s: checkpoint", name);
+	/* a request that shares 30 tokens and adds 10: reuses 30 */
+	CHECK(pv_session_sync(s, seq, 40, PV_EVAL_EXACT, &o, &reused) == PV_OK && reused == 30 && pv_session_length(s) == 40,
+	      "%s: extending sync reused %d", name, reused);
+	pv_session* r = new_session(m, 0);
+	struct pv_eval_out ob = { b, 0, NULL, 0, NULL, 0 };
+	ob.logits_row0 = 39;
+	CHECK(pv_session_run(r, seq, 40, PV_EVAL_EXACT, &ob) == PV_OK && same(a, b, (size_t)V), "%s: sync's last row differs", name);
+	pv_session_free(r);
+	/* a request that diverges at 30: rolls back to the checkpoint */
+	seq[30] = (seq[30] + 1) % V;
+	CHECK(pv_session_sync(s, seq, 35, PV_EVAL_EXACT, &o, &reused) == PV_OK && reused == 30, "%s: diverging sync", name);
+	r = new_session(m, 0);
+	ob.logits_row0 = 34;
+	CHECK(pv_session_run(r, seq, 35, PV_EVAL_EXACT, &ob) == PV_OK && same(a, b, (size_t)V), "%s: diverging sync's last row",
+	      name);
+	pv_session_free(r);
+	/* the same request again: the last token is evaluated again for its outputs */
+	CHECK(pv_session_sync(s, seq, 35, PV_EVAL_EXACT, &o, &reused) == PV_OK && reused == 34 && same(a, b, (size_t)V),
+	      "%s: repeated sync reused %d", name, reused);
+	pv_session_free(s);
+	free(a);
+	free(b);
+}
+
+/* a pool shared by two sessions on two threads: each gets its solo results */
+struct pool_job {
+	pv_model* m;
+	pv_pool* pool;
+	const int32_t* toks;
+	float* lg;
+	int rc;
+};
+
+static void* pool_thread(void* arg)
+{
+	struct pool_job* j = arg;
+	struct pv_session_params sp = { .n_ctx = 160, .pool = j->pool, .chunk_min_tokens = 16 };
+	pv_session* s = NULL;
+	j->rc = pv_session_new(&s, j->m, &sp, NULL, 0);
+	for (int r = 0; r < 4 && !j->rc; r++) {
+		j->rc = pv_session_truncate(s, 0);
+		if (!j->rc) j->rc = pv_session_eval(s, j->toks, NP, j->lg, PV_LOGITS_ALL);
+	}
+	pv_session_free(s);
+	return NULL;
+}
+
+static void test_shared_pool(pv_model* m, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab;
+	float *solo[2], *got[2];
+	for (int i = 0; i < 2; i++) {
+		solo[i] = malloc(sizeof(float) * V * NP);
+		got[i] = malloc(sizeof(float) * V * NP);
+		pv_session* s = new_session(m, 0);
+		CHECK(pv_session_eval(s, g_toks + 3 * i, NP, solo[i], PV_LOGITS_ALL) == PV_OK, "%s: solo", name);
+		pv_session_free(s);
+	}
+	pv_pool* pool = pv_pool_new(2);
+	struct pool_job j[2];
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++) {
+		j[i] = (struct pool_job){ m, pool, g_toks + 3 * i, got[i], -1 };
+		pthread_create(&th[i], NULL, pool_thread, &j[i]);
+	}
+	for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+	pv_pool_free(pool);
+	for (int i = 0; i < 2; i++)
+		CHECK(j[i].rc == PV_OK && same(solo[i], got[i], (size_t)V * NP), "%s: session %d on a shared pool differs", name, i);
+	for (int i = 0; i < 2; i++) {
+		free(solo[i]);
+		free(got[i]);
+	}
+}
+
+/* status codes: bad calls fail with the right code and leave the session as it was */
+static void test_status(pv_model* m, const char* name)
+{
+	pv_session* s = new_session(m, 0);
+	const int V = pv_model_get_info(m)->vocab;
+	CHECK(pv_session_run(s, g_toks, 5, 0, NULL) == PV_OK && !pv_session_error(s)[0], "%s: run", name);
+	int32_t bad = V;
+	CHECK(pv_session_run(s, &bad, 1, 0, NULL) == PV_E_INVALID && pv_session_length(s) == 5 && pv_session_error(s)[0],
+	      "%s: bad token", name);
+	CHECK(pv_session_run(s, g_toks, 2, 0x80, NULL) == PV_E_INVALID && pv_session_length(s) == 5, "%s: bad flags", name);
+	int32_t* many = calloc(200, sizeof(int32_t));
+	CHECK(pv_session_run(s, many, 200, 0, NULL) == PV_E_CONTEXT && pv_session_length(s) == 5, "%s: context", name);
+	free(many);
+	float lg[1];
+	struct pv_eval_out o = { lg, 3, NULL, 0, NULL, 0 };
+	CHECK(pv_session_run(s, g_toks, 2, 0, &o) == PV_E_INVALID, "%s: output row outside the call", name);
+	CHECK(pv_session_truncate(s, 6) == PV_E_INVALID && pv_session_rollback(s, -1) == PV_E_INVALID, "%s: truncate range", name);
+	CHECK(pv_session_run(s, g_toks, 1, 0, NULL) == PV_OK && !pv_session_error(s)[0] && pv_session_ok(s),
+	      "%s: a success clears the message", name);
+	pv_session_free(s);
+	struct pv_session_params bad_p = { .n_ctx = 1 << 30 };
+	char err[256];
+	pv_session* s2 = NULL;
+	CHECK(pv_session_new(&s2, m, &bad_p, err, sizeof err) == PV_E_INVALID && !s2, "%s: session parameters", name);
+}
+
+/* session_bytes follows what the parameters allocate */
+static void test_bytes(pv_model* m, const char* name)
+{
+	const struct pv_model_info* in = pv_model_get_info(m);
+	struct pv_session_params a = { .n_ctx = 64, .n_threads = 2 }, b = a;
+	b.n_snapshots = 4;
+	uint64_t d = pv_session_bytes(m, &b) - pv_session_bytes(m, &a);
+	uint64_t want = in->n_linear_layers ? (uint64_t)4 * m->cfg.n_layers : 0;
+	(void)want;
+	size_t sf = 0;
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		if (m->cfg.layer_kind[l] == PV_LAYER_LINEAR)
+			sf += (size_t)m->cfg.lin_v_heads * m->cfg.lin_k_dim * m->cfg.lin_v_dim +
+			      (size_t)(m->cfg.conv_kernel - 1) * (2 * m->cfg.lin_k_heads * m->cfg.lin_k_dim + m->cfg.lin_v_heads * m->cfg.lin_v_dim);
+	CHECK(d == (uint64_t)4 * sf * 4, "%s: 4 snapshots add %llu bytes, expected %llu", name, (unsigned long long)d,
+	      (unsigned long long)(4 * sf * 4));
+}
+
+static int n_log_lines;
+static void count_log(void* user, int level, const char* line)
+{
+	(void)user;
+	(void)line;
+	if (level <= PV_LOG_INFO) n_log_lines++;
+}
+
+/* the digest is sha256sum's, over the weight files in name order */
+static void test_digest(pv_model* m, const char* dir, const char* name)
+{
+	char hex[65], cmd[1200], out[256];
+	CHECK(pv_model_digest(m, hex) == PV_OK && strlen(hex) == 64, "%s: digest", name);
+	snprintf(cmd, sizeof cmd, "cat $(ls %s/*.safetensors | grep -v reference.safetensors | sort) | sha256sum", dir);
+	if (t_run_cmd(cmd, out, sizeof out) != 0) {
+		printf("skip %s: digest: sha256sum not available\n", name);
+		return;
+	}
+	CHECK(!strncmp(out, hex, 64), "%s: digest %s, sha256sum %.64s", name, hex, out);
+	char again[65];
+	CHECK(pv_model_digest(m, again) == PV_OK && !strcmp(hex, again), "%s: cached digest differs", name);
+}
+
+int main(void)
+{
+	char names[32][128];
+	int nf = fx_list(fx_root(), names, 32);
+	CHECK(nf >= 6, "fixtures found: %d", nf);
+	const struct pv_build_info* bi = pv_build_info();
+	CHECK(bi->commit[0] && bi->cflags[0] && bi->compiler[0] && bi->nvcc_flags[0] && bi->backends[0] && bi->cpu_isa[0],
+	      "build info");
+	CHECK(!strcmp(pv_status_name(PV_E_CONTEXT), "PV_E_CONTEXT") && !strcmp(pv_status_name(123), "unknown"), "status names");
+	for (int f = 0; f < nf; f++) {
+		char dir[512], ref[600];
+		snprintf(dir, sizeof dir, "%s/%s", fx_root(), names[f]);
+		snprintf(ref, sizeof ref, "%s/reference.json", dir);
+		json_t* j = json_load_file(ref, 0, NULL);
+		g_toks = fx_ids(json_object_get(json_array_get(json_object_get(j, "cases"), 0), "prompt"), &g_ntok);
+		json_decref(j);
+		if (g_ntok < 48) {
+			printf("skip %s: prompt of %d tokens\n", names[f], g_ntok);
+			free(g_toks);
+			continue;
+		}
+		pv_model* m = NULL;
+		char err[512];
+		n_log_lines = 0;
+		pv_set_log(count_log, NULL, PV_LOG_INFO);
+		struct pv_model_params quiet = { 0 };
+		CHECK(pv_model_open(&m, dir, &quiet, err, sizeof err) == PV_OK, "%s: open: %s", names[f], err);
+		CHECK(n_log_lines == 0, "%s: a quiet open logged %d lines", names[f], n_log_lines);
+		pv_model_close(m);
+		struct pv_model_params loud = { .verbose = 1 };
+		CHECK(pv_model_open(&m, dir, &loud, err, sizeof err) == PV_OK && n_log_lines > 0, "%s: a verbose open logged nothing",
+		      names[f]);
+		pv_set_log(NULL, NULL, 0);
+		const struct pv_knob* kn;
+		CHECK(pv_model_knobs(m, &kn) == 0, "%s: the CPU has no knobs", names[f]);
+		test_outputs(m, names[f]);
+		test_exact(m, names[f]);
+		test_snapshots(m, names[f]);
+		test_copy_prefix(m, names[f]);
+		test_sync(m, names[f]);
+		test_shared_pool(m, names[f]);
+		test_status(m, names[f]);
+		test_bytes(m, names[f]);
+		test_digest(m, dir, names[f]);
+		pv_model_close(m);
+		free(g_toks);
+	}
+	/* opening: status codes */
+	pv_model* m = NULL;
+	char err[256];
+	CHECK(pv_model_open(&m, "/nonexistent/model", NULL, err, sizeof err) == PV_E_IO && !m, "missing path");
+	struct pv_model_params kp = { .knobs = "cuda.pdl=0" };
+	snprintf(err, sizeof err, "%s/%s", fx_root(), names[0]);
+	char dir[300];
+	snprintf(dir, sizeof dir, "%s", err);
+	CHECK(pv_model_open(&m, dir, &kp, err, sizeof err) == PV_E_INVALID && !m, "knobs on the cpu backend: %s", err);
+	struct pv_model_params bp = { .backend = "tpu" };
+	CHECK(pv_model_open(&m, dir, &bp, err, sizeof err) == PV_E_INVALID && !m, "unknown backend");
+	TEST_END("test_api");
+}
