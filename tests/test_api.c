@@ -13,6 +13,8 @@
 #include "proven_dev.h"
 
 #include "cpu/ops.h"
+#include "model/arch.h"
+#include "model/config.h"
 #include "model/model.h"
 
 #include <pthread.h>
@@ -361,6 +363,37 @@ static void test_bytes(pv_model* m, const char* name)
 	      (unsigned long long)(4 * sf * 4));
 }
 
+/* one validator, one set of limits: a loaded config passes; each field pushed past a limit fails */
+static void test_config_check(pv_model* m, const char* name)
+{
+	char err[256];
+	struct pv_config c = m->cfg;
+	CHECK(pv_config_check(&c, name, err, sizeof err) == 0, "%s: the loaded config fails the check: %s", name, err);
+	struct { int* f; int bad; } muts[] = {
+		{ &c.n_layers, 0 }, { &c.hidden, PV_MAX_DIM + 1 }, { &c.vocab, 0 }, { &c.n_heads, PV_MAX_HEADS + 1 },
+		{ &c.head_dim, 0 }, { &c.rope_dim, 3 }, { &c.max_pos, PV_MAX_CONTEXT + 1 }, { &c.n_mtp_layers, 2 },
+	};
+	for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+		int keep = *muts[i].f;
+		*muts[i].f = muts[i].bad;
+		CHECK(pv_config_check(&c, name, err, sizeof err) != 0, "%s: mutation %zu passed the check", name, i);
+		*muts[i].f = keep;
+	}
+	if (m->info.n_linear_layers) {
+		c.conv_kernel = 65;
+		CHECK(pv_config_check(&c, name, err, sizeof err) != 0 && strstr(err, "conv kernel"), "%s: conv kernel 65", name);
+		c.conv_kernel = m->cfg.conv_kernel;
+	}
+	if (m->cfg.n_experts) {
+		c.n_experts_used = c.n_experts + 1;
+		CHECK(pv_config_check(&c, name, err, sizeof err) != 0, "%s: more experts per token than experts", name);
+		c.n_experts_used = m->cfg.n_experts_used;
+	}
+	const struct pv_arch_info* ai = pv_arch_info(m->cfg.arch);
+	CHECK(ai && pv_arch_from_hf(ai->hf) == ai && pv_arch_from_gguf(ai->gguf) == ai && !strcmp(m->info.arch_name, ai->hf),
+	      "%s: the architecture table's names do not round-trip", name);
+}
+
 static int n_log_lines;
 static void count_log(void* user, int level, const char* line)
 {
@@ -428,6 +461,7 @@ int main(void)
 		test_status(m, names[f]);
 		test_bytes(m, names[f]);
 		test_digest(m, dir, names[f]);
+		test_config_check(m, names[f]);
 		pv_model_close(m);
 		free(g_toks);
 	}

@@ -239,7 +239,7 @@ static void plan_layer(struct plan* p, const struct pv_config* c, const struct p
 {
 	struct names s;
 	int hybrid = pv_arch_is_hybrid(c->arch);
-	int tiled = c->arch == PV_ARCH_QWEN3_5 || c->arch == PV_ARCH_QWEN3_5_MOE;
+	int tiled = pv_arch_info(c->arch)->v_tiled;
 	int64_t H = c->hidden;
 
 	add_vec(p, l->attn_norm, H, i, nm(&s, i, "attn_norm.weight"));
@@ -579,15 +579,8 @@ static int json_vocab(struct vocab* v, json_t* tj, const struct pv_tok* tok, int
 
 const char* pv_convert_arch_name(int arch)
 {
-	switch (arch) {
-	case PV_ARCH_QWEN2: return "qwen2";
-	case PV_ARCH_QWEN3: return "qwen3";
-	case PV_ARCH_QWEN3_MOE: return "qwen3moe";
-	case PV_ARCH_QWEN3_NEXT: return "qwen3next";
-	case PV_ARCH_QWEN3_5: return "qwen35";
-	case PV_ARCH_QWEN3_5_MOE: return "qwen35moe";
-	default: return NULL;
-	}
+	const struct pv_arch_info* ai = pv_arch_info((enum pv_arch)arch);
+	return ai ? ai->gguf : NULL;
 }
 
 struct meta_ctx {

@@ -262,8 +262,8 @@ int pv_synth_plan(struct pv_synth_plan* plan, const struct pv_synth_params* p, c
 	c->rms_eps = 1e-6f;
 	c->max_pos = s->max_pos;
 	c->tied = s->tied;
-	c->attn_bias = c->arch == PV_ARCH_QWEN2;
-	c->qk_norm = c->arch != PV_ARCH_QWEN2;
+	c->attn_bias = pv_arch_info(c->arch)->attn_bias;
+	c->qk_norm = pv_arch_info(c->arch)->qk_norm;
 	c->attn_gate = c->norm_zc = hybrid;
 	c->intermediate = s->I;
 	c->n_experts = s->E;
@@ -275,7 +275,7 @@ int pv_synth_plan(struct pv_synth_plan* plan, const struct pv_synth_params* p, c
 	c->lin_v_heads = s->Hv;
 	c->lin_k_dim = c->lin_v_dim = s->dk;
 	c->conv_kernel = s->Kc;
-	c->v_head_tiled = c->arch == PV_ARCH_QWEN3_5 || c->arch == PV_ARCH_QWEN3_5_MOE;
+	c->v_head_tiled = pv_arch_info(c->arch)->v_tiled;
 	c->n_mtp_layers = p->mtp ? 1 : 0;
 	c->layer_kind = pv_xcalloc((size_t)c->n_layers, 1);
 	c->layer_moe = pv_xcalloc((size_t)c->n_layers, 1);

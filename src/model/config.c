@@ -18,36 +18,12 @@
 #include "base/util.h"
 
 #define MAX_CONFIG_BYTES (16 << 20)
-#define MAX_LAYERS (1 << 14)
-#define MAX_DIM (1 << 20)
-#define MAX_HEADS (1 << 16)
-#define MAX_EXPERTS (1 << 16)
-#define MAX_VOCAB (1 << 24)
-#define MAX_CONTEXT (1 << 24)
-#define MAX_DERIVED ((int64_t)1 << 26) /* any projection width built from several keys */
-
-static const struct { const char* name; enum pv_arch arch; } model_types[] = {
-	{ "qwen2", PV_ARCH_QWEN2 },
-	{ "qwen3", PV_ARCH_QWEN3 },
-	{ "qwen3_moe", PV_ARCH_QWEN3_MOE },
-	{ "qwen3_next", PV_ARCH_QWEN3_NEXT },
-	{ "qwen3_5", PV_ARCH_QWEN3_5 },
-	{ "qwen3_5_moe", PV_ARCH_QWEN3_5_MOE },
-	{ "qwen3_5_text", PV_ARCH_QWEN3_5 },
-	{ "qwen3_5_moe_text", PV_ARCH_QWEN3_5_MOE },
-};
-
-const char* pv_arch_name(enum pv_arch a)
-{
-	for (size_t i = 0; i < sizeof model_types / sizeof model_types[0]; i++)
-		if (model_types[i].arch == a) return model_types[i].name;
-	return "unknown";
-}
-
-int pv_arch_is_hybrid(enum pv_arch a)
-{
-	return a == PV_ARCH_QWEN3_NEXT || a == PV_ARCH_QWEN3_5 || a == PV_ARCH_QWEN3_5_MOE;
-}
+#define MAX_LAYERS PV_MAX_LAYERS
+#define MAX_DIM PV_MAX_DIM
+#define MAX_HEADS PV_MAX_HEADS
+#define MAX_EXPERTS PV_MAX_EXPERTS
+#define MAX_VOCAB PV_MAX_VOCAB
+#define MAX_CONTEXT PV_MAX_CONTEXT
 
 /* Where keys are read from, for messages: "config.json: key 'text_config.hidden_size': ...". */
 struct scope {
@@ -178,8 +154,8 @@ static int parse_attention(struct pv_config* c, const struct scope* s, const jso
 		               c->n_heads, c->hidden);
 	if (get_int(s, t, "head_dim", 0, c->hidden / c->n_heads, 1, MAX_HEADS, &c->head_dim)) return -1;
 
-	c->attn_bias = c->arch == PV_ARCH_QWEN2;
-	c->qk_norm = c->arch != PV_ARCH_QWEN2;
+	c->attn_bias = pv_arch_info(c->arch)->attn_bias;
+	c->qk_norm = pv_arch_info(c->arch)->qk_norm;
 	c->norm_zc = pv_arch_is_hybrid(c->arch);
 	c->attn_gate = 0;
 	if (c->norm_zc && get_bool(s, t, "attn_output_gate", 1, &c->attn_gate)) return -1;
@@ -308,8 +284,7 @@ static int parse_sparse_layers(struct pv_config* c, const struct scope* s, const
 /* FFN kinds and widths: dense I, MoE E/k/Ie, shared expert Is (§5.1, §6.5). */
 static int parse_ffn(struct pv_config* c, const struct scope* s, const json_t* t)
 {
-	int moe_arch = c->arch == PV_ARCH_QWEN3_MOE || c->arch == PV_ARCH_QWEN3_NEXT ||
-	               c->arch == PV_ARCH_QWEN3_5_MOE;
+	int moe_arch = pv_arch_info(c->arch)->moe;
 	int any_moe = 0, any_dense = 0;
 
 	if (moe_arch) {
@@ -381,34 +356,16 @@ static int parse_mtp(struct pv_config* c, const struct scope* s, const json_t* t
 	return 0;
 }
 
-/* Projection widths built from several keys must stay far from int overflow. */
-static int check_derived(const struct pv_config* c, const struct scope* s)
-{
-	const struct { const char* what; int64_t v; } d[] = {
-		{ "num_attention_heads x head_dim x 2", (int64_t)c->n_heads * c->head_dim * 2 },
-		{ "num_key_value_heads x head_dim", (int64_t)c->n_kv_heads * c->head_dim },
-		{ "linear key + value widths", 2 * (int64_t)c->lin_k_heads * c->lin_k_dim +
-		                                       2 * (int64_t)c->lin_v_heads * c->lin_v_dim },
-		{ "linear_num_value_heads x linear_conv_kernel_dim", (int64_t)c->lin_v_heads * c->conv_kernel },
-	};
-	for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-		if (d[i].v > MAX_DERIVED)
-			return pv_errf(s->err, s->errlen, "%s: %s = %lld is too large", s->label, d[i].what,
-			               (long long)d[i].v);
-	return 0;
-}
-
 static int parse_arch(struct pv_config* c, const struct scope* s, const json_t* root, const char** type)
 {
 	char pt[64];
 
 	if (get_str(s, root, "model_type", type)) return -1;
 	if (!*type) return key_err(s, "model_type", "missing (a string is required)");
-	for (size_t i = 0; i < sizeof model_types / sizeof model_types[0]; i++) {
-		if (!strcmp(model_types[i].name, *type)) {
-			c->arch = model_types[i].arch;
-			return 0;
-		}
+	const struct pv_arch_info* ai = pv_arch_from_hf(*type);
+	if (ai) {
+		c->arch = ai->arch;
+		return 0;
 	}
 	return key_err(s, "model_type", "unsupported model type '%s'", pv_printable(pt, sizeof pt, *type));
 }
@@ -466,7 +423,7 @@ static int parse_root(struct pv_config* c, const struct scope* s, const json_t* 
 	if (parse_attention(c, &ts, t) || parse_rope(c, &ts, t) || parse_layer_kinds(c, &ts, t) ||
 	    parse_mtp(c, &ts, t) || parse_ffn(c, &ts, t) || parse_deltanet(c, &ts, t))
 		return -1;
-	return check_derived(c, &ts);
+	return pv_config_check(c, s->label, s->err, s->errlen);
 }
 
 int pv_config_parse_buffer(struct pv_config* c, const char* label, const char* buf, size_t len,

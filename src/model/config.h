@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "model/arch.h"
 #include "model/model.h"
 
 /* Reads and validates json_path. On failure c holds nothing that needs freeing. */
@@ -23,10 +24,17 @@ int pv_config_parse_buffer(struct pv_config* c, const char* label, const char* b
 /* Frees the per-layer arrays and zeroes c. */
 void pv_config_free(struct pv_config* c);
 
-/* The HF model_type of an architecture ("qwen3_5_moe", ...). */
-const char* pv_arch_name(enum pv_arch a);
+/* The limits every config is held to, whichever loader read it (config_check.c). */
+#define PV_MAX_LAYERS (1 << 14)
+#define PV_MAX_DIM (1 << 20)
+#define PV_MAX_HEADS (1 << 16)
+#define PV_MAX_EXPERTS (1 << 16)
+#define PV_MAX_VOCAB (1 << 24)
+#define PV_MAX_CONTEXT (1 << 24)
+#define PV_MAX_DERIVED ((int64_t)1 << 26) /* any projection width built from several settings */
 
-/* 1 for the Gated-DeltaNet hybrids (qwen3_next, qwen3_5, qwen3_5_moe). */
-int pv_arch_is_hybrid(enum pv_arch a);
+/* config_check.c: the one validator, run by both loaders on what they read. label names the
+ * file in messages. Returns 0 or -1 with a message. */
+int pv_config_check(const struct pv_config* c, const char* label, char* err, size_t errlen);
 
 #endif

@@ -18,8 +18,7 @@
 
 struct pv_gguf_model {
 	struct pv_gguf g;
-	void** owned; /* model-owned arrays (f32 vectors, expert tables) */
-	int n_owned, cap_owned;
+	struct pv_owner* owner; /* the model's: f32 vectors, expert tables, the layer array */
 	unsigned char* used; /* [n_tensors] */
 	char* arch;
 };
@@ -34,26 +33,11 @@ struct gbind {
 	enum pv_dtype dtype;
 };
 
-static void* own(struct pv_gguf_model* gm, void* p)
-{
-	if (gm->n_owned == gm->cap_owned) {
-		gm->cap_owned = gm->cap_owned ? 2 * gm->cap_owned : 64;
-		void** g = realloc(gm->owned, sizeof(void*) * (size_t)gm->cap_owned);
-		if (!g) {
-			free(p);
-			return NULL;
-		}
-		gm->owned = g;
-	}
-	gm->owned[gm->n_owned++] = p;
-	return p;
-}
+static void* own(struct pv_gguf_model* gm, void* p) { return pv_own(gm->owner, p); }
 
 void pv_gguf_model_free(struct pv_gguf_model* gm)
 {
 	if (!gm) return;
-	for (int i = 0; i < gm->n_owned; i++) free(gm->owned[i]);
-	free(gm->owned);
 	free(gm->used);
 	free(gm->arch);
 	pv_gguf_close(&gm->g);
@@ -101,21 +85,13 @@ static int read_config(struct gbind* b)
 {
 	struct pv_config* c = b->c;
 	const char* a = b->gm->arch;
-	struct { const char* name; enum pv_arch arch; } archs[] = {
-		{ "qwen2", PV_ARCH_QWEN2 }, { "qwen3", PV_ARCH_QWEN3 }, { "qwen3moe", PV_ARCH_QWEN3_MOE },
-		{ "qwen3next", PV_ARCH_QWEN3_NEXT }, { "qwen35", PV_ARCH_QWEN3_5 }, { "qwen35moe", PV_ARCH_QWEN3_5_MOE },
-	};
-	int found = 0;
-	for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
-		if (!strcmp(a, archs[i].name)) {
-			c->arch = archs[i].arch;
-			found = 1;
-		}
-	if (!found)
-		return pv_errf(b->err, b->errlen, "%s: general.architecture \"%s\" is not a Qwen architecture proven runs "
-		               "(qwen2, qwen3, qwen3moe, qwen3next, qwen35, qwen35moe)", b->gm->g.path, a);
-	int hybrid = pv_arch_is_hybrid(c->arch), moe = c->arch == PV_ARCH_QWEN3_MOE || c->arch == PV_ARCH_QWEN3_NEXT ||
-	                                                c->arch == PV_ARCH_QWEN3_5_MOE;
+	const struct pv_arch_info* ai = pv_arch_from_gguf(a);
+	char names[128];
+	if (!ai)
+		return pv_errf(b->err, b->errlen, "%s: general.architecture \"%s\" is not a Qwen architecture proven runs (%s)",
+		               b->gm->g.path, a, pv_arch_list(1, names, sizeof names));
+	c->arch = ai->arch;
+	int hybrid = ai->hybrid, moe = ai->moe;
 	int blocks, nextn;
 	if (key_u32(b, "block_count", &blocks, 1, 0) || key_u32(b, "nextn_predict_layers", &nextn, 0, 0) ||
 	    key_u32(b, "embedding_length", &c->hidden, 1, 0) || key_u32(b, "attention.head_count", &c->n_heads, 1, 0) ||
@@ -146,16 +122,16 @@ static int read_config(struct gbind* b)
 	if (pv_gguf_find(&b->gm->g, key) && !pv_gguf_get_str(&b->gm->g, key, &s, &sl, NULL, 0) && !(sl == 4 && !memcmp(s, "none", 4)))
 		return pv_errf(b->err, b->errlen, "%s: unsupported rope scaling \"%.*s\"", b->gm->g.path, (int)(sl < 32 ? sl : 32), s);
 
-	c->attn_bias = c->arch == PV_ARCH_QWEN2;
-	c->qk_norm = c->arch != PV_ARCH_QWEN2;
+	c->attn_bias = ai->attn_bias;
+	c->qk_norm = ai->qk_norm;
 	c->attn_gate = c->norm_zc = hybrid;
-	c->v_head_tiled = c->arch == PV_ARCH_QWEN3_5 || c->arch == PV_ARCH_QWEN3_5_MOE;
+	c->v_head_tiled = ai->v_tiled;
 	if (moe) {
 		if (key_u32(b, "expert_count", &c->n_experts, 1, 0) || key_u32(b, "expert_used_count", &c->n_experts_used, 1, 0) ||
 		    key_u32(b, "expert_feed_forward_length", &c->moe_inter, 1, 0) ||
 		    key_u32(b, "expert_shared_feed_forward_length", &c->shared_inter, 0, 0))
 			return -1;
-		if (c->n_experts <= 0 || c->n_experts_used <= 0 || c->n_experts_used > c->n_experts || c->n_experts > 4096)
+		if (c->n_experts <= 0 || c->n_experts_used <= 0 || c->n_experts_used > c->n_experts)
 			return pv_errf(b->err, b->errlen, "%s: bad expert counts %d/%d", b->gm->g.path, c->n_experts_used, c->n_experts);
 		c->norm_topk = 1; /* llama.cpp renormalises the top-k weights for every Qwen MoE */
 	}
@@ -200,7 +176,7 @@ static int read_config(struct gbind* b)
 	if (!emb || emb->n_dims != 2) return pv_errf(b->err, b->errlen, "%s: missing tensor token_embd.weight", b->gm->g.path);
 	c->vocab = (int)emb->ne[1];
 	c->tied = tensor(b, "output.weight") == NULL;
-	return 0;
+	return pv_config_check(c, b->gm->g.path, b->err, b->errlen);
 }
 
 /* ---------------------------------------------------------------- tensors --- */
@@ -463,6 +439,7 @@ int pv_gguf_model_load(struct pv_model* m, const char* path, struct pv_load_stat
 {
 	struct pv_gguf_model* gm = pv_xcalloc(1, sizeof(*gm));
 	m->gguf = gm;
+	gm->owner = &m->owned;
 	memset(st, 0, sizeof(*st));
 	if (pv_gguf_open(&gm->g, path, err, errlen)) return -1;
 	const char* s;

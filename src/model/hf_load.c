@@ -33,8 +33,6 @@ struct pv_files {
 	struct entry* table; /* open addressing, cap a power of two, at most half full */
 	size_t cap;
 	int n_tensors;
-	void** owned;        /* model-owned arrays bound into pv_weights */
-	size_t n_owned, cap_owned;
 };
 
 /* Name index ---------------------------------------------------------------------------- */
@@ -247,8 +245,6 @@ void pv_hf_close(struct pv_files* f)
 {
 	if (!f) return;
 	for (int s = 0; s < f->n_shards; s++) pv_st_close(&f->shards[s]);
-	for (size_t i = 0; i < f->n_owned; i++) free(f->owned[i]);
-	free(f->owned);
 	free(f->shards);
 	free(f->table);
 	free(f->dir);
@@ -259,6 +255,7 @@ void pv_hf_close(struct pv_files* f)
 
 struct binder {
 	struct pv_files* f;
+	struct pv_owner* owner;
 	const struct pv_config* c;
 	struct pv_load_stats* st;
 	char* err;
@@ -268,17 +265,7 @@ struct binder {
 	unsigned dtypes_seen; /* bit per enum pv_dtype, matrix views only                       */
 };
 
-static void* own(struct binder* b, size_t n, size_t size)
-{
-	struct pv_files* f = b->f;
-	if (f->n_owned == f->cap_owned) {
-		f->cap_owned = f->cap_owned ? 2 * f->cap_owned : 64;
-		void** p = realloc(f->owned, f->cap_owned * sizeof *p);
-		if (!p) pv_abort(__FILE__, __LINE__, "realloc owned list");
-		f->owned = p;
-	}
-	return f->owned[f->n_owned++] = pv_xcalloc(n, size);
-}
+static void* own(struct binder* b, size_t n, size_t size) { return pv_own(b->owner, pv_xcalloc(n, size)); }
 
 static const char* full_name(struct binder* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -580,10 +567,10 @@ static int bind_top(struct binder* b, struct pv_weights* w)
 	return 0;
 }
 
-int pv_hf_bind(struct pv_files* f, struct pv_config* cfg, struct pv_weights* w,
+int pv_hf_bind(struct pv_files* f, struct pv_config* cfg, struct pv_weights* w, struct pv_owner* owner,
                struct pv_load_stats* st, char* err, size_t errlen)
 {
-	struct binder b = { .f = f, .c = cfg, .st = st, .err = err, .errlen = errlen, .prefix = "" };
+	struct binder b = { .f = f, .owner = owner, .c = cfg, .st = st, .err = err, .errlen = errlen, .prefix = "" };
 
 	memset(w, 0, sizeof *w);
 	memset(st, 0, sizeof *st);

@@ -34,8 +34,9 @@ struct pv_load_stats {
 int pv_hf_open(struct pv_files** out, const char* dir, char* err, size_t errlen);
 
 /* Binds w for cfg. Sets cfg->n_mtp_layers to 0 when the checkpoint has no mtp.* tensors. The
- * arrays and views in w stay valid until pv_hf_close. */
-int pv_hf_bind(struct pv_files* f, struct pv_config* cfg, struct pv_weights* w,
+ * arrays it allocates are recorded in owner (the model's); the views stay valid until
+ * pv_hf_close. */
+int pv_hf_bind(struct pv_files* f, struct pv_config* cfg, struct pv_weights* w, struct pv_owner* owner,
                struct pv_load_stats* st, char* err, size_t errlen);
 
 /* A tensor by full name, or NULL (for tests and tools). */
@@ -44,7 +45,7 @@ const struct pv_st_tensor* pv_hf_find(const struct pv_files* f, const char* name
 /* The i-th file mapping (for prefaulting with progress); 0 when i is out of range. */
 int pv_hf_mapping(const struct pv_files* f, int i, const void** ptr, size_t* len);
 
-/* Unmaps everything and frees the model-owned arrays bound into w. NULL is fine. */
+/* Unmaps everything. NULL is fine. */
 void pv_hf_close(struct pv_files* f);
 
 #endif

@@ -130,7 +130,7 @@ static int load_hf(struct pv_model* m, const char* path, int verbose, struct pv_
 	free(cfg_path);
 	if (rc) return rc;
 	if (verbose) pv_log(PV_LOG_INFO, "%s: %s config, %d layers, mapping weights", path, pv_arch_name(m->cfg.arch), m->cfg.n_layers);
-	if (pv_hf_open(&m->files, path, err, errlen) || pv_hf_bind(m->files, &m->cfg, &m->w, st, err, errlen)) return -1;
+	if (pv_hf_open(&m->files, path, err, errlen) || pv_hf_bind(m->files, &m->cfg, &m->w, &m->owned, st, err, errlen)) return -1;
 	return pv_model_text_hf(m, path, err, errlen);
 }
 
@@ -157,10 +157,30 @@ int pv_model_load(struct pv_model* m, const char* path, const struct pv_model_pa
 	return PV_OK;
 }
 
+void* pv_own(struct pv_owner* o, void* p)
+{
+	if (!p) return NULL;
+	if (o->n == o->cap) {
+		o->cap = o->cap ? 2 * o->cap : 64;
+		void** g = realloc(o->p, o->cap * sizeof *g);
+		if (!g) pv_abort(__FILE__, __LINE__, "growing the model's allocation list");
+		o->p = g;
+	}
+	return o->p[o->n++] = p;
+}
+
+void pv_owner_free(struct pv_owner* o)
+{
+	for (size_t i = 0; i < o->n; i++) free(o->p[i]);
+	free(o->p);
+	memset(o, 0, sizeof *o);
+}
+
 void pv_model_unload(struct pv_model* m)
 {
-	pv_hf_close(m->files); /* unmaps the shards and frees every array bound into m->w */
+	pv_hf_close(m->files); /* unmaps the shards */
 	pv_gguf_model_free(m->gguf);
+	pv_owner_free(&m->owned); /* every array bound into m->w */
 	pv_model_text_free(m);
 	pv_config_free(&m->cfg);
 	free(m->layer_pattern);

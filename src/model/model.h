@@ -120,6 +120,16 @@ struct pv_weights {
 
 
 
+/* What the loaders allocate for the model (f32 vectors, expert tables, the layer array): one
+ * list, freed with the model, whichever loader filled it. */
+struct pv_owner {
+	void** p;
+	size_t n, cap;
+};
+/* Records p (may be NULL: returns NULL) as owned; aborts only if the list cannot grow. */
+void* pv_own(struct pv_owner* o, void* p);
+void pv_owner_free(struct pv_owner* o);
+
 /* The immutable loaded model behind the public pv_model handle. */
 struct pv_files; /* loader-owned: memory maps of the safetensors shards */
 
@@ -130,7 +140,8 @@ struct pv_model {
 	char* path;            /* the directory or GGUF file it was loaded from       */
 	char* layer_pattern;   /* info.layer_pattern storage                          */
 	struct pv_files* files;      /* HF directory: the safetensors mappings          */
-	struct pv_gguf_model* gguf;  /* GGUF file (gguf_load.c)                          */
+	struct pv_gguf_model* gguf;  /* GGUF file: its mapping (gguf_load.c)            */
+	struct pv_owner owned;       /* arrays bound into w, whichever loader made them */
 	const struct pv_backend* backend; /* attached by pv_model_open (api.c); never NULL after */
 	void* dev;                   /* backend-private model data (device weights)     */
 	pthread_mutex_t digest_lock; /* pv_model_digest computes once                   */
