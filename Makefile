@@ -4,7 +4,8 @@
 #                   program or case names contain `name`; see tests/run.sh)
 #   make run        the main job: a short chat with a real model (a fixture without network)
 #   make asan       the whole test suite under AddressSanitizer + UBSan (build-asan/)
-#   make format     clang-format (.clang-format) over the C sources in place; FILES=... limits it
+#   make format     clang-format (.clang-format) over the C files changed since the last commit
+#                   (FILES=... names others; make format-all: every file)
 #   make fuzz       libFuzzer targets of the hostile-input parsers (clang)
 # No -ffast-math anywhere: results must be reproducible bit for bit.
 .DEFAULT_GOAL := all
@@ -64,7 +65,7 @@ CUDA_TEST   :=
 BUILD_NVCC   = none
 endif
 
-.PHONY: all test run asan clean deps bench FORCE test-cuda tools format fuzz
+.PHONY: all test run asan clean deps bench FORCE test-cuda tools format format-all fuzz
 all: $(BUILD)/proven $(TESTS) $(CUDA_TEST) $(TOOLS)
 tools: $(TOOLS)
 
@@ -104,6 +105,9 @@ $(BUILD)/proven: $(CLI_OBJ) $(BUILD)/libproven.a
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libproven.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
+
+# every allocator entry point of the library's code goes through test_noalloc's counters
+$(BUILD)/tests/test_noalloc: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc,--wrap=posix_memalign
 
 $(BUILD)/cuda/test_cuda: tests/cuda/test_cuda.c $(BUILD)/libproven.a
 	@mkdir -p $(dir $@)
@@ -151,9 +155,13 @@ bench: deps
 	$(MAKE) $(BUILD)/proven
 	./$(BUILD)/proven bench --model tests/fixtures/qwen3_5_moe
 
-FORMAT_SRC = $(or $(FILES),$(wildcard include/*.h src/*.c src/*/*.[ch] cli/*.[ch] tests/*.[ch] tests/cuda/*.c fuzz/*.c tools/bench/*.c))
+# make format: the C files changed since the last commit (or FILES=...); make format-all: every one.
+ALL_C_SRC   = $(wildcard include/*.h src/*.c src/*/*.[ch] cli/*.[ch] tests/*.[ch] tests/cuda/*.c fuzz/*.c tools/bench/*.c)
+CHANGED_SRC = $(filter $(ALL_C_SRC),$(shell git diff --name-only HEAD 2>/dev/null))
 format:
-	clang-format -i --style=file $(FORMAT_SRC)
+	@files="$(or $(FILES),$(CHANGED_SRC))"; [ -z "$$files" ] && echo "make format: no changed C files" || clang-format -i --style=file $$files
+format-all:
+	clang-format -i --style=file $(ALL_C_SRC)
 
 clean:
 	rm -rf build build-asan build-fuzz
