@@ -23,7 +23,7 @@ LDFLAGS += $(SAN)
 # The library's folders, lowest layer first: a folder uses only the folders before it
 # (README "Layout"); src/*.c (api.c, buildinfo.c) sit on top and are the only files that name
 # a backend.
-LIB_DIRS := base quant format text model engine cpu convert
+LIB_DIRS := base quant format text model engine cpu spec convert
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)) $(wildcard src/*.c)
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)

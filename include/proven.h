@@ -111,6 +111,7 @@ struct pv_session_params {
 	int n_checkpoints;    /* checkpoint slots kept (oldest dropped first); 0: 4                  */
 	int n_snapshots;      /* rows a PV_EVAL_SNAPSHOT call may have (each keeps one copy of the
 	                       * recurrent state); 0: snapshots off. Verifying k drafts needs k + 1  */
+	int mtp;              /* 1: allocate the MTP head's KV cache (pv_session_mtp)                */
 };
 
 /* Thread pool ------------------------------------------------------------------------------ */
@@ -183,6 +184,8 @@ enum {
 int pv_session_eval(pv_session* s, const int32_t* tokens, int n, float* logits, int mode);
 
 int pv_session_length(const pv_session* s);         /* tokens seen so far                    */
+const pv_model* pv_session_model(const pv_session* s);
+int pv_session_n_snapshots(const pv_session* s);    /* rows a snapshot call may have (0: off) */
 int pv_session_n_ctx(const pv_session* s);
 const int32_t* pv_session_tokens(const pv_session* s); /* history, pv_session_length entries */
 
@@ -220,6 +223,20 @@ int pv_session_copy_prefix(pv_session* dst, const pv_session* src, int n);
 enum pv_log_level { PV_LOG_ERROR = 0, PV_LOG_WARN = 1, PV_LOG_INFO = 2, PV_LOG_DEBUG = 3 };
 typedef void (*pv_log_fn)(void* user, int level, const char* line);
 void pv_set_log(pv_log_fn fn, void* user, int max_level);
+
+/* The multi-token-prediction head that Qwen3-Next / Qwen3.5 / Qwen3.6 checkpoints ship
+ * (pv_model_info.n_mtp_layers): one full-attention decoder layer with the model's FFN kind and
+ * its own KV cache in the session (pv_session_params.mtp = 1). Row i takes the final-norm hidden
+ * row of history position pos + i (hidden [n, H], as pv_eval_out.hidden returns it) and the token
+ * at position pos + i + 1, writes the head's KV row at position pos + i (its RoPE position), and
+ * predicts the token at position pos + i + 2: argmax [n] its greedy ids, hidden_out [n, H] (may be
+ * NULL) the head's own final-norm rows, which a further row takes to chain a longer draft. Rows
+ * of the head's cache at or above pos are replaced; pos may not exceed pv_session_mtp_length. The
+ * session's truncation to n keeps the head's rows below n - 1. PV_E_UNSUPPORTED without a head,
+ * without mtp = 1, or on a backend that does not compute it. */
+int pv_session_mtp(pv_session* s, int pos, const float* hidden, const int32_t* tokens, int n, int32_t* argmax,
+                   float* hidden_out);
+int pv_session_mtp_length(const pv_session* s);
 
 /* Greedy helper: index of the largest logit (lowest index on ties). */
 int pv_argmax(const float* logits, int n);

@@ -8,7 +8,7 @@ violation and exits 1 if there is one.
 """
 import os, re, sys
 
-ORDER = ["base", "quant", "format", "text", "model", "engine", "cpu", "cuda", "convert", ""]  # "" = src/*.c
+ORDER = ["base", "quant", "format", "text", "model", "engine", "cpu", "cuda", "spec", "convert", ""]  # "" = src/*.c
 RANK = {d: i for i, d in enumerate(ORDER)}
 # backends never see each other
 SIBLINGS = {("cpu", "cuda"), ("cuda", "cpu")}

@@ -48,6 +48,7 @@ static uint64_t cpu_session_bytes(const struct pv_model* m, const struct pv_sess
 	          4 * (uint64_t)c->lin_v_heads + 2 * w.ffn);
 	f += B * ((uint64_t)c->n_experts + 2 * (uint64_t)c->n_experts_used + (uint64_t)c->n_experts_used * H);
 	f += (uint64_t)PV_LM_ROWS * (uint64_t)c->vocab;
+	if (p->mtp && c->n_mtp_layers && m->w.mtp) f += 2 * (uint64_t)p->n_ctx * pv_cfg_kv_dim(c) + B * 2 * H;
 	f += (uint64_t)p->n_threads * ((uint64_t)p->n_ctx + pv_deltanet_chunk_floats(c));
 	uint64_t pool = p->pool ? 0 : (uint64_t)p->n_threads * PV_POOL_SCRATCH;
 	return f * 4 + pool;
@@ -86,8 +87,9 @@ static void cpu_session_free(struct pv_session* s)
 			free(st->ts[i].chunk);
 		}
 	free(st->ts);
-	float* bufs[] = { st->x,  st->xn, st->mixer, st->mo, st->gx,   st->q,    st->ag,     st->o,     st->mix, st->mix2,
-		          st->z,  st->ab, st->lb,    st->lg, st->ff_g, st->ff_u, st->router, st->top_w, st->eo,  st->lm };
+	float* bufs[] = { st->x,  st->xn,  st->mixer, st->mo,   st->gx,     st->q,     st->ag, st->o,  st->mix,   st->mix2, st->z,
+		          st->ab, st->lb,  st->lg,    st->ff_g, st->ff_u,   st->router, st->top_w, st->eo, st->lm, st->mtp_k, st->mtp_v,
+		          st->mtp_cat };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
 	free(st->top_idx);
 	free(st->exp_rows);
@@ -153,6 +155,11 @@ static int cpu_session_init(struct pv_session* s, const struct pv_session_params
 	st->ff_g = falloc((size_t)B * w.ffn, &fail);
 	st->ff_u = falloc((size_t)B * w.ffn, &fail);
 	st->lm = falloc((size_t)PV_LM_ROWS * c->vocab, &fail);
+	if (s->mtp_on) {
+		st->mtp_k = falloc((size_t)s->n_ctx * kvd, &fail);
+		st->mtp_v = falloc((size_t)s->n_ctx * kvd, &fail);
+		st->mtp_cat = falloc((size_t)B * 2 * H, &fail);
+	}
 	if (c->n_experts) {
 		st->router = falloc((size_t)B * c->n_experts, &fail);
 		st->top_w = falloc((size_t)B * c->n_experts_used, &fail);
@@ -267,4 +274,5 @@ const struct pv_backend pv_backend_cpu = {
 	.snapshot_load = cpu_snapshot_load,
 	.state_reset = cpu_state_reset,
 	.copy_prefix = cpu_copy_prefix,
+	.mtp = pv_cpu_mtp,
 };

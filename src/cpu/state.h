@@ -50,6 +50,8 @@ struct pv_cpu_state {
 	int* exp_slot;            /* [B] their slot index t*k + j                           */
 	float *gx, *eo;           /* [B, H] gathered rows; [B*k, H] per-slot expert outputs */
 	float* lm;                /* [PV_LM_ROWS, V] logits of rows whose logits nobody keeps */
+	float *mtp_k, *mtp_v;     /* the MTP head's KV cache [n_ctx, nkv*hd] (mtp sessions)   */
+	float* mtp_cat;           /* [B, 2H] the head's [embedding, hidden] input rows        */
 	struct pv_thread_scratch* ts; /* n_threads                                          */
 };
 
@@ -63,6 +65,10 @@ void pv_cpu_forward(struct pv_session* s, const struct pv_step* st);
  * KV cache (kc, vc: [n_ctx, nkv*hd], NULL for a linear layer). */
 void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int kind, int moe, float* kc, float* vc,
                   int n, int pos0, int chunked, int snap_row0);
+
+/* mtp.c: the MTP head (proven.h pv_session_mtp), arguments checked by the engine */
+int pv_cpu_mtp(struct pv_session* s, int pos, const float* hidden, const int32_t* tokens, int n, int32_t* argmax,
+               float* hidden_out);
 
 /* deltanet.c: one Gated DeltaNet layer over n rows: xn [n, H] -> out [n, H]; snap_row0 >= 0:
  * the state after row t is also written to snapshot slot snap_row0 + t */

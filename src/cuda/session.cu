@@ -1242,6 +1242,7 @@ const struct pv_backend cuda_backend = {
 	snapshot_load,
 	state_reset,
 	copy_prefix,
+	NULL, /* mtp: the MTP head on the GPU is not written yet */
 	stats,
 	profile,
 	device_info,

@@ -62,6 +62,9 @@ struct pv_backend {
 	/* dst's KV rows [0, n) from src's, and its current recurrent state from src's state at n
 	 * (from: enum pv_state_from; index: the checkpoint or snapshot slot) */
 	int (*copy_prefix)(struct pv_session* dst, const struct pv_session* src, int n, int from, int index);
+	/* the MTP head (proven.h pv_session_mtp; arguments checked; NULL: unsupported) */
+	int (*mtp)(struct pv_session* s, int pos, const float* hidden, const int32_t* tokens, int n, int32_t* argmax,
+	           float* hidden_out);
 	/* the backend's counters into st (the engine fills the rest) */
 	void (*stats)(const struct pv_session* s, struct pv_session_stats* st);
 	/* diagnostics (may be NULL: PV_E_UNSUPPORTED) */

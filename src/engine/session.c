@@ -93,6 +93,7 @@ int pv_session_new(pv_session** out, const pv_model* m, const struct pv_session_
 	s->n_threads = p.n_threads;
 	s->n_ckpt_slots = p.n_checkpoints;
 	s->n_snapshots = n_linear_layers(c) ? p.n_snapshots : 0; /* attention-only: truncation is a cut */
+	s->mtp_on = p.mtp && c->n_mtp_layers > 0 && m->w.mtp;
 	s->state_floats = (size_t)n_linear_layers(c) * pv_state_floats_per_layer(c);
 	s->tokens = calloc((size_t)p.n_ctx, sizeof(int32_t));
 	s->ckpt = pv_xcalloc((size_t)p.n_checkpoints, sizeof(*s->ckpt));
@@ -127,6 +128,8 @@ const char* pv_session_error(const pv_session* s) { return s->err; }
 int pv_session_ok(const pv_session* s) { return !s->failed; }
 int pv_session_length(const pv_session* s) { return s->len; }
 int pv_session_n_ctx(const pv_session* s) { return s->n_ctx; }
+const pv_model* pv_session_model(const pv_session* s) { return s->m; }
+int pv_session_n_snapshots(const pv_session* s) { return s->n_snapshots; }
 const int32_t* pv_session_tokens(const pv_session* s) { return s->tokens; }
 
 /* Every call starts here: a failed session stays failed; otherwise the last message goes. */
@@ -259,6 +262,8 @@ int pv_session_checkpoint(pv_session* s)
 /* Drops what describes the history beyond length n. */
 static void forget_above(struct pv_session* s, int n)
 {
+	/* the head's row p was computed from the token at p + 1 */
+	if (s->mtp_len > n - 1) s->mtp_len = n > 0 ? n - 1 : 0;
 	while (s->n_ckpt && s->ckpt[s->n_ckpt - 1].len > n) s->n_ckpt--;
 	if (s->snap_n && s->snap_base + s->snap_n > n) s->snap_n = n > s->snap_base ? n - s->snap_base : 0;
 }
@@ -389,6 +394,33 @@ int pv_session_copy_prefix(pv_session* dst, const pv_session* src, int n)
 	if (dst->state_floats && dst->n_ckpt_slots) return pv_session_checkpoint(dst);
 	return PV_OK;
 }
+
+/* ---- the MTP head ---------------------------------------------------------------------------- */
+
+int pv_session_mtp(pv_session* s, int pos, const float* hidden, const int32_t* tokens, int n, int32_t* argmax, float* hidden_out)
+{
+	int rc = begin(s);
+	if (rc) return rc;
+	if (!s->mtp_on || !s->be->mtp)
+		return pv_session_fail(s, PV_E_UNSUPPORTED, "mtp: %s", !s->m->w.mtp ? "the model has no MTP head"
+		                                                  : !s->mtp_on      ? "the session was created without mtp = 1"
+		                                                                    : "the backend does not compute the MTP head");
+	if (n <= 0 || n > s->max_batch || !hidden || !tokens || !argmax)
+		return pv_session_fail(s, PV_E_INVALID, "mtp: %d rows (1 to %d, with hidden, tokens and argmax)", n, s->max_batch);
+	if (pos < 0 || pos > s->mtp_len || pos + n > s->n_ctx)
+		return pv_session_fail(s, PV_E_INVALID, "mtp: position %d with %d rows (cached %d, context %d)", pos, n, s->mtp_len,
+		                       s->n_ctx);
+	for (int i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= s->m->cfg.vocab)
+			return pv_session_fail(s, PV_E_INVALID, "mtp: token %d outside the vocabulary", tokens[i]);
+	s->mtp_len = pos;
+	rc = s->be->mtp(s, pos, hidden, tokens, n, argmax, hidden_out);
+	if (rc) return rc < 0 ? rc : PV_E_DEVICE;
+	s->mtp_len = pos + n;
+	return PV_OK;
+}
+
+int pv_session_mtp_length(const pv_session* s) { return s->mtp_len; }
 
 /* ---- stats ------------------------------------------------------------------------------- */
 

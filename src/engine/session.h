@@ -35,6 +35,8 @@ struct pv_session {
 	/* the last PV_EVAL_SNAPSHOT call: the state after history position snap_base + r (length
 	 * snap_base + r + 1) is in snapshot slot r, for r < snap_n */
 	int n_snapshots, snap_base, snap_n;
+	/* the MTP head (pv_session_mtp): its KV cache holds rows [0, mtp_len) */
+	int mtp_on, mtp_len;
 
 	/* RoPE tables [n_ctx, R/2] (engine/rope.c), computed once per session, shared by backends */
 	float *rope_cos, *rope_sin;

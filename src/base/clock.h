@@ -1,0 +1,14 @@
+/* clock.h: a monotonic clock in seconds, for timings. */
+#ifndef PV_CLOCK_H
+#define PV_CLOCK_H
+
+#include <time.h>
+
+static inline double pv_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#endif

@@ -1,0 +1,85 @@
+/*
+ * choose.c: greedy, or temperature / top-k / top-p / min-p over one draw u(seed, position).
+ * The draw is a counter-based hash of (seed, position), not a stream: a speculative step that
+ * evaluates rows out of the plain order, or evaluates a row twice, draws the same number for the
+ * same position. The candidate set never comes out empty: a temperature so small that 1/T
+ * overflows is greedy, non-finite logits never enter the softmax, and every filter keeps at
+ * least the most likely id.
+ */
+#include "spec/choose.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+int pv_choose_is_greedy(const struct pv_sampling* s)
+{
+	/* 1/T overflows below ~2.9e-39: the softmax would be all-or-nothing anyway */
+	return !s || !(s->temperature > 1e-30f) || s->top_k == 1;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+float pv_choose_uniform(uint64_t seed, int64_t pos)
+{
+	uint64_t h = splitmix64(splitmix64(seed) ^ (uint64_t)pos);
+	return (float)(h >> 40) * (1.0f / 16777216.0f);
+}
+
+static int by_prob_desc(const void* a, const void* b)
+{
+	const struct pv_cand *x = a, *y = b;
+	if (x->p != y->p) return x->p < y->p ? 1 : -1;
+	return x->id - y->id; /* ties: lower id first, so the order is total */
+}
+
+/* the lowest id among the largest finite logits; 0 when every logit is NaN */
+static int argmax_finite(const float* lg, int n)
+{
+	int best = -1;
+	for (int i = 0; i < n; i++)
+		if (lg[i] == lg[i] && (best < 0 || lg[i] > lg[best])) best = i;
+	return best < 0 ? 0 : best;
+}
+
+int32_t pv_choose(const struct pv_sampling* s, const float* logits, int n_valid, int64_t pos, struct pv_cand* c)
+{
+	const int best = argmax_finite(logits, n_valid);
+	if (pv_choose_is_greedy(s) || !isfinite(logits[best])) return best;
+	const float inv_t = 1.0f / s->temperature, mx = logits[best];
+	int n = 0;
+	for (int i = 0; i < n_valid; i++) {
+		if (!(logits[i] == logits[i])) continue;
+		float e = expf((logits[i] - mx) * inv_t);
+		if (e > 0.0f) c[n++] = (struct pv_cand){ e, i };
+	}
+	if (n == 0) return best;
+	qsort(c, (size_t)n, sizeof(*c), by_prob_desc);
+	if (s->top_k > 0 && s->top_k < n) n = s->top_k;
+	if (s->min_p > 0.0f) {
+		int m = 1;
+		while (m < n && c[m].p >= s->min_p * c[0].p) m++;
+		n = m;
+	}
+	double total = 0;
+	for (int i = 0; i < n; i++) total += c[i].p;
+	if (s->top_p < 1.0f) {
+		/* the smallest prefix holding top_p of the mass; top_p 0 keeps the top id only */
+		double keep = c[0].p;
+		int m = 1;
+		while (m < n && keep < (double)s->top_p * total) keep += c[m++].p;
+		n = m;
+		total = keep;
+	}
+	double r = (double)pv_choose_uniform(s->seed, pos) * total, acc = 0;
+	for (int i = 0; i < n; i++) {
+		acc += c[i].p;
+		if (r < acc) return c[i].id;
+	}
+	return c[n - 1].id;
+}

@@ -1,0 +1,316 @@
+/*
+ * generator.c: plain and speculative generation (proven_spec.h) as one loop.
+ *
+ * A step evaluates rows [pending, d_1 .. d_m] (m = 0: plain decoding) in one exact call, chooses
+ * the model's token y_j after row j for j = 0..m (choose.c: a function of row j's logits and of
+ * (seed, position) only), accepts the drafts while d_{j+1} == y_j, emits the accepted drafts
+ * and the first y that disagrees (or y_m), and truncates the session to what it accepted. Row j
+ * of an exact call has the bits a one-row call would give it (proven.h), so every y_j is the
+ * token plain decoding chooses at that position: the output is the same bit for bit.
+ *
+ * The recurrent state returns to the accepted length from a per-row snapshot (PV_EVAL_SNAPSHOT)
+ * or from a checkpoint taken before the call and a replay; attention KV is cut in both cases.
+ * The adaptive policy picks the draft length that maximises the expected tokens per second from
+ * the measured acceptance and the measured cost of calls of each length, and drafts nothing
+ * while no length is expected to beat plain decoding.
+ */
+#include "spec/choose.h"
+#include "spec/drafter.h"
+#include "proven_dev.h"
+#include "base/clock.h"
+#include "base/util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define K_LIMIT 16 /* most drafts per step (the snapshot slots a session needs: K_LIMIT + 1) */
+
+struct policy {
+	double alpha;             /* EMA of the probability that a draft token is accepted        */
+	double t_call[K_LIMIT + 2]; /* EMA seconds of a step with r rows (verify + rollback), 0: unknown */
+	double t_draft;           /* EMA seconds the drafter takes per drafted token              */
+	int plain_run;            /* plain steps in a row while the policy is off                 */
+};
+
+struct pv_generator {
+	pv_session* s;
+	struct pv_sampling smp;
+	struct pv_spec_params sp;
+	struct pv_drafter dr;      /* name NULL: none                                             */
+	int greedy, V, n_valid, H, hybrid, snapshots;
+	int32_t* hist;             /* [n_ctx + 1]: the session's tokens, then the pending one     */
+	int n_hist;                /* 0 before pv_generator_prompt                                */
+	int32_t rows[K_LIMIT + 1];
+	int32_t argmax[K_LIMIT + 1];
+	float* logits;             /* [(K_LIMIT + 1) * V]                                         */
+	float* hidden;             /* [(K_LIMIT + 1) * H] when the drafter wants them              */
+	struct pv_cand* cand;      /* [V]                                                         */
+	struct policy pol;
+	struct pv_gen_stats st;
+	char err[256];
+};
+
+static int fail(struct pv_generator* g, int rc, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct pv_generator* g, int rc, const char* fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(g->err, sizeof g->err, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static int session_fail(struct pv_generator* g, int rc)
+{
+	return fail(g, rc, "%s", pv_session_error(g->s));
+}
+
+int pv_generator_new(pv_generator** out, pv_session* s, const struct pv_sampling* sampling, const struct pv_spec_params* spec,
+                     char* err, size_t errlen)
+{
+	*out = NULL;
+	const struct pv_model_info* in = pv_model_get_info(pv_session_model(s));
+	struct pv_generator* g = pv_xcalloc(1, sizeof *g);
+	g->s = s;
+	if (sampling) g->smp = *sampling;
+	if (spec) g->sp = *spec;
+	g->V = in->vocab;
+	g->H = in->hidden;
+	g->n_valid = g->smp.n_valid > 0 && g->smp.n_valid < g->V ? g->smp.n_valid : g->V;
+	g->greedy = pv_choose_is_greedy(&g->smp);
+	g->hybrid = in->n_linear_layers > 0;
+	if (g->sp.k_max <= 0) g->sp.k_max = g->sp.draft == PV_DRAFT_NGRAM ? 16 : 8;
+	if (g->sp.k_max > K_LIMIT) g->sp.k_max = K_LIMIT;
+	int rc = 0;
+	switch (g->sp.draft) {
+	case PV_DRAFT_NONE: break;
+	case PV_DRAFT_NGRAM: rc = pv_drafter_ngram(&g->dr, g->sp.ngram_min, g->sp.ngram_max); break;
+	case PV_DRAFT_MODEL: rc = pv_drafter_model(&g->dr, g->sp.draft_session, g->V, err, errlen); break;
+	case PV_DRAFT_CASCADE:
+		rc = pv_drafter_cascade(&g->dr, g->sp.draft_session, g->V, g->sp.ngram_min, g->sp.ngram_max, err, errlen);
+		break;
+	case PV_DRAFT_MTP: rc = pv_drafter_mtp(&g->dr, s, err, errlen); break;
+	default: rc = pv_errf(err, errlen, "speculation: unknown draft kind %d", g->sp.draft);
+	}
+	if (rc) {
+		free(g);
+		return PV_E_INVALID;
+	}
+	/* snapshots when the session keeps enough of them; otherwise checkpoint + replay */
+	g->snapshots = g->hybrid && g->sp.rollback != PV_ROLLBACK_REPLAY && pv_session_n_snapshots(s) >= g->sp.k_max + 1;
+	if (g->sp.rollback == PV_ROLLBACK_SNAPSHOT && g->hybrid && !g->snapshots) {
+		pv_errf(err, errlen, "speculation: snapshot rollback needs a session with n_snapshots >= %d", g->sp.k_max + 1);
+		if (g->dr.free) g->dr.free(g->dr.ctx);
+		free(g);
+		return PV_E_INVALID;
+	}
+	g->hist = calloc((size_t)pv_session_n_ctx(s) + 1, sizeof(int32_t));
+	g->logits = malloc(sizeof(float) * (size_t)(K_LIMIT + 1) * (size_t)g->V);
+	g->cand = malloc(sizeof(struct pv_cand) * (size_t)g->V);
+	if (g->dr.wants_hidden) g->hidden = malloc(sizeof(float) * (size_t)(K_LIMIT + 1) * (size_t)g->H);
+	if (!g->hist || !g->logits || !g->cand || (g->dr.wants_hidden && !g->hidden)) {
+		pv_generator_free(g);
+		return pv_errf(err, errlen, "out of memory for a generator"), PV_E_NOMEM;
+	}
+	g->pol.alpha = 0.6; /* a prior the first steps replace */
+	*out = g;
+	return PV_OK;
+}
+
+void pv_generator_free(pv_generator* g)
+{
+	if (!g) return;
+	if (g->dr.free) g->dr.free(g->dr.ctx);
+	free(g->hist);
+	free(g->logits);
+	free(g->hidden);
+	free(g->cand);
+	free(g);
+}
+
+const char* pv_generator_error(const pv_generator* g) { return g->err; }
+
+void pv_generator_stats(const pv_generator* g, struct pv_gen_stats* st) { *st = g->st; }
+
+/* The model's token after row j of the last call (logits row j when not greedy). */
+static int32_t choice(struct pv_generator* g, int j, int64_t pos)
+{
+	if (g->greedy) return g->argmax[j];
+	return pv_choose(&g->smp, g->logits + (size_t)j * g->V, g->n_valid, pos, g->cand);
+}
+
+int pv_generator_prompt(pv_generator* g, const int32_t* prompt, int n, int32_t* first)
+{
+	g->err[0] = 0;
+	const double t0 = pv_now_s();
+	if (n < 1) return fail(g, PV_E_INVALID, "generate: the prompt is empty");
+	if (n >= pv_session_n_ctx(g->s))
+		return fail(g, PV_E_CONTEXT, "generate: a prompt of %d tokens fills the context %d", n, pv_session_n_ctx(g->s));
+	/* keep what the session shares with the prompt (but evaluate the last token for its outputs;
+	 * an MTP drafter also needs the target's hidden rows from where its own cache ends) */
+	const int32_t* hist = pv_session_tokens(g->s);
+	int keep = 0, len = pv_session_length(g->s);
+	while (keep < len && keep < n - 1 && hist[keep] == prompt[keep]) keep++;
+	if (g->dr.wants_hidden && keep > pv_session_mtp_length(g->s)) keep = pv_session_mtp_length(g->s);
+	float* hid = NULL;
+	if (g->dr.wants_hidden && !(hid = malloc(sizeof(float) * (size_t)(n - keep) * g->H)))
+		return fail(g, PV_E_NOMEM, "generate: out of memory for %d hidden rows", n - keep);
+	struct pv_eval_out o = { g->greedy ? NULL : g->logits, n - keep - 1, g->greedy ? g->argmax : NULL, n - keep - 1, hid, 0 };
+	int rc = pv_session_truncate(g->s, keep);
+	if (!rc) rc = pv_session_run(g->s, prompt + keep, n - keep, 0, &o);
+	if (!rc && g->greedy && g->argmax[0] >= g->n_valid) {
+		/* a padded vocabulary row won: the last prompt row again, with its logits */
+		g->st.fallback_tokens++;
+		struct pv_eval_out ol = { g->logits, 0, NULL, 0, NULL, 0 };
+		rc = pv_session_truncate(g->s, n - 1);
+		if (!rc) rc = pv_session_run(g->s, prompt + n - 1, 1, PV_EVAL_EXACT, &ol);
+		if (!rc) g->argmax[0] = pv_choose(&g->smp, g->logits, g->n_valid, n, g->cand);
+	}
+	if (rc) {
+		free(hid);
+		return session_fail(g, rc);
+	}
+	memcpy(g->hist, prompt, sizeof(int32_t) * (size_t)n);
+	g->hist[n] = choice(g, 0, n);
+	g->n_hist = n + 1;
+	*first = g->hist[n];
+	if (g->dr.accept && g->dr.accept(g->dr.ctx, g->hist, g->n_hist, hid, hid ? n - keep : 0, g->err, sizeof g->err)) rc = PV_E_INVALID;
+	free(hid);
+	g->st.prefill_s += pv_now_s() - t0;
+	return rc;
+}
+
+/* Expected tokens per step with m drafts at acceptance a: 1 + a + ... + a^m. */
+static double expected(double a, int m)
+{
+	double e = 1, p = 1;
+	for (int i = 0; i < m; i++) e += p *= a;
+	return e;
+}
+
+/* The draft length for this step: fixed, or the one with the best expected tokens per second
+ * (0: plain). Unknown call costs are taken as proportional to rows, pessimistically. */
+static int policy_k(struct pv_generator* g, int cap)
+{
+	if (g->sp.fixed_k) return cap;
+	struct policy* p = &g->pol;
+	const double t1 = p->t_call[1] > 0 ? p->t_call[1] : 1.0;
+	double best = 1.03; /* a draft length must promise at least 3 % over plain decoding */
+	int k = 0;
+	for (int m = 1; m <= cap; m++) {
+		double t = p->t_call[m + 1] > 0 ? p->t_call[m + 1] : t1 * (1.0 + 0.5 * m);
+		double gain = expected(p->alpha, m) * t1 / (t + m * p->t_draft);
+		if (gain > best) {
+			best = gain;
+			k = m;
+		}
+	}
+	/* off: probe now and then, so a change of acceptance is seen */
+	if (!k && ++p->plain_run >= 16) {
+		p->plain_run = 0;
+		k = cap < 2 ? cap : 2;
+	}
+	if (k) p->plain_run = 0;
+	return k;
+}
+
+static void ema(double* x, double v, double w) { *x = *x > 0 ? (1 - w) * *x + w * v : v; }
+
+/* Evaluates rows[0, r) in one call with the outputs the step needs. */
+static int run_rows(struct pv_generator* g, int r, unsigned flags)
+{
+	struct pv_eval_out o = { g->greedy ? NULL : g->logits, 0, g->greedy ? g->argmax : NULL, 0, g->hidden, 0 };
+	return pv_session_run(g->s, g->rows, r, flags, &o);
+}
+
+int pv_generator_step(pv_generator* g, int32_t* out, int max, int* n_out)
+{
+	*n_out = 0;
+	g->err[0] = 0;
+	if (!g->n_hist) return fail(g, PV_E_INVALID, "generate: no prompt yet");
+	if (max < 1) return fail(g, PV_E_INVALID, "generate: room for %d tokens", max);
+	const double t0 = pv_now_s();
+	const int len = pv_session_length(g->s), n_ctx = pv_session_n_ctx(g->s);
+	if (len + 1 > n_ctx) return fail(g, PV_E_CONTEXT, "generate: context full (%d tokens)", n_ctx);
+	/* how many drafts fit: the context, the caller's buffer, the limit */
+	int cap = g->sp.k_max;
+	if (cap > n_ctx - len - 1) cap = n_ctx - len - 1;
+	if (cap > max - 1) cap = max - 1;
+	int m = 0;
+	if (g->dr.propose && cap > 0) {
+		int k = policy_k(g, cap);
+		if (k > 0) {
+			const double td = pv_now_s();
+			m = g->dr.propose(g->dr.ctx, g->hist, g->n_hist, k, g->rows + 1, g->err, sizeof g->err);
+			if (m < 0) return PV_E_INVALID;
+			if (m > 0) ema(&g->pol.t_draft, (pv_now_s() - td) / m, 0.2);
+		} else {
+			g->st.policy_off_steps++;
+		}
+	}
+	g->rows[0] = g->hist[g->n_hist - 1];
+	const int r = m + 1;
+	int rc;
+	const double tc = pv_now_s();
+	unsigned flags = PV_EVAL_EXACT;
+	if (m > 0 && g->hybrid) {
+		if (g->snapshots) flags |= PV_EVAL_SNAPSHOT;
+		else if ((rc = pv_session_checkpoint(g->s))) return session_fail(g, rc);
+	}
+	if ((rc = run_rows(g, r, flags))) return session_fail(g, rc);
+	if (g->greedy) {
+		/* a padded vocabulary row won somewhere: the same rows again, with their logits */
+		int pad = 0;
+		for (int j = 0; j < r; j++) pad |= g->argmax[j] >= g->n_valid;
+		if (pad) {
+			g->st.fallback_tokens++;
+			struct pv_eval_out ol = { g->logits, 0, NULL, 0, g->hidden, 0 };
+			if ((rc = pv_session_truncate(g->s, len)) || (rc = pv_session_run(g->s, g->rows, r, flags, &ol)))
+				return session_fail(g, rc);
+			for (int j = 0; j < r; j++) g->argmax[j] = pv_choose(&g->smp, g->logits + (size_t)j * g->V, g->n_valid, len + 1 + j, g->cand);
+		}
+	}
+	/* accept while the draft is the model's own choice */
+	int i = 0;
+	int32_t y = choice(g, 0, len + 1);
+	while (i < m && g->rows[i + 1] == y) {
+		out[i] = y;
+		i++;
+		y = choice(g, i, len + 1 + i);
+	}
+	out[i] = y;
+	*n_out = i + 1;
+	if (i < m) {
+		struct pv_session_stats s0, s1;
+		pv_session_get_stats(g->s, &s0);
+		if ((rc = pv_session_truncate(g->s, len + 1 + i))) return session_fail(g, rc);
+		pv_session_get_stats(g->s, &s1);
+		g->st.rollbacks++;
+		g->st.snapshot_restores += (int64_t)(s1.snapshot_loads - s0.snapshot_loads);
+		g->st.replayed_rows += (int64_t)(s1.replayed_rows - s0.replayed_rows);
+	}
+	const double t_call = pv_now_s() - tc;
+	/* the history: the evaluated rows that were kept, then the new pending token */
+	memcpy(g->hist + len, g->rows, sizeof(int32_t) * (size_t)(i + 1));
+	g->hist[len + 1 + i] = y;
+	g->n_hist = len + 2 + i;
+	if (g->dr.accept && g->dr.accept(g->dr.ctx, g->hist, g->n_hist, g->hidden, i + 1, g->err, sizeof g->err))
+		return PV_E_INVALID;
+	/* statistics and what the policy learns */
+	g->st.steps++;
+	g->st.tokens += i + 1;
+	ema(&g->pol.t_call[r], t_call, 0.2);
+	if (m > 0) {
+		g->st.verify_calls++;
+		g->st.drafted += m;
+		g->st.accepted += i;
+		g->st.accepted_len[i < 16 ? i : 16]++;
+		/* acceptance per draft token: i accepted of the first i + (i < m) tried */
+		double tried = i + (i < m);
+		g->pol.alpha = 0.85 * g->pol.alpha + 0.15 * (i / tried);
+	}
+	g->st.decode_s += pv_now_s() - t0;
+	return PV_OK;
+}
