@@ -1,7 +1,7 @@
 # proven: plain GNU Makefile.
 #   make            library, CLI (build/proven), tests and tools
 #   make test       set-up (Debian packages), build, run every test (T=name runs the tests whose
-#                   program or case names contain `name`; see tests/run.sh)
+#                   program or case names contain `name`; FETCH=0 never downloads; tests/README.md)
 #   make run        the main job: a short chat with a real model (a fixture without network)
 #   make asan       the whole test suite under AddressSanitizer + UBSan (build-asan/)
 #   make format     clang-format (.clang-format) over the C files changed since the last commit
@@ -126,20 +126,24 @@ $(BUILD)/tools/%: tools/bench/%.c $(BUILD)/libproven.a
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
 
 # The GPU tests (on a machine with a CUDA device; without one they fail, never pass silently).
+# T=name runs the cases whose names contain it (test_cuda --list).
 test-cuda:
 	@[ "$(CUDA_ON)" = 1 ] || { echo "make test-cuda: this build has no CUDA backend (no nvcc; CUDA=$(CUDA))"; exit 1; }
 	$(MAKE) $(BUILD)/cuda/test_cuda
-	./$(BUILD)/cuda/test_cuda
+	PV_TEST_FILTER='$(T)' ./$(BUILD)/cuda/test_cuda
 
 # Debian packages the build needs; installed only when missing.
 deps:
 	@./tools/install-deps.sh
 
-# The real model for test_real (tools/get-model.sh; optional: without network test_real says it
-# skipped). JOBS: test programs run in parallel.
+# The real model for test_real (tools/get-model.sh; optional: without network, or with FETCH=0,
+# test_real says it skipped). JOBS: test programs run in parallel. tests/README.md has more.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+FETCH ?= 1
 test: deps
-	@tools/get-model.sh qwen2.5-coder-0.5b >/dev/null 2>&1 || echo "make test: the real model could not be fetched (no network?): test_real will skip"
+	@if [ "$(FETCH)" = 0 ]; then echo "skip fetching the real model (FETCH=0): test_real runs only if it is already here"; \
+	elif ! tools/get-model.sh qwen2.5-coder-0.5b >/dev/null 2>&1; then \
+		echo "skip fetching the real model: tools/get-model.sh failed (no network?): test_real will skip"; fi
 	$(MAKE) all
 	JOBS=$(JOBS) ./tests/run.sh $(BUILD) $(T)
 

@@ -6,6 +6,8 @@
 #ifndef PV_FIXTURE_H
 #define PV_FIXTURE_H
 
+#include "harness.h"
+
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
@@ -96,17 +98,18 @@ static inline const char* fx_root(void)
 }
 
 /* The real Qwen2.5-Coder-0.5B GGUF of tools/get-model.sh: $PV_REAL_MODEL, else the cache
- * ($PROVEN_CACHE or ~/.cache/proven); NULL when absent. */
+ * ($PROVEN_CACHE or ~/.cache/proven), else a copy beside the repository (shared/data, see
+ * t_shared_path); NULL when absent. */
 static inline const char* fx_real_model(char* buf, size_t n)
 {
 	const char* env = getenv("PV_REAL_MODEL");
-	struct stat st;
-	if (env && !stat(env, &st)) return env;
+	if (env && t_exists(env)) return env;
 	const char* cache = getenv("PROVEN_CACHE");
 	const char* home = getenv("HOME");
 	if (cache) snprintf(buf, n, "%s/qwen2.5-coder-0.5b.gguf", cache);
 	else snprintf(buf, n, "%s/.cache/proven/qwen2.5-coder-0.5b.gguf", home ? home : "/tmp");
-	return stat(buf, &st) ? NULL : buf;
+	if (t_exists(buf)) return buf;
+	return t_shared_path(buf, n, "data/qwen2.5-coder-0.5b.gguf");
 }
 
 /* max |lg[ids[i]] - vals[i]| over a reference's (ids, values) arrays */

@@ -53,14 +53,28 @@ static json_t* find_conv(json_t* convs, const char* name)
 
 static json_t* cases;
 
-static void fixtures(void)
+/* cases.json, loaded by the first case that needs it (freed by teardown) */
+static json_t* load_cases(void)
 {
+	static int tried;
+	if (tried) return cases;
+	tried = 1;
 	char path[1024];
 	snprintf(path, sizeof path, "%s/cases.json", data_dir());
 	json_error_t je;
 	cases = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
 	CHECK(cases != NULL, "cannot load %s: %s", path, je.text);
-	if (!cases) return;
+	return cases;
+}
+
+static void teardown(void)
+{
+	json_decref(cases);
+}
+
+TEST_CASE(fixtures)
+{
+	if (!load_cases()) return;
 	json_t* convs = json_object_get(cases, "conversations");
 	json_t* renders = json_object_get(cases, "renders");
 	int ok[PV_CHAT_DIALECT_COUNT] = { 0 }, all[PV_CHAT_DIALECT_COUNT] = { 0 };
@@ -141,7 +155,7 @@ static void expect_error(int d, const char* msgs, const char* tools, const char*
 	free(out);
 }
 
-static void errors(void)
+TEST_CASE(errors)
 {
 	for (int d = 0; d < PV_CHAT_DIALECT_COUNT; d++) {
 		expect_error(d, "[]", NULL, d == PV_CHAT_QWEN3_5 ? "No messages provided." : "no messages");
@@ -361,7 +375,7 @@ static void parse_case(const struct pexp* e, int idx)
 	json_decref(r);
 }
 
-static void parser(void)
+TEST_CASE(parser)
 {
 	const int Q3 = PV_CHAT_QWEN3, Q35 = PV_CHAT_QWEN3_5, Q25 = PV_CHAT_QWEN2_5, IN = PV_CHAT_PARSE_IN_THINK;
 	const struct pexp cs[] = {
@@ -443,7 +457,7 @@ static void parser(void)
 
 /* Random texts made of tag pieces: no crash, and streaming in random steps agrees with the
  * one-shot parse (where the documented exception does not apply). */
-static void parser_random(void)
+TEST_CASE(parser_random)
 {
 	static const char* const piece[] = { "<think>", "</think>", "<tool_call>", "</tool_call>", "<function=f>",
 	                                     "<parameter=a>", "</parameter>", "</function>", "{\"name\": \"f\", \"arguments\": {}}",
@@ -517,7 +531,7 @@ static void round_trip(int d, const char* history, const char* output, const cha
 	json_decref(t);
 }
 
-static void round_trips(void)
+TEST_CASE(round_trips)
 {
 	const char* h = "[{\"role\": \"system\", \"content\": \"sys\"}, {\"role\": \"user\", \"content\": \"Weather in Paris?\"}]";
 	const char* tools = WEATHER_TOOLS;
@@ -608,17 +622,17 @@ static void cli_fail(const char* bin, const char* args, const char* needle)
 	CHECK(rc != 0 && rc < 128 && strstr(out, needle), "proven template %s: rc %d, want \"%s\" in: %s", args, rc, needle, out);
 }
 
-static void cli(void)
+TEST_CASE(cli)
 {
 	const char* build = getenv("PV_BUILD");
-	char bin[512], dir[256], p[1024], a[4096];
+	char bin[512], dir[512], p[1024], a[4096];
 	snprintf(bin, sizeof bin, "%s/proven", build ? build : "build");
 	if (access(bin, X_OK)) {
-		printf("test_chat: %s not built, CLI checks skipped\n", bin);
+		t_skip("%s not built", bin);
 		return;
 	}
-	if (!cases) return;
-	snprintf(dir, sizeof dir, "/tmp/pv_test_chat_%d", (int)getpid());
+	if (!load_cases()) return;
+	snprintf(dir, sizeof dir, "%s/pv_test_chat_%d", t_tmpdir(), (int)getpid());
 	mkdir(dir, 0700);
 	json_t* convs = json_object_get(cases, "conversations");
 
@@ -725,14 +739,7 @@ static void cli(void)
 	CHECK(system(a) == 0, "cleanup %s", dir);
 }
 
-int main(void)
+int main(int argc, char** argv)
 {
-	fixtures();
-	errors();
-	parser();
-	parser_random();
-	round_trips();
-	cli();
-	json_decref(cases);
-	TEST_END("test_chat");
+	return t_main(argc, argv, "test_chat", NULL, teardown);
 }

@@ -48,7 +48,7 @@ static void generate_matches(const char* fx)
 	snprintf(want, sizeof(want), "%s\n", ids_csv(json_object_get(c, "generated")));
 	int ng = (int)json_array_size(json_object_get(c, "generated"));
 	char dump[256];
-	snprintf(dump, sizeof(dump), "/tmp/pv_test_cli_%d.safetensors", (int)getpid());
+	snprintf(dump, sizeof(dump), "%s/pv_test_cli_%d.safetensors", t_tmpdir(), (int)getpid());
 	snprintf(cmd, sizeof(cmd), "%s generate --model %s/%s --prompt-ids %s --max-tokens %d --dump-logits %s 2>/dev/null", bin,
 	         fx_root(), fx, prompt, ng, dump);
 	int rc = run(cmd, out, sizeof(out));
@@ -75,24 +75,48 @@ static void generate_matches(const char* fx)
 	json_decref(ref);
 }
 
-int main(void)
+static int setup(void)
 {
 	const char* b = getenv("PV_BUILD");
 	snprintf(bin, sizeof(bin), "%s/proven", b ? b : "build");
-	char cmd[2048], out[65536];
+	return 0;
+}
+
+/* the first fixture, for the commands that need some model */
+static const char* first_fixture(void)
+{
+	static char names[64][128];
+	int n = fx_list(fx_root(), names, 64);
+	return n ? names[0] : "none";
+}
+
+TEST_CASE(generate)
+{
 	static char names[64][128];
 	int n = fx_list(fx_root(), names, 64);
 	CHECK(n > 0, "no fixtures under %s", fx_root());
-	const char* fx = n ? names[0] : "none";
-
 	for (int i = 0; i < n; i++) generate_matches(names[i]);
+}
 
-	snprintf(cmd, sizeof(cmd), "%s info --model %s/%s", bin, fx_root(), fx);
+TEST_CASE(info)
+{
+	char cmd[2048], out[65536];
+	snprintf(cmd, sizeof(cmd), "%s info --model %s/%s", bin, fx_root(), first_fixture());
 	CHECK(run(cmd, out, sizeof(out)) == 0 && strstr(out, "architecture") && strstr(out, "parameters"), "info: %s", out);
-	snprintf(cmd, sizeof(cmd), "%s bench --model %s/%s --pp 8 --tg 4 --reps 1", bin, fx_root(), fx);
-	CHECK(run(cmd, out, sizeof(out)) == 0 && strstr(out, "\"build_commit\"") && strstr(out, "\"tg_tok_s\""), "bench: %s", out);
+}
 
-	/* bad arguments: exit 2 with a message; bad models: nonzero with the path named */
+TEST_CASE(bench)
+{
+	char cmd[2048], out[65536];
+	snprintf(cmd, sizeof(cmd), "%s bench --model %s/%s --pp 8 --tg 4 --reps 1", bin, fx_root(), first_fixture());
+	CHECK(run(cmd, out, sizeof(out)) == 0 && strstr(out, "\"build_commit\"") && strstr(out, "\"tg_tok_s\""), "bench: %s", out);
+}
+
+/* bad arguments: exit 2 with a message; bad models: nonzero with the path named */
+TEST_CASE(bad_args)
+{
+	char cmd[2048], out[65536];
+	const char* fx = first_fixture();
 	struct { const char* args; int code; const char* msg; } bad[] = {
 		{ "", 2, "usage" },
 		{ "frobnicate", 2, "unknown command" },
@@ -124,5 +148,9 @@ int main(void)
 		CHECK(rc == bad[i].code && strstr(out, bad[i].msg), "`proven %s`: exit %d (want %d), output: %s", args, rc,
 		      bad[i].code, out);
 	}
-	TEST_END("test_cli");
+}
+
+int main(int argc, char** argv)
+{
+	return t_main(argc, argv, "test_cli", setup, NULL);
 }

@@ -106,7 +106,7 @@ static void compare(const float* a, const float* ref, int n, int V, struct cmp* 
 
 /* ------------------------------------------------------------------ writer --- */
 
-static void test_writer(void)
+TEST_CASE(writer)
 {
 	char path[1200], err[512];
 	snprintf(path, sizeof path, "%s/writer.gguf", out_dir);
@@ -437,20 +437,35 @@ static void test_fixture(const char* name)
 	pv_model_close(hf);
 }
 
+/* every committed fixture at every type against its HF directory, then the table */
+TEST_CASE(fixtures)
+{
+	static char names[64][128];
+	int n = fx_list(fx_root(), names, 64);
+	CHECK(n >= 6, "expected the committed fixtures under %s, found %d", fx_root(), n);
+	printf("  relative logit error vs the HF directory, max/mean over rows ('=' bitwise):\n");
+	for (int i = 0; i < n; i++) test_fixture(names[i]);
+	for (int h = 0; h < 2; h++) {
+		printf("  %s fixtures:\n  %-8s %11s %11s %11s %8s %9s %8s\n", h ? "hybrid (DeltaNet)" : "attention-only", "type",
+		       "max |err|", "max rel", "mean rel", "top-1", "min top-1", "bitwise");
+		for (int k = 0; k < N_TYPES; k++) {
+			const struct agg* a = &totals[h][bounds[k].t];
+			if (!a->n) continue;
+			printf("  %-8s %11.3e %11.3e %11.3e %7.1f%% %8.1f%% %4d/%d\n", pv_convert_type_name(bounds[k].t), a->max_abs,
+			       a->max_rel, a->mean_rel, 100.0 * a->top1 / (a->rows ? a->rows : 1), 100.0 * a->min_top1, a->bitwise, a->n);
+		}
+	}
+}
+
 /* ------------------------------------------------------------------ real tokenizer --- */
 
+/* the real tokenizer beside the repository (harness.h t_shared_path) */
 static int find_shared_tokenizer(char* out, size_t n)
 {
-	const char* env = getenv("PV_SHARED");
-	const char* cands[] = { env, "../shared", "/work/shared" };
-	for (int i = 0; i < 3; i++) {
-		if (!cands[i]) continue;
-		snprintf(out, n, "%s/data/qwen-tokenizer", cands[i]);
-		char p[1200];
-		snprintf(p, sizeof p, "%s/tokenizer.json.xz", out);
-		if (t_exists(p)) return 0;
-	}
-	return -1;
+	char p[1200];
+	if (!t_shared_path(out, n, "data/qwen-tokenizer")) return -1;
+	snprintf(p, sizeof p, "%s/tokenizer.json.xz", out);
+	return t_exists(p) ? 0 : -1;
 }
 
 static uint16_t rnd_bf16(uint64_t* s)
@@ -543,7 +558,7 @@ static int make_model(const char* dir, int V, int H, int I, int L, int nh, int n
 
 /* K-quants proper: the fixtures' rows (64..211) are never a multiple of 256, so every Q4_K /
  * Q6_K matrix there falls back. This model has H = 256 and I = 512. */
-static void test_kquants(void)
+TEST_CASE(kquants)
 {
 	char dir[1200], out[1400], err[512];
 	snprintf(dir, sizeof dir, "%s/kqmodel", out_dir);
@@ -609,11 +624,11 @@ static void test_kquants(void)
 	pv_model_close(hf);
 }
 
-static void test_real_tokenizer(void)
+TEST_CASE(real_tokenizer)
 {
 	char shared[1024], dir[1200], out[1400], err[512];
 	if (find_shared_tokenizer(shared, sizeof shared)) {
-		printf("  real tokenizer: shared/data/qwen-tokenizer not found, skipped\n");
+		t_skip("needs the real tokenizer, not at %s (PV_SHARED names the directory holding data/)", shared);
 		return;
 	}
 	snprintf(dir, sizeof dir, "%s/tokmodel", out_dir);
@@ -704,7 +719,7 @@ static void test_real_tokenizer(void)
 
 /* ------------------------------------------------------------------ CLI errors --- */
 
-static void test_cli_errors(void)
+TEST_CASE(cli_errors)
 {
 	char cmd[3000], out[4096], path[1400];
 	const char* fx = fx_root();
@@ -774,35 +789,18 @@ static void test_cli_errors(void)
 	unlink(path);
 }
 
-int main(void)
+static int setup(void)
 {
 	build_dir = getenv("PV_BUILD") ? getenv("PV_BUILD") : "build";
 	snprintf(out_dir, sizeof out_dir, "%s/tests/convert", build_dir);
 	char cmd[1200];
 	snprintf(cmd, sizeof cmd, "mkdir -p '%s'", out_dir);
-	if (system(cmd)) {
-		fprintf(stderr, "cannot create %s\n", out_dir);
-		return 1;
-	}
-	test_writer();
+	if (!system(cmd)) return 0;
+	CHECK(0, "cannot create %s", out_dir);
+	return 1;
+}
 
-	static char names[64][128];
-	int n = fx_list(fx_root(), names, 64);
-	CHECK(n >= 6, "expected the committed fixtures under %s, found %d", fx_root(), n);
-	printf("  relative logit error vs the HF directory, max/mean over rows ('=' bitwise):\n");
-	for (int i = 0; i < n; i++) test_fixture(names[i]);
-	test_kquants();
-	for (int h = 0; h < 2; h++) {
-		printf("  %s fixtures:\n  %-8s %11s %11s %11s %8s %9s %8s\n", h ? "hybrid (DeltaNet)" : "attention-only", "type",
-		       "max |err|", "max rel", "mean rel", "top-1", "min top-1", "bitwise");
-		for (int k = 0; k < N_TYPES; k++) {
-			const struct agg* a = &totals[h][bounds[k].t];
-			if (!a->n) continue;
-			printf("  %-8s %11.3e %11.3e %11.3e %7.1f%% %8.1f%% %4d/%d\n", pv_convert_type_name(bounds[k].t), a->max_abs,
-			       a->max_rel, a->mean_rel, 100.0 * a->top1 / (a->rows ? a->rows : 1), 100.0 * a->min_top1, a->bitwise, a->n);
-		}
-	}
-	test_real_tokenizer();
-	test_cli_errors();
-	TEST_END("test_convert");
+int main(int argc, char** argv)
+{
+	return t_main(argc, argv, "test_convert", setup, NULL);
 }

@@ -358,7 +358,7 @@ static void write_file(const char* path, const void* p, size_t n)
 	fclose(f);
 }
 
-static void test_valid(void)
+TEST_CASE(valid)
 {
 	char err[512], path[512];
 	static const uint32_t aligns[] = { 0, 1, 64, 4096 };
@@ -404,20 +404,14 @@ static void test_valid(void)
 
 /* ---- files from the gguf Python package ------------------------------------------------------ */
 
+/* t_main runs the cases from the repository root */
 static const char* corpus_root(void)
 {
-	static char buf[512];
-	struct stat st;
 	const char* env = getenv("PV_CORPUS");
-	if (env) return env;
-	if (!stat("tests/corpus", &st)) return "tests/corpus";
-	snprintf(buf, sizeof buf, "%s", __FILE__);
-	char* slash = strrchr(buf, '/');
-	if (slash) snprintf(slash, sizeof buf - (size_t)(slash - buf), "/corpus");
-	return buf;
+	return env ? env : "tests/corpus";
 }
 
-static void test_pygguf(void)
+TEST_CASE(pygguf)
 {
 	char path[640], err[512];
 	struct pv_gguf g;
@@ -702,7 +696,7 @@ static const struct bad_case bad_cases[] = {
 
 static int one_line(const char* s) { return s[0] && !strchr(s, '\n'); }
 
-static void test_bad(void)
+TEST_CASE(bad)
 {
 	char err[512];
 	for (int i = 0; i < NBAD; i++) {
@@ -747,7 +741,7 @@ static void write_corpus(const char* root)
 
 /* Every file under root/gguf/bad fails through mmap with a one-line message naming it; every
  * file under root/gguf/valid opens. */
-static void test_corpus(void)
+TEST_CASE(corpus)
 {
 	char dir[512], path[1024], err[512];
 	int n_bad = 0, n_valid = 0;
@@ -814,7 +808,7 @@ static int sane(const struct pv_gguf* g, const unsigned char* buf, size_t n)
 	return 1;
 }
 
-static void test_truncations_and_mutations(void)
+TEST_CASE(truncations_and_mutations)
 {
 	struct gb b = { 0 };
 	char err[512];
@@ -865,23 +859,24 @@ static void test_truncations_and_mutations(void)
 	free(b.p);
 }
 
+static int setup(void)
+{
+	snprintf(g_tmp, sizeof g_tmp, "%s/pv_gguf_XXXXXX", t_tmpdir());
+	if (mkdtemp(g_tmp)) return 0;
+	CHECK(0, "cannot create a temporary directory %s", g_tmp);
+	return 1;
+}
+
+static void teardown(void)
+{
+	rmdir(g_tmp);
+}
+
 int main(int argc, char** argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--write-corpus")) {
 		write_corpus(argv[2]);
 		return 0;
 	}
-	const char* tmp = getenv("TMPDIR");
-	snprintf(g_tmp, sizeof g_tmp, "%s/pv_gguf_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(g_tmp)) {
-		fprintf(stderr, "cannot create a temporary directory\n");
-		return 1;
-	}
-	test_valid();
-	test_pygguf();
-	test_bad();
-	test_corpus();
-	test_truncations_and_mutations();
-	rmdir(g_tmp);
-	TEST_END("test_gguf");
+	return t_main(argc, argv, "test_gguf", setup, teardown);
 }

@@ -26,7 +26,10 @@
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+/* every case starts from the same state, so that it sees the same numbers run alone or not */
+#define RNG_SEED 0x9e3779b97f4a7c15ull
+static uint64_t rng_state = RNG_SEED;
+static int have_avx2;
 static uint32_t rnd(void)
 {
 	/* xorshift64*: reproducible across platforms */
@@ -319,8 +322,9 @@ static void check_sets_agree(const struct fixture* f)
 	free(b);
 }
 
-static void test_matmul(int have_avx2)
+TEST_CASE(matmul)
 {
+	rng_state = RNG_SEED;
 	static const enum pv_dtype types[] = { PV_F32, PV_F16, PV_BF16 };
 	int k = 0;
 	for (int ti = 0; ti < 3; ti++)
@@ -344,8 +348,9 @@ static void test_matmul(int have_avx2)
 
 /* ---- dot, axpy ------------------------------------------------------------------------ */
 
-static void test_dot_axpy(int have_avx2)
+TEST_CASE(dot_axpy)
 {
+	rng_state = RNG_SEED;
 	for (int g = have_avx2 ? 0 : 1; g < 2; g++) {
 		pv_ops_force_generic(g);
 		const char* path = g ? "generic" : "avx2";
@@ -429,8 +434,9 @@ static void slot_task(void* ctx, int task, int thread)
 	c->slot[task] = c->value + task;
 }
 
-static void test_pool(void)
+TEST_CASE(pool)
 {
+	rng_state = RNG_SEED;
 	enum { MAXT = 1000 };
 	static atomic_int hits[MAXT];
 	int threads_ok = 1, once_ok = 1, bad = 0;
@@ -507,22 +513,29 @@ static void test_pool(void)
 	}
 }
 
-int main(void)
+static int setup(void)
 {
 	pools[0] = NULL;
 	for (int i = 1; i < 4; i++) pools[i] = pv_pool_new(i);
+	have_avx2 = strcmp(pv_ops_isa(), "avx2+fma") == 0;
+	if (!have_avx2) printf("test_kernels: no AVX2/FMA here, testing the generic kernels only\n");
+	return 0;
+}
 
+static void teardown(void)
+{
+	for (int i = 1; i < 4; i++) pv_pool_free(pools[i]);
+}
+
+TEST_CASE(isa)
+{
 	pv_ops_force_generic(1);
 	CHECK(strcmp(pv_ops_isa(), "generic") == 0, "forced generic isa is %s", pv_ops_isa());
 	pv_ops_force_generic(0);
-	int have_avx2 = strcmp(pv_ops_isa(), "avx2+fma") == 0;
 	CHECK(have_avx2 || strcmp(pv_ops_isa(), "generic") == 0, "isa %s", pv_ops_isa());
-	if (!have_avx2) printf("test_kernels: no AVX2/FMA here, testing the generic kernels only\n");
+}
 
-	test_pool();
-	test_dot_axpy(have_avx2);
-	test_matmul(have_avx2);
-
-	for (int i = 1; i < 4; i++) pv_pool_free(pools[i]);
-	TEST_END("test_kernels");
+int main(int argc, char** argv)
+{
+	return t_main(argc, argv, "test_kernels", setup, teardown);
 }

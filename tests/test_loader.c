@@ -595,7 +595,7 @@ static void check_good(const char* name, const struct spec* s, int n_shards, int
 	free(tl);
 }
 
-static void test_good_models(void)
+TEST_CASE(good_models)
 {
 	struct spec s;
 
@@ -648,7 +648,7 @@ struct tensor_case {
 	const char* expect;
 };
 
-static void test_bad_tensors(void)
+TEST_CASE(bad_tensors)
 {
 	static const struct tensor_case cases[] = {
 		{ "missing_down", &SPEC_QWEN3_MOE, DROP, "model.layers.1.mlp.down_proj.weight", "expected shape [8, 12]" },
@@ -709,7 +709,7 @@ static void test_bad_tensors(void)
 }
 
 /* Sharded directories with a bad index. */
-static void test_bad_index(void)
+TEST_CASE(bad_index)
 {
 	static const struct {
 		const char* name;
@@ -876,7 +876,7 @@ static unsigned char* st_case_bytes(const struct st_case* k, size_t* len)
 	return b;
 }
 
-static void test_st_cases(void)
+TEST_CASE(st_cases)
 {
 	for (size_t i = 0; i < sizeof st_cases / sizeof st_cases[0]; i++) {
 		const struct st_case* k = &st_cases[i];
@@ -895,7 +895,7 @@ static void test_st_cases(void)
 }
 
 /* Files the parser must accept. */
-static void test_st_good(void)
+TEST_CASE(st_good)
 {
 	const char* h = "{\"__metadata__\":{\"format\":\"pt\"},"
 	                "\"s\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]},"
@@ -1065,7 +1065,7 @@ static char* cfg_case_text(const struct cfg_case* k)
 	return text;
 }
 
-static void test_cfg_cases(void)
+TEST_CASE(cfg_cases)
 {
 	for (size_t i = 0; i < sizeof cfg_cases / sizeof cfg_cases[0]; i++) {
 		const struct cfg_case* k = &cfg_cases[i];
@@ -1086,7 +1086,7 @@ static void test_cfg_cases(void)
 }
 
 /* Config details that the good models do not reach. */
-static void test_cfg_details(void)
+TEST_CASE(cfg_details)
 {
 	struct pv_config c;
 	char err[512];
@@ -1154,7 +1154,7 @@ static void test_cfg_details(void)
 
 /* Half precision ---------------------------------------------------------------------------- */
 
-static void test_f16(void)
+TEST_CASE(f16)
 {
 	int bad = 0;
 	for (uint32_t h = 0; h < 65536; h++) {
@@ -1179,18 +1179,11 @@ static void test_f16(void)
 
 /* Corpus ------------------------------------------------------------------------------------ */
 
+/* t_main runs the cases from the repository root */
 static const char* corpus_root(void)
 {
-	static char buf[512];
-	struct stat st;
 	const char* env = getenv("PV_CORPUS");
-	if (env) return env;
-	if (!stat("tests/corpus", &st)) return "tests/corpus";
-	/* __FILE__ is tests/test_loader.c relative to the repository root, or absolute */
-	snprintf(buf, sizeof buf, "%s", __FILE__);
-	char* slash = strrchr(buf, '/');
-	if (slash) snprintf(slash, sizeof buf - (size_t)(slash - buf), "/corpus");
-	return buf;
+	return env ? env : "tests/corpus";
 }
 
 static void write_corpus(const char* root)
@@ -1249,7 +1242,7 @@ static int replay(const char* root, const char* kind)
 	return n;
 }
 
-static void test_corpus(void)
+TEST_CASE(corpus)
 {
 	const char* root = corpus_root();
 	int n_st = replay(root, "safetensors");
@@ -1285,6 +1278,19 @@ static void write_seeds(const char* root)
 	free(tl);
 }
 
+static int setup(void)
+{
+	snprintf(g_tmp, sizeof g_tmp, "%s/pv_loader_XXXXXX", t_tmpdir());
+	if (mkdtemp(g_tmp)) return 0;
+	CHECK(0, "cannot create a temporary directory %s", g_tmp);
+	return 1;
+}
+
+static void teardown(void)
+{
+	remove_tree(g_tmp);
+}
+
 int main(int argc, char** argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--write-corpus")) {
@@ -1295,21 +1301,5 @@ int main(int argc, char** argv)
 		write_seeds(argv[2]);
 		return 0;
 	}
-	const char* tmp = getenv("TMPDIR");
-	snprintf(g_tmp, sizeof g_tmp, "%s/pv_loader_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(g_tmp)) {
-		perror("mkdtemp");
-		return 2;
-	}
-	test_f16();
-	test_st_good();
-	test_st_cases();
-	test_cfg_cases();
-	test_cfg_details();
-	test_good_models();
-	test_bad_tensors();
-	test_bad_index();
-	test_corpus();
-	remove_tree(g_tmp);
-	TEST_END("test_loader");
+	return t_main(argc, argv, "test_loader", setup, teardown);
 }

@@ -35,7 +35,9 @@
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
+/* every case starts from the same state, so that it sees the same numbers run alone or not */
+#define RNG_SEED 0x243f6a8885a308d3ull
+static uint64_t rng_state = RNG_SEED;
 static uint32_t rnd(void)
 {
 	rng_state ^= rng_state >> 12;
@@ -65,17 +67,11 @@ static const enum pv_dtype qtypes[] = { PV_Q8_0, PV_Q4_0, PV_Q4_1, PV_Q5_0, PV_Q
 
 static struct pv_pool* pools[4]; /* NULL (inline), 1, 2, 3 threads */
 
+/* t_main runs the cases from the repository root */
 static const char* data_dir(void)
 {
-	static char buf[512];
-	struct stat st;
 	const char* env = getenv("PV_QUANT_DATA");
-	if (env) return env;
-	if (!stat("tests/data/quant", &st)) return "tests/data/quant";
-	snprintf(buf, sizeof buf, "%s", __FILE__);
-	char* slash = strrchr(buf, '/');
-	if (slash) snprintf(slash, sizeof buf - (size_t)(slash - buf), "/data/quant");
-	return buf;
+	return env ? env : "tests/data/quant";
 }
 
 /* ---- f16 ---------------------------------------------------------------------------------- */
@@ -94,8 +90,9 @@ __attribute__((target("f16c"))) static uint16_t hw_f16(float f)
 }
 #endif
 
-static void test_f16(void)
+TEST_CASE(f16)
 {
+	rng_state = RNG_SEED;
 	int rt_ok = 1, tie_ok = 1, mid_ok = 1;
 	for (uint32_t h = 0; h < 0x10000; h++) {
 		int e = (h >> 10) & 0x1f;
@@ -236,8 +233,9 @@ static uint64_t fnv1a(uint64_t h, const unsigned char* p, size_t n)
 }
 
 static int deq_total, q_total, q_blocks_total;
+static int have_avx2;
 
-static void test_vectors(enum pv_dtype t, int have_avx2)
+static void vectors(enum pv_dtype t)
 {
 	const char* name = pv_dtype_name(t);
 	struct vec v;
@@ -348,10 +346,19 @@ static void test_vectors(enum pv_dtype t, int have_avx2)
 	free(v.file);
 }
 
+TEST_CASE(vectors)
+{
+	rng_state = RNG_SEED;
+	for (int k = 0; k < NQT; k++) vectors(qtypes[k]);
+	printf("reference vectors: %d dequantized values, %d quantized blocks (%d types)\n", deq_total, q_total,
+	       q_blocks_total);
+}
+
 /* ---- quantizer properties ------------------------------------------------------------------------ */
 
-static void test_quant_misc(void)
+TEST_CASE(quant_misc)
 {
+	rng_state = RNG_SEED;
 	float x[512];
 	unsigned char q[512 * 4];
 	for (int i = 0; i < 512; i++) x[i] = nrnd();
@@ -602,8 +609,9 @@ static void check_matmul(const struct fixture* f, const char* set)
 	free(xs);
 }
 
-static void test_matmul(int have_avx2)
+TEST_CASE(matmul)
 {
+	rng_state = RNG_SEED;
 	static const int ins32[] = { 32, 96, 4096 }, ins256[] = { 256, 768 };
 	static const int outs[] = { 1, 5, 37 };
 	for (int k = 0; k < NQT; k++) {
@@ -642,22 +650,23 @@ static void test_matmul(int have_avx2)
 	}
 }
 
-int main(void)
+static int setup(void)
 {
 	pools[0] = NULL;
 	pools[1] = pv_pool_new(1);
 	pools[2] = pv_pool_new(2);
 	pools[3] = pv_pool_new(3);
-	int have_avx2 = !strcmp(pv_ops_isa(), "avx2+fma");
+	have_avx2 = !strcmp(pv_ops_isa(), "avx2+fma");
 	printf("kernels: %s\n", have_avx2 ? "avx2+fma and generic" : "generic only");
+	return 0;
+}
 
-	test_f16();
-	for (int k = 0; k < NQT; k++) test_vectors(qtypes[k], have_avx2);
-	printf("reference vectors: %d dequantized values, %d quantized blocks (%d types)\n", deq_total, q_total,
-	       q_blocks_total);
-	test_quant_misc();
-	test_matmul(have_avx2);
-
+static void teardown(void)
+{
 	for (int i = 1; i < 4; i++) pv_pool_free(pools[i]);
-	TEST_END("test_quant");
+}
+
+int main(int argc, char** argv)
+{
+	return t_main(argc, argv, "test_quant", setup, teardown);
 }

@@ -177,7 +177,7 @@ static double load_and_eval(const char* path, const struct pv_synth_preset* ps, 
 static const char* archs[] = { "qwen2", "qwen3", "qwen3moe", "qwen3next", "qwen35", "qwen35moe" };
 #define N_ARCHS ((int)(sizeof archs / sizeof archs[0]))
 
-static void test_tiny(void)
+TEST_CASE(tiny)
 {
 	static const enum pv_convert_type types[] = { PV_CONVERT_Q8_0, PV_CONVERT_Q4_K_M, PV_CONVERT_BF16 };
 	char path[1200];
@@ -208,7 +208,7 @@ static void test_tiny(void)
 	}
 }
 
-static void test_determinism(void)
+TEST_CASE(determinism)
 {
 	char a[1200], b[1200], c[1200];
 	const struct pv_synth_preset* ps = preset("qwen35moe", "tiny");
@@ -239,7 +239,7 @@ static void test_determinism(void)
 	unlink(c);
 }
 
-static void test_layers_mtp_depth(void)
+TEST_CASE(layers_mtp_depth)
 {
 	char path[1200], err[512];
 	/* hybrids cut short keep one attention layer */
@@ -283,7 +283,7 @@ static void test_layers_mtp_depth(void)
 }
 
 /* The real-shape presets, from the plan alone. */
-static void test_real_presets(void)
+TEST_CASE(real_presets)
 {
 	char err[512];
 	struct pv_synth_plan plan;
@@ -347,7 +347,7 @@ static void test_real_presets(void)
 		}
 }
 
-static void test_cli(void)
+TEST_CASE(cli)
 {
 	char cmd[3000], out[8192], path[1400];
 	const char* bin = build_dir;
@@ -389,20 +389,18 @@ static void test_cli(void)
 	      out);
 }
 
-int main(void)
+static int setup(void)
 {
 	build_dir = getenv("PV_BUILD") ? getenv("PV_BUILD") : "build";
 	snprintf(out_dir, sizeof out_dir, "%s/tests/synth", build_dir);
 	char cmd[1200];
 	snprintf(cmd, sizeof cmd, "mkdir -p '%s'", out_dir);
-	if (system(cmd)) {
-		fprintf(stderr, "cannot create %s\n", out_dir);
-		return 1;
-	}
-	test_tiny();
-	test_determinism();
-	test_layers_mtp_depth();
-	test_real_presets();
-	test_cli();
-	TEST_END("test_synth");
+	if (!system(cmd)) return 0;
+	CHECK(0, "cannot create %s", out_dir);
+	return 1;
+}
+
+int main(int argc, char** argv)
+{
+	return t_main(argc, argv, "test_synth", setup, NULL);
 }

@@ -1,10 +1,11 @@
 /*
  * test_tokenizer.c: the Qwen byte-level BPE tokenizer against the real Qwen tokenizer.json
- * (../shared/data/qwen-tokenizer/, or $PV_SHARED/data/qwen-tokenizer/): llama.cpp's 46 Qwen2
- * vectors, the qwen-models.md §9.6 samples, parity with Hugging Face `tokenizers` on the corpus
- * made by tools/reference/make_tokenizer_corpus.py (tests/data/tokenizer/corpus.jsonl.xz),
- * special tokens, invalid UTF-8, long single-class runs, streaming decode, the GGUF-style
- * constructor, bad files, thread safety and the `proven tokenize` command.
+ * (<repository>/../shared/data/qwen-tokenizer/, or $PV_SHARED/data/qwen-tokenizer/; without it
+ * the cases say "skip"): llama.cpp's 46 Qwen2 vectors, the qwen-models.md §9.6 samples,
+ * parity with Hugging Face `tokenizers` on the corpus made by
+ * tools/reference/make_tokenizer_corpus.py (tests/data/tokenizer/corpus.jsonl.xz), special
+ * tokens, invalid UTF-8, long single-class runs, streaming decode, the GGUF-style constructor,
+ * bad files, thread safety and the `proven tokenize` command.
  */
 #include "harness.h"
 #include "text/tokenizer.h"
@@ -67,19 +68,13 @@ static char* read_file(const char* path, size_t* n)
 	return b;
 }
 
+/* The real tokenizer beside the repository (harness.h t_shared_path). */
 static int find_shared(void)
 {
-	const char* env = getenv("PV_SHARED");
-	const char* cands[] = { env, "../shared", NULL };
-	struct stat st;
-	for (int i = 0; i < 2; i++) {
-		if (!cands[i]) continue;
-		snprintf(shared_tok, sizeof shared_tok, "%s/data/qwen-tokenizer", cands[i]);
-		char p[1100];
-		snprintf(p, sizeof p, "%s/tokenizer.json.xz", shared_tok);
-		if (!stat(p, &st)) return 0;
-	}
-	return -1;
+	char p[1100];
+	if (!t_shared_path(shared_tok, sizeof shared_tok, "data/qwen-tokenizer")) return -1;
+	snprintf(p, sizeof p, "%s/tokenizer.json.xz", shared_tok);
+	return t_exists(p) ? 0 : -1;
 }
 
 /* Unpacks tokenizer.json.xz into the build directory once. */
@@ -133,8 +128,47 @@ static int parse_ids(const char* s, int32_t* out, int cap)
 	return n;
 }
 
-static void test_basics(void)
+/* The tokenizer every case uses: found, unpacked and opened by the first case that needs it.
+ * Without the data (a clone without shared/) each case says it skipped. */
+static int tok_state; /* 0 not tried, 1 open, -1 no data, -2 failed */
+
+static int need_tok(void)
 {
+	if (!tok_state) {
+		tok_state = -1;
+		if (!find_shared()) {
+			tok_state = -2;
+			char err[600];
+			double t0 = now();
+			int ok = !unpack_tokenizer();
+			CHECK(ok, "cannot unpack %s/tokenizer.json.xz into %s", shared_tok, tok_path);
+			int rc = pv_tok_open_json(&tok, tok_path, err, sizeof err);
+			CHECK(rc == 0, "open %s: %s", tok_path, err);
+			if (!rc) {
+				printf("tokenizer.json loaded in %.2f s\n", now() - t0);
+				tok_state = 1;
+			}
+		}
+	}
+	if (tok_state == -1)
+		t_skip("needs the real tokenizer, not at %s (PV_SHARED names the directory holding data/)", shared_tok);
+	return tok_state == 1;
+}
+
+static int setup(void)
+{
+	build_dir = getenv("PV_BUILD") ? getenv("PV_BUILD") : "build";
+	return 0;
+}
+
+static void teardown(void)
+{
+	pv_tok_free(tok);
+}
+
+TEST_CASE(basics)
+{
+	if (!need_tok()) return;
 	CHECK(pv_tok_n_vocab(tok) == 151669, "n_vocab %d", pv_tok_n_vocab(tok));
 	CHECK(pv_tok_id(tok, "<|im_end|>") == 151645, "im_end %d", pv_tok_id(tok, "<|im_end|>"));
 	CHECK(pv_tok_id(tok, "<|im_start|>") == 151644, "im_start");
@@ -151,8 +185,9 @@ static void test_basics(void)
 }
 
 /* qwen-models.md §9.6 */
-static void test_samples(void)
+TEST_CASE(samples)
 {
+	if (!need_tok()) return;
 	static const struct { const char* text; const char* ids; } cases[] = {
 		{ "Hello world", "9707 1879" },
 		{ " Hello world", "21927 1879" },
@@ -177,8 +212,9 @@ static void test_samples(void)
 }
 
 /* llama.cpp's test-tokenizer-0 vectors for qwen2 (special-token parsing off). */
-static void test_llama_vectors(void)
+TEST_CASE(llama_vectors)
 {
+	if (!need_tok()) return;
 	char p[1200];
 	size_t ni, no;
 	snprintf(p, sizeof p, "%s/ggml-vocab-qwen2.gguf.inp", shared_tok);
@@ -264,8 +300,9 @@ static char* stream_all(const int32_t* ids, int n, unsigned flags, size_t* len, 
 }
 
 /* Parity with HF tokenizers on the committed corpus. */
-static void test_corpus(void)
+TEST_CASE(corpus)
 {
+	if (!need_tok()) return;
 	int status;
 	size_t n;
 	char cmd[600];
@@ -380,8 +417,9 @@ static void test_corpus(void)
 	CHECK(n_raw > 500, "invalid-UTF-8 cases: %d", n_raw);
 }
 
-static void test_special(void)
+TEST_CASE(special)
 {
+	if (!need_tok()) return;
 	const char* s = "<|im_start|>user\n<think>hi</think><|im_end|><tool_call>";
 	int32_t *a, *b;
 	int na = enc(s, strlen(s), 1, &a);
@@ -424,8 +462,9 @@ static void test_special(void)
 }
 
 /* Each invalid sequence becomes U+FFFD per maximal subpart (Python errors="replace"). */
-static void test_invalid_utf8(void)
+TEST_CASE(invalid_utf8)
 {
+	if (!need_tok()) return;
 	static const struct { const char* raw; int rn; const char* fixed; } cases[] = {
 		{ "\xff", 1, "\xef\xbf\xbd" },
 		{ "a\xc3", 2, "a\xef\xbf\xbd" },
@@ -485,8 +524,9 @@ static void test_invalid_utf8(void)
 }
 
 /* Long single-class runs: no crash, no stack overflow, linear time; exact round trip. */
-static void test_long_runs(void)
+TEST_CASE(long_runs)
 {
+	if (!need_tok()) return;
 	static const struct { const char* unit; const char* name; } units[] = {
 		{ " ", "spaces" }, { "a", "letters" }, { "7", "digits" }, { "\n", "newlines" }, { "!", "punctuation" },
 		{ "\xc3\xa9", "e-acute" }, { "\xcc\x81", "combining acute" }, { "\xf0\x9f\x9a\x80", "rockets" },
@@ -538,8 +578,9 @@ static void test_long_runs(void)
 	printf("long runs: %.2f s\n", now() - t0);
 }
 
-static void test_streaming(void)
+TEST_CASE(streaming)
 {
+	if (!need_tok()) return;
 	/* rare characters split into several byte tokens */
 	const char* s = "\xf0\x9f\xa7\xac \xe4\xb9\x82\xe5\x8d\x84\xe4\xb9\x87 \xf0\x90\x8c\xb0\xf0\x90\x8c\xb1 "
 	                "\xe1\x9a\xa0\xe1\x9b\x87\xe1\x9a\xbb \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7";
@@ -577,8 +618,9 @@ static void test_streaming(void)
 }
 
 /* The GGUF-style constructor from the same data; the qwen35 regex on llama.cpp's qwen35 cases. */
-static void test_from_vocab(void)
+TEST_CASE(from_vocab)
 {
+	if (!need_tok()) return;
 	json_error_t je;
 	json_t* root = json_load_file(tok_path, 0, &je);
 	CHECK(root != NULL, "reload tokenizer.json: %s", je.text);
@@ -682,7 +724,7 @@ static void test_from_vocab(void)
 }
 
 /* Crafted tokenizer files: every one fails with a message, none crashes. */
-static void test_bad_files(void)
+TEST_CASE(bad_files)
 {
 	char dir[1100], path[1200], err[600];
 	struct pv_tok* t = NULL;
@@ -749,7 +791,8 @@ static void test_bad_files(void)
 	CHECK(pv_tok_open_json(&t, "/nonexistent/tokenizer.json", err, sizeof err) == -1 && strstr(err, "No such file"),
 	      "missing file: %s", err);
 	CHECK(pv_tok_open_json(&t, "model.gguf", err, sizeof err) == -1 && strstr(err, "GGUF"), "gguf: %s", err);
-	/* the HF directory form */
+	/* the HF directory form: where need_tok unpacked tokenizer.json */
+	if (!need_tok()) return;
 	snprintf(path, sizeof path, "%s/tests", build_dir);
 	rc = pv_tok_open_json(&t, path, err, sizeof err);
 	CHECK(rc == 0, "directory form: %s", err);
@@ -776,8 +819,9 @@ static void* thr_main(void* p)
 	return NULL;
 }
 
-static void test_threads(void)
+TEST_CASE(threads)
 {
+	if (!need_tok()) return;
 	pthread_t th[4];
 	struct thr a[4];
 	const char* texts[] = { "Hello world, this is thread one. 1234 \xe4\xbd\xa0\xe5\xa5\xbd",
@@ -794,8 +838,9 @@ static void test_threads(void)
 }
 
 /* `proven tokenize` end to end. */
-static void test_cli(void)
+TEST_CASE(cli)
 {
+	if (!need_tok()) return;
 	char cmd[3000], in[1200];
 	int st;
 	size_t n;
@@ -835,32 +880,7 @@ static void test_cli(void)
 	free(out);
 }
 
-int main(void)
+int main(int argc, char** argv)
 {
-	build_dir = getenv("PV_BUILD") ? getenv("PV_BUILD") : "build";
-	if (find_shared()) {
-		CHECK(0, "no ../shared/data/qwen-tokenizer (set PV_SHARED to the shared directory)");
-		TEST_END("test_tokenizer");
-	}
-	CHECK(!unpack_tokenizer(), "cannot unpack %s/tokenizer.json.xz into %s", shared_tok, tok_path);
-	char err[600];
-	double t0 = now();
-	int rc = pv_tok_open_json(&tok, tok_path, err, sizeof err);
-	CHECK(rc == 0, "open %s: %s", tok_path, err);
-	if (rc) TEST_END("test_tokenizer");
-	printf("tokenizer.json loaded in %.2f s\n", now() - t0);
-	test_basics();
-	test_samples();
-	test_llama_vectors();
-	test_special();
-	test_invalid_utf8();
-	test_streaming();
-	test_corpus();
-	test_long_runs();
-	test_from_vocab();
-	test_bad_files();
-	test_threads();
-	test_cli();
-	pv_tok_free(tok);
-	TEST_END("test_tokenizer");
+	return t_main(argc, argv, "test_tokenizer", setup, teardown);
 }

@@ -56,7 +56,9 @@ static double g_worst_dot, g_worst_cpu, g_worst_ref;
 
 /* ------------------------------------------------------------------------------ gemv --- */
 
-static uint32_t g_rng = 0x12345678u;
+/* every case that draws starts from the same state: the same numbers run alone or not */
+#define RNG_SEED 0x12345678u
+static uint32_t g_rng = RNG_SEED;
 static float frand(void)
 {
 	g_rng = g_rng * 1664525u + 1013904223u;
@@ -620,7 +622,7 @@ static void real_model(void)
 	char buf[1024], err[512];
 	const char* path = fx_real_model(buf, sizeof buf);
 	if (!path) {
-		printf("  real model: not available (set PV_REAL_MODEL or run tools/get-model.sh): skipped, nothing checked\n");
+		t_skip("the real model is not available (set PV_REAL_MODEL or run tools/get-model.sh): nothing checked");
 		return;
 	}
 	json_t* ref = json_load_file("tests/data/real/reference.json", 0, NULL);
@@ -1034,7 +1036,7 @@ static void prefill_bench(void)
 	char err[512];
 	const char* path = getenv("PV_PREFILL_MODEL");
 	if (!path) {
-		printf("  prefill-bench: set PV_PREFILL_MODEL to a model directory or GGUF file: skipped\n");
+		t_skip("set PV_PREFILL_MODEL to a model directory or GGUF file");
 		return;
 	}
 	pv_model* m = NULL;
@@ -1113,86 +1115,109 @@ static void prefill_bench(void)
 	pv_model_close(m);
 }
 
-static int want(int argc, char** argv, const char* section)
-{
-	if (argc < 2) return strcmp(section, "quick") != 0 && strcmp(section, "prefill-bench") != 0;
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], section)) return 1;
-	return 0;
-}
-
-/* test_cuda [gemv] [fixtures] [quant] [real] [prefill] [prefill-bench] [quick]: sections (default: all
- * but quick and prefill-bench). quick is a
- * small subset for compute-sanitizer: a few GEMVs and the qwen3, qwen3_5 and qwen3_next fixtures.
- * Separate processes keep a fault in one section from hiding the others' results. */
-int main(int argc, char** argv)
+/* The sections are cases (tests/harness.h): `test_cuda [section...]`, default all but the
+ * manual ones (quick, prefill-bench); tools/cuda/device-check.sh runs one process per section
+ * so that a fault in one cannot hide the others' results. quick is a small subset for
+ * compute-sanitizer: a few GEMVs and the qwen3, qwen3_5 and qwen3_next fixtures. */
+static int setup(void)
 {
 	char err[512];
 	struct pv_cuda_device d;
 	if (pv_cuda_device_info(&d, err, sizeof(err))) {
-		printf("test_cuda: no CUDA device: %s\n", err);
-		printf("test_cuda: 0 passed, 1 failed\n");
+		CHECK(0, "no CUDA device: %s", err);
 		return 1;
 	}
 	printf("test_cuda: %s (sm_%d%d, %d SMs, driver CUDA %d, runtime %d)\n", d.name, d.cc_major, d.cc_minor, d.sm_count,
 	       d.driver_version, d.runtime_version);
-	if (want(argc, argv, "quick")) {
-		test_gemv_quick();
-		fixture("qwen3");
-		fixture("qwen3_5");
-		fixture("qwen3_next");
-	}
-	if (want(argc, argv, "gemv")) test_gemv();
-	if (want(argc, argv, "fixtures")) {
-		static char names[64][128];
-		int n = fx_list(fx_root(), names, 64);
-		CHECK(n >= 6, "expected the committed fixtures under %s, found %d", fx_root(), n);
-		for (int i = 0; i < n; i++) fixture(names[i]);
-	}
-	if (want(argc, argv, "quant")) {
-		/* a type without a CUDA kernel (every GGUF type has one now: an invalid type) is
-		 * refused with a message that says so */
-		float wf[4 * 32] = { 0 }, x[32] = { 0 }, y[4];
-		struct pv_tensor W = { wf, PV_DTYPE_COUNT, 4, 32 };
-		int rc = pv_cuda_test_matmul(&W, x, 1, y, err, sizeof(err));
-		CHECK(rc != 0 && strstr(err, "no CUDA kernel"), "invalid type: expected a clear refusal, got rc %d: %s", rc, err);
-		/* the new types, one-row and small-row GEMVs against the CPU's matmul */
-		static const enum pv_dtype nt[] = { PV_Q4_1, PV_Q5_0, PV_Q5_1, PV_Q5_K };
-		for (size_t i = 0; i < sizeof nt / sizeof nt[0]; i++) {
-			gemv_case(nt[i], 37, 512);
-			gemv_case(nt[i], 300, 2816);
-		}
-		quantized("qwen3", PV_Q8_0);
-		quantized("qwen3", PV_Q4_0);
-		quantized("qwen2", PV_Q8_0);
-		quantized("qwen3", PV_Q4_1);
-		quantized("qwen3", PV_Q5_0);
-		quantized("qwen3", PV_Q5_1);
-		quantized("qwen2", PV_Q5_0);
-		/* the gathered (MoE) GEMVs over quantized experts (gate and up: widths of 32) */
-		quantized("qwen3_moe", PV_Q8_0);
-		quantized("qwen3_moe", PV_Q5_0);
-		quantized("qwen3_moe", PV_Q4_1);
-		/* Q5_K needs widths of 256: the fixtures have none; its GEMVs are checked above */
-	}
-	if (want(argc, argv, "real")) real_model();
-	if (want(argc, argv, "prefill")) {
-		CHECK(pv_cuda_prefill_available(), "prefill: cuBLAS cannot be loaded (set PV_CUBLAS to libcublas.so.13)");
-		if (pv_cuda_prefill_available()) {
-			static char names[64][128];
-			int n = fx_list(fx_root(), names, 64);
-			prefill_dequant_check();
-			for (int i = 0; i < n; i++) prefill_fixture(names[i]);
-			prefill_quantized("qwen3", PV_Q8_0);
-			prefill_quantized("qwen2", PV_Q4_0);
-			prefill_quantized("qwen3_moe", PV_Q8_0);
-			printf("test_cuda: worst prefill rel error: fast %.3e (dense tol %g), precise %.3e (tol %g)\n", g_worst_prefill[0], TOL_PREFILL,
-			       g_worst_prefill[1], TOL_PRECISE);
-		}
-	}
-	if (want(argc, argv, "prefill-bench")) prefill_bench();
+	return 0;
+}
+
+static void teardown(void)
+{
 	printf("test_cuda: worst gemv error %.3e of sum |w x| (tol %g); worst logits rel error vs CPU %.3e (tol %g), "
 	       "vs transformers %.3e (tol %g)\n",
 	       g_worst_dot, TOL_DOT, g_worst_cpu, TOL_CPU, g_worst_ref, TOL_REL);
-	TEST_END("test_cuda");
+}
+
+TEST_CASE_MANUAL(quick, "quick")
+{
+	g_rng = RNG_SEED;
+	test_gemv_quick();
+	fixture("qwen3");
+	fixture("qwen3_5");
+	fixture("qwen3_next");
+}
+
+TEST_CASE(gemv)
+{
+	g_rng = RNG_SEED;
+	test_gemv();
+}
+
+TEST_CASE(fixtures)
+{
+	static char names[64][128];
+	int n = fx_list(fx_root(), names, 64);
+	CHECK(n >= 6, "expected the committed fixtures under %s, found %d", fx_root(), n);
+	for (int i = 0; i < n; i++) fixture(names[i]);
+}
+
+TEST_CASE(quant)
+{
+	char err[512];
+	g_rng = RNG_SEED;
+	/* a type without a CUDA kernel (every GGUF type has one now: an invalid type) is
+	 * refused with a message that says so */
+	float wf[4 * 32] = { 0 }, x[32] = { 0 }, y[4];
+	struct pv_tensor W = { wf, PV_DTYPE_COUNT, 4, 32 };
+	int rc = pv_cuda_test_matmul(&W, x, 1, y, err, sizeof(err));
+	CHECK(rc != 0 && strstr(err, "no CUDA kernel"), "invalid type: expected a clear refusal, got rc %d: %s", rc, err);
+	/* the new types, one-row and small-row GEMVs against the CPU's matmul */
+	static const enum pv_dtype nt[] = { PV_Q4_1, PV_Q5_0, PV_Q5_1, PV_Q5_K };
+	for (size_t i = 0; i < sizeof nt / sizeof nt[0]; i++) {
+		gemv_case(nt[i], 37, 512);
+		gemv_case(nt[i], 300, 2816);
+	}
+	quantized("qwen3", PV_Q8_0);
+	quantized("qwen3", PV_Q4_0);
+	quantized("qwen2", PV_Q8_0);
+	quantized("qwen3", PV_Q4_1);
+	quantized("qwen3", PV_Q5_0);
+	quantized("qwen3", PV_Q5_1);
+	quantized("qwen2", PV_Q5_0);
+	/* the gathered (MoE) GEMVs over quantized experts (gate and up: widths of 32) */
+	quantized("qwen3_moe", PV_Q8_0);
+	quantized("qwen3_moe", PV_Q5_0);
+	quantized("qwen3_moe", PV_Q4_1);
+	/* Q5_K needs widths of 256: the fixtures have none; its GEMVs are checked above */
+}
+
+TEST_CASE(real)
+{
+	real_model();
+}
+
+TEST_CASE(prefill)
+{
+	CHECK(pv_cuda_prefill_available(), "prefill: cuBLAS cannot be loaded (set PV_CUBLAS to libcublas.so.13)");
+	if (!pv_cuda_prefill_available()) return;
+	static char names[64][128];
+	int n = fx_list(fx_root(), names, 64);
+	prefill_dequant_check();
+	for (int i = 0; i < n; i++) prefill_fixture(names[i]);
+	prefill_quantized("qwen3", PV_Q8_0);
+	prefill_quantized("qwen2", PV_Q4_0);
+	prefill_quantized("qwen3_moe", PV_Q8_0);
+	printf("test_cuda: worst prefill rel error: fast %.3e (dense tol %g), precise %.3e (tol %g)\n", g_worst_prefill[0], TOL_PREFILL,
+	       g_worst_prefill[1], TOL_PRECISE);
+}
+
+TEST_CASE_MANUAL(prefill_bench, "prefill-bench")
+{
+	prefill_bench();
+}
+
+int main(int argc, char** argv)
+{
+	return t_main(argc, argv, "test_cuda", setup, teardown);
 }

@@ -56,7 +56,8 @@ mkdir -p "$W"
 } >"$OUT/nvidia-smi.txt" 2>&1
 say "== $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null)"
 
-# 2. the CUDA tests, one process per section (a fault in one cannot hide the others)
+# 2. the CUDA tests, one process per section (test_cuda's cases, `test_cuda --list`; a fault in
+# one cannot hide the others)
 : >"$OUT/test_cuda.log"
 run_tests() { # label env-assignment sections...
 	local label=$1 envs=$2
@@ -82,8 +83,8 @@ run_tests "fixtures staged gemv" "PV_CUDA_GEMV_DIRECT=0" fixtures
 run_tests "fixtures without prefill" "PV_CUDA_PREFILL=0" fixtures
 run_tests "fixtures with 64-key attention splits" "PV_CUDA_ATT_SPLIT=64" fixtures
 run_tests "fixtures with 16-key attention splits" "PV_CUDA_ATT_SPLIT=16" fixtures
-for sec in prefill real; do # sections that exist in this build
-	strings $B/cuda/test_cuda | grep -qx "$sec" && run_tests "$sec" "" "$sec"
+for sec in prefill real; do # sections (test cases) that exist in this build
+	$B/cuda/test_cuda --list | cut -f1 | grep -qx "$sec" && run_tests "$sec" "" "$sec"
 done
 # if the fixtures failed, once more without the decode graph (tells graph capture from kernels)
 [ $fixtures_rc = 0 ] || run_tests "fixtures without graphs" "PV_CUDA_GRAPHS=0" fixtures
