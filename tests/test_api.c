@@ -417,64 +417,83 @@ static void test_digest(pv_model* m, const char* dir, const char* name)
 	CHECK(pv_model_digest(m, again) == PV_OK && !strcmp(hex, again), "%s: cached digest differs", name);
 }
 
-int main(void)
+/* Runs fn on every fixture model (CPU), with the fixture's first prompt in g_toks. */
+static void each_fixture(void (*fn)(pv_model* m, const char* dir, const char* name))
 {
 	char names[32][128];
 	int nf = fx_list(fx_root(), names, 32);
 	CHECK(nf >= 6, "fixtures found: %d", nf);
-	const struct pv_build_info* bi = pv_build_info();
-	CHECK(bi->commit[0] && bi->cflags[0] && bi->compiler[0] && bi->nvcc_flags[0] && bi->backends[0] && bi->cpu_isa[0],
-	      "build info");
-	CHECK(!strcmp(pv_status_name(PV_E_CONTEXT), "PV_E_CONTEXT") && !strcmp(pv_status_name(123), "unknown"), "status names");
 	for (int f = 0; f < nf; f++) {
-		char dir[512], ref[600];
+		char dir[512], ref[600], err[512];
 		snprintf(dir, sizeof dir, "%s/%s", fx_root(), names[f]);
 		snprintf(ref, sizeof ref, "%s/reference.json", dir);
 		json_t* j = json_load_file(ref, 0, NULL);
 		g_toks = fx_ids(json_object_get(json_array_get(json_object_get(j, "cases"), 0), "prompt"), &g_ntok);
 		json_decref(j);
-		if (g_ntok < 48) {
-			printf("skip %s: prompt of %d tokens\n", names[f], g_ntok);
-			free(g_toks);
-			continue;
-		}
 		pv_model* m = NULL;
-		char err[512];
-		n_log_lines = 0;
-		pv_set_log(count_log, NULL, PV_LOG_INFO);
-		struct pv_model_params quiet = { 0 };
-		CHECK(pv_model_open(&m, dir, &quiet, err, sizeof err) == PV_OK, "%s: open: %s", names[f], err);
-		CHECK(n_log_lines == 0, "%s: a quiet open logged %d lines", names[f], n_log_lines);
-		pv_model_close(m);
-		struct pv_model_params loud = { .verbose = 1 };
-		CHECK(pv_model_open(&m, dir, &loud, err, sizeof err) == PV_OK && n_log_lines > 0, "%s: a verbose open logged nothing",
-		      names[f]);
-		pv_set_log(NULL, NULL, 0);
-		const struct pv_knob* kn;
-		CHECK(pv_model_knobs(m, &kn) == 0, "%s: the CPU has no knobs", names[f]);
-		test_outputs(m, names[f]);
-		test_exact(m, names[f]);
-		test_snapshots(m, names[f]);
-		test_copy_prefix(m, names[f]);
-		test_sync(m, names[f]);
-		test_shared_pool(m, names[f]);
-		test_status(m, names[f]);
-		test_bytes(m, names[f]);
-		test_digest(m, dir, names[f]);
-		test_config_check(m, names[f]);
+		if (g_ntok < 48) {
+			CHECK(0, "%s: prompt of %d tokens", names[f], g_ntok);
+		} else if (pv_model_open(&m, dir, NULL, err, sizeof err) != PV_OK) {
+			CHECK(0, "%s: open: %s", names[f], err);
+		} else {
+			fn(m, dir, names[f]);
+		}
 		pv_model_close(m);
 		free(g_toks);
 	}
-	/* opening: status codes */
+}
+
+#define FIXTURE_CASE(id, call)                                                               \
+	static void id##_fx(pv_model* m, const char* dir, const char* name) { (void)dir; call; } \
+	TEST_CASE(id) { each_fixture(id##_fx); }
+
+FIXTURE_CASE(outputs, test_outputs(m, name))
+FIXTURE_CASE(exact_flag, test_exact(m, name))
+FIXTURE_CASE(snapshots, test_snapshots(m, name))
+FIXTURE_CASE(copy_prefix, test_copy_prefix(m, name))
+FIXTURE_CASE(sync, test_sync(m, name))
+FIXTURE_CASE(shared_pool, test_shared_pool(m, name))
+FIXTURE_CASE(status_codes, test_status(m, name))
+FIXTURE_CASE(session_bytes, test_bytes(m, name))
+FIXTURE_CASE(digest, test_digest(m, dir, name))
+FIXTURE_CASE(config_check, test_config_check(m, name))
+
+static void log_fx(pv_model* m0, const char* dir, const char* name)
+{
 	pv_model* m = NULL;
-	char err[256];
+	char err[512];
+	n_log_lines = 0;
+	pv_set_log(count_log, NULL, PV_LOG_INFO);
+	struct pv_model_params quiet = { 0 };
+	CHECK(pv_model_open(&m, dir, &quiet, err, sizeof err) == PV_OK && n_log_lines == 0, "%s: a quiet open logged %d lines", name,
+	      n_log_lines);
+	pv_model_close(m);
+	m = NULL;
+	struct pv_model_params loud = { .verbose = 1 };
+	CHECK(pv_model_open(&m, dir, &loud, err, sizeof err) == PV_OK && n_log_lines > 0, "%s: a verbose open logged nothing", name);
+	pv_set_log(NULL, NULL, 0);
+	pv_model_close(m);
+	const struct pv_knob* kn;
+	CHECK(pv_model_knobs(m0, &kn) == 0, "%s: the CPU has no knobs", name);
+}
+TEST_CASE(log_and_knobs) { each_fixture(log_fx); }
+
+TEST_CASE(identity_and_open_errors)
+{
+	const struct pv_build_info* bi = pv_build_info();
+	CHECK(bi->commit[0] && bi->cflags[0] && bi->compiler[0] && bi->nvcc_flags[0] && bi->backends[0] && bi->cpu_isa[0],
+	      "build info");
+	CHECK(!strcmp(pv_status_name(PV_E_CONTEXT), "PV_E_CONTEXT") && !strcmp(pv_status_name(123), "unknown"), "status names");
+	char names[32][128];
+	CHECK(fx_list(fx_root(), names, 32) > 0, "fixtures");
+	pv_model* m = NULL;
+	char err[256], dir[300];
+	snprintf(dir, sizeof dir, "%s/%s", fx_root(), names[0]);
 	CHECK(pv_model_open(&m, "/nonexistent/model", NULL, err, sizeof err) == PV_E_IO && !m, "missing path");
 	struct pv_model_params kp = { .knobs = "cuda.pdl=0" };
-	snprintf(err, sizeof err, "%s/%s", fx_root(), names[0]);
-	char dir[300];
-	snprintf(dir, sizeof dir, "%s", err);
 	CHECK(pv_model_open(&m, dir, &kp, err, sizeof err) == PV_E_INVALID && !m, "knobs on the cpu backend: %s", err);
 	struct pv_model_params bp = { .backend = "tpu" };
 	CHECK(pv_model_open(&m, dir, &bp, err, sizeof err) == PV_E_INVALID && !m, "unknown backend");
-	TEST_END("test_api");
 }
+
+TEST_MAIN("test_api")

@@ -573,7 +573,7 @@ static void quantized(const char* name, enum pv_dtype t)
 		int32_t* prompt = fx_ids(json_object_get(json_array_get(json_object_get(ref, "cases"), 0), "prompt"), &np);
 		pv_session* g = new_session(m, np + 40, 4);
 		const struct pv_backend* cuda = m->backend;
-		m->backend = NULL; /* the same weights on the CPU */
+		m->backend = pv_backend_find("cpu"); /* the same weights on the CPU */
 		pv_session* c = new_session(m, np + 40, 4);
 		m->backend = cuda;
 		float* lg = malloc(sizeof(float) * (size_t)V * np);
