@@ -6,7 +6,7 @@
 #include "cuda/backend.h"
 #include "proven.h"
 #include "proven_dev.h"
-#include "text/tokenizer.h"
+#include "proven_text.h"
 
 #include <math.h>
 #include <stdio.h>

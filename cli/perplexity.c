@@ -7,7 +7,7 @@
  */
 #include "cli.h"
 #include "proven.h"
-#include "text/tokenizer.h"
+#include "proven_text.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,11 +2,9 @@
  * text.c: `proven run` (raw completion) and `proven chat` (interactive, chat template), with
  * streamed tokens, sampling, a load progress line and a tokens/s summary.
  */
-#include "text/chat.h"
 #include "cli.h"
 #include "proven.h"
-#include "text/sampler.h"
-#include "text/tokenizer.h"
+#include "proven_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>

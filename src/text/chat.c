@@ -6,7 +6,7 @@
  * separators, keys in the given order), float repr, str() of values, str.strip() with Python's
  * whitespace set (Jinja's trim), and split/lstrip/rstrip on "\n".
  */
-#include "text/chat.h"
+#include "proven_text.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -368,7 +368,7 @@ static int is_str(const json_t* o, const char* key, const char* s)
 }
 
 /* The content of message i as text. qwen3.5 follows the template's render_content macro (text
- * parts, vision placeholders, errors); qwen3/qwen2.5 accept text parts and null (see chat.h). */
+ * parts, vision placeholders, errors); qwen3/qwen2.5 accept text parts and null (see proven_text.h). */
 static int content_text(struct ctx* c, size_t i)
 {
 	struct cmsg* m = &c->m[i];
@@ -604,7 +604,7 @@ static int render_qwen3(struct ctx* c, const json_t* tools, const struct pv_chat
 
 /* qwen3.5 --------------------------------------------------------------------------------------- */
 
-/* Arguments of a qwen3.5 call as an object: the object itself, or a JSON string parsed (see chat.h).
+/* Arguments of a qwen3.5 call as an object: the object itself, or a JSON string parsed (see proven_text.h).
  * *owned receives a reference to drop when the arguments were parsed. */
 static int q35_args(struct ctx* c, size_t i, size_t j, const json_t* a, const json_t** obj, json_t** owned)
 {

@@ -1,5 +1,5 @@
 /*
- * tokenizer.c: the Qwen byte-level BPE tokenizer; see tokenizer.h for the contract and
+ * tokenizer.c: the Qwen byte-level BPE tokenizer; see proven_text.h for the contract and
  * shared/docs/qwen-models.md §9 for the algorithm.
  *
  * Data layout: every id has a stored text (token string) and a decoded form (its bytes after
@@ -538,7 +538,7 @@ static int tok_add_merge(struct pv_tok* t, const char* a, size_t an, const char*
 	return 0;
 }
 
-/* Rewrites an Oniguruma pattern for PCRE2 (see tokenizer.h): \s, \S, \p{L}, \p{N}, \p{M}. */
+/* Rewrites an Oniguruma pattern for PCRE2 (see proven_text.h): \s, \S, \p{L}, \p{N}, \p{M}. */
 static char* rewrite_pattern(const char* in)
 {
 	struct arena o = { 0 };
