@@ -1,7 +1,7 @@
 /*
  * tokenizer.h: the library's side of the tokenizer: building one from a GGUF vocabulary (the
- * model loader and the converter). The API programs use, and the tokenizer's contract, are in
- * include/proven_text.h.
+ * model loader and the converter) and GPT-2's byte map. The API programs use, and the
+ * tokenizer's contract, are in include/proven_text.h.
  */
 #ifndef PV_TOKENIZER_H
 #define PV_TOKENIZER_H
@@ -32,5 +32,16 @@ enum pv_tok_type {
 int pv_tok_from_vocab(struct pv_tok** out, const char* const* tokens, const int* token_types, int n_tokens,
                       const char* const* merges, int n_merges, const char* pre, unsigned flags, char* err,
                       size_t errlen);
+
+/* GPT-2 bytes_to_unicode, the byte -> code point map of byte-level BPE texts: the printable
+ * Latin-1 bytes 21-7E, A1-AC, AE-FF map to themselves; the other 68 bytes, in byte order (00-20,
+ * 7F-A0, AD), to U+0100 + k. */
+static inline uint32_t pv_tok_byte_cp(int b)
+{
+	if (b <= 0x20) return 0x100u + (uint32_t)b;
+	if (b >= 0x7F && b <= 0xA0) return 0x121u + (uint32_t)(b - 0x7F);
+	if (b == 0xAD) return 0x143u;
+	return (uint32_t)b;
+}
 
 #endif
