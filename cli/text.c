@@ -57,10 +57,7 @@ static int parse_common(int argc, char** argv, struct gen_opts* o, int chat)
 		else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) o->threads = cli_int(a, v, 1, 1024);
 		else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) o->ctx = cli_int(a, v, 1, 1 << 24);
 		else if (!strcmp(a, "--backend")) {
-			if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
-				fprintf(stderr, "proven %s: --backend must be cpu or cuda (got \"%s\")\n", chat ? "chat" : "run", v);
-				return 2;
-			}
+			if (cli_check_backend(chat ? "chat" : "run", v)) return 2;
 			o->backend = v;
 		} else if (!strcmp(a, "--temp")) o->sp.temperature = (float)cli_double(a, v, 0, 100);
 		else if (!strcmp(a, "--top-k")) o->sp.top_k = cli_int(a, v, 0, 1 << 24);
