@@ -145,6 +145,7 @@ test: deps
 	elif ! tools/get-model.sh qwen2.5-coder-0.5b >/dev/null 2>&1; then \
 		echo "skip fetching the real model: tools/get-model.sh failed (no network?): test_real will skip"; fi
 	$(MAKE) all
+	@./tools/check-layers.py
 	JOBS=$(JOBS) ./tests/run.sh $(BUILD) $(T)
 
 run: deps

@@ -5,7 +5,7 @@
 #include "cli.h"
 #include "proven.h"
 #include "proven_dev.h"
-#include "text/tokenizer.h"
+#include "proven_text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -125,10 +125,7 @@ int cmd_bench(int argc, char** argv)
 		else if (!strcmp(a, "--backend")) backend = argv[++i];
 		else { fprintf(stderr, "proven bench: unknown option %s\n", a); return 2; }
 	}
-	if (strcmp(backend, "cpu") && strcmp(backend, "cuda")) {
-		fprintf(stderr, "proven bench: --backend must be cpu or cuda\n");
-		return 2;
-	}
+	if (cli_check_backend("bench", backend)) return 2;
 	const int cuda = !strcmp(backend, "cuda");
 	if (membw) {
 		if (!cuda) { fprintf(stderr, "proven bench: --membw needs --backend cuda\n"); return 2; }

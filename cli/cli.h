@@ -1,4 +1,5 @@
-/* cli.h: shared pieces of the proven command-line tool. */
+/* cli.h: what the commands of the proven tool share: the helpers in args.c and the commands'
+ * entry points (main.c dispatches to them). */
 #ifndef PV_CLI_H
 #define PV_CLI_H
 
@@ -6,12 +7,29 @@
 
 #include "proven.h"
 
+/* In a command's option loop over (argc, argv): option argv[i] has no value after it -> the
+ * command returns 2 with a message. */
+#define NEED_VALUE(i)                                                              \
+	do {                                                                       \
+		if ((i) + 1 >= argc) {                                             \
+			fprintf(stderr, "proven: option %s needs a value\n", argv[i]); \
+			return 2;                                                  \
+		}                                                                  \
+	} while (0)
+
 /* Parses "1,2,3" into a malloc'd array; returns count, or -1 with a message on stderr. */
 int cli_parse_ids(const char* s, int32_t** out);
 /* Integer option value with range check; exits the CLI with a message on error. */
 int cli_int(const char* opt, const char* v, int lo, int hi);
 double cli_double(const char* opt, const char* v, double lo, double hi);
+/* Monotonic clock, seconds. */
 double cli_now(void);
+/* --backend of command cmd: 0 for NULL (not given), "cpu" or "cuda"; otherwise -1 with
+ * `proven CMD: --backend must be cpu or cuda (got "NAME")` on stderr (the command exits 2). */
+int cli_check_backend(const char* cmd, const char* name);
+/* Opens the model at path (a directory or a GGUF file); NULL with a message on stderr, also when
+ * path is NULL (--model not given). */
+pv_model* cli_open_model(const char* path, int verbose, const char* backend);
 
 /* log.c: library messages to stderr ("proven: ..."), and the model parameters a command uses
  * (verbose: the load is reported, with a progress bar on a terminal, and prefaulted) */

@@ -1,15 +1,12 @@
 /*
- * main.c: the `proven` command-line tool: subcommand dispatch and small shared helpers.
+ * main.c: the `proven` command-line tool: the usage text and the dispatch to the commands (their
+ * shared helpers are in args.c).
  * Results go to stdout, diagnostics to stderr; any error exits nonzero with one clear line.
  */
 #include "cli.h"
-#include "proven.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static void usage(FILE* f)
 {
@@ -32,69 +29,6 @@ static void usage(FILE* f)
 	        "  convert  --model DIR --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--threads N]\n"
 	        "  synth    --preset P [--arch A] --out FILE.gguf [--type T] [--seed S] [--layers N]   random weights,\n"
 	        "           published shapes (--list: the presets)\n");
-}
-
-int cli_parse_ids(const char* s, int32_t** out)
-{
-	int cap = 16, n = 0;
-	int32_t* ids = malloc(sizeof(int32_t) * cap);
-	if (!ids) return -1;
-	const char* p = s;
-	while (*p) {
-		char* end;
-		errno = 0;
-		long v = strtol(p, &end, 10);
-		if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
-			fprintf(stderr, "proven: bad token id list near \"%.20s\" (expected comma-separated non-negative integers)\n", p);
-			free(ids);
-			return -1;
-		}
-		if (n == cap) {
-			int32_t* g = realloc(ids, sizeof(int32_t) * (cap *= 2));
-			if (!g) { free(ids); return -1; }
-			ids = g;
-		}
-		ids[n++] = (int32_t)v;
-		p = *end ? end + 1 : end;
-		if (*end == ',' && !*p) {
-			fprintf(stderr, "proven: bad token id list: trailing comma\n");
-			free(ids);
-			return -1;
-		}
-	}
-	*out = ids;
-	return n;
-}
-
-int cli_int(const char* opt, const char* v, int lo, int hi)
-{
-	char* end;
-	errno = 0;
-	long x = v ? strtol(v, &end, 10) : 0;
-	if (!v || end == v || *end || errno || x < lo || x > hi) {
-		fprintf(stderr, "proven: %s needs an integer in [%d, %d], got \"%s\"\n", opt, lo, hi, v ? v : "");
-		exit(2);
-	}
-	return (int)x;
-}
-
-double cli_double(const char* opt, const char* v, double lo, double hi)
-{
-	char* end;
-	errno = 0;
-	double x = v ? strtod(v, &end) : 0;
-	if (!v || end == v || *end || errno || !(x >= lo && x <= hi)) {
-		fprintf(stderr, "proven: %s needs a number in [%g, %g], got \"%s\"\n", opt, lo, hi, v ? v : "");
-		exit(2);
-	}
-	return x;
-}
-
-double cli_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 int main(int argc, char** argv)

@@ -7,7 +7,7 @@
  */
 #include "cli.h"
 #include "proven.h"
-#include "text/tokenizer.h"
+#include "proven_text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -48,10 +48,7 @@ int cmd_perplexity(int argc, char** argv)
 		else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) threads = cli_int(a, v, 1, 1024);
 		else if (!strcmp(a, "--chunks")) max_chunks = cli_int(a, v, 1, 1 << 20);
 		else if (!strcmp(a, "--backend")) {
-			if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
-				fprintf(stderr, "proven perplexity: --backend must be cpu or cuda (got \"%s\")\n", v);
-				return 2;
-			}
+			if (cli_check_backend("perplexity", v)) return 2;
 			backend = v;
 		}
 		else { fprintf(stderr, "proven perplexity: unknown option %s\n", a); return 2; }

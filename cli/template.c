@@ -1,6 +1,6 @@
 /*
  * template.c: `proven template`: renders a chat conversation into the exact prompt text the model's
- * chat template produces (src/text/chat.h), printed as is (no newline added).
+ * chat template produces (include/proven_text.h), printed as is (no newline added).
  *
  *   proven template --tokenizer PATH --messages FILE.json [--tools FILE.json] [--no-thinking]
  *                   [--generation-prompt] [--dialect qwen3|qwen3.5|qwen2.5]
@@ -11,9 +11,9 @@
  * files for now). FILE.json holds the messages array, or a chat-completion request body
  * {"messages": [...], "tools": [...]}.
  */
-#include "text/chat.h"
-#include "proven.h"
 #include "cli.h"
+#include "proven.h"
+#include "proven_text.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -2,11 +2,9 @@
  * text.c: `proven run` (raw completion) and `proven chat` (interactive, chat template), with
  * streamed tokens, sampling, a load progress line and a tokens/s summary.
  */
-#include "text/chat.h"
 #include "cli.h"
 #include "proven.h"
-#include "text/sampler.h"
-#include "text/tokenizer.h"
+#include "proven_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,10 +59,7 @@ static int parse_common(int argc, char** argv, struct gen_opts* o, int chat)
 		else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) o->threads = cli_int(a, v, 1, 1024);
 		else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) o->ctx = cli_int(a, v, 1, 1 << 24);
 		else if (!strcmp(a, "--backend")) {
-			if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
-				fprintf(stderr, "proven %s: --backend must be cpu or cuda (got \"%s\")\n", chat ? "chat" : "run", v);
-				return 2;
-			}
+			if (cli_check_backend(chat ? "chat" : "run", v)) return 2;
 			o->backend = v;
 		} else if (!strcmp(a, "--temp")) o->sp.temperature = (float)cli_double(a, v, 0, 100);
 		else if (!strcmp(a, "--top-k")) o->sp.top_k = cli_int(a, v, 0, 1 << 24);

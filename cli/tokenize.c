@@ -6,7 +6,7 @@
  */
 #include "cli.h"
 #include "proven.h"
-#include "text/tokenizer.h"
+#include "proven_text.h"
 
 #include <jansson.h>
 #include <stdio.h>

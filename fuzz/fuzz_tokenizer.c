@@ -1,6 +1,6 @@
 /*
  * fuzz_tokenizer.c: libFuzzer target for the tokenizer: the first input byte picks
- *   even: the bytes are a tokenizer.json (src/text/tokenizer.c's JSON reader) -- must load or fail
+ *   even: the bytes are a tokenizer.json (src/text/tokenizer_load.c's JSON reader) -- must load or fail
  *         with a message; when it loads, encode a fixed text and decode it back
  *   odd:  the bytes are text (any bytes, invalid UTF-8 included) for a small fixed byte-level
  *         vocabulary: encode with and without special tokens, decode, stream-decode; the stream

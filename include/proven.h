@@ -123,14 +123,15 @@ void pv_pool_free(pv_pool* p);
 
 /* Model ---------------------------------------------------------------------------------- */
 
-/* Opens a Hugging Face model directory (config.json + safetensors) or a GGUF file. Validates every
- * tensor against the shapes the config implies before returning. Returns PV_OK or a pv_status. */
+/* Opens a model: a Hugging Face directory (config.json + safetensors) or a GGUF file (any path
+ * that is a regular file). Validates every tensor against the shapes the config implies before
+ * returning. Returns PV_OK or a pv_status. */
 int pv_model_open(pv_model** out, const char* path, const struct pv_model_params* params,
                   char* err, size_t errlen);
 void pv_model_close(pv_model* m);
 const struct pv_model_info* pv_model_get_info(const pv_model* m);
 /* The text side, when the model files carry it (tokenizer.json / tokenizer_config.json in an HF
- * directory, tokenizer.ggml.* in a GGUF). The tokenizer API is in src/text/tokenizer.h. */
+ * directory, tokenizer.ggml.* in a GGUF). The tokenizer and chat API is in proven_text.h. */
 struct pv_tok;
 const struct pv_tok* pv_model_tokenizer(const pv_model* m); /* NULL: no tokenizer            */
 const char* pv_model_chat_template(const pv_model* m);     /* NULL: no chat template         */

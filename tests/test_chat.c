@@ -5,7 +5,7 @@
  * truncation), render -> parse -> render round trips, and `proven template` end to end (binary in
  * $PV_BUILD, default build/).
  */
-#include "text/chat.h"
+#include "proven_text.h"
 #include "harness.h"
 
 #include <stdint.h>

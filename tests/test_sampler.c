@@ -1,6 +1,6 @@
 /* test_sampler.c: greedy, reproducibility from the seed, top-k/top-p restrictions, frequencies. */
 #include "harness.h"
-#include "text/sampler.h"
+#include "proven_text.h"
 
 #include <math.h>
 #include <string.h>

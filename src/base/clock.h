@@ -1,4 +1,7 @@
-/* clock.h: a monotonic clock in seconds, for timings. */
+/*
+ * clock.h: the monotonic clock the library and tools time things with (seconds; only
+ * differences mean something).
+ */
 #ifndef PV_CLOCK_H
 #define PV_CLOCK_H
 

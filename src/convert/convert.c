@@ -11,6 +11,7 @@
 #include "base/pool.h"
 #include "quant/quant.h"
 #include "text/tokenizer.h"
+#include "base/utf8.h"
 #include "base/util.h"
 
 #include <ctype.h>
@@ -425,28 +426,6 @@ static char* vocab_own(struct vocab* v, char* s)
 	return s;
 }
 
-/* UTF-8 of one code point (< 0x800 is all bytes_to_unicode needs). */
-static int utf8_put(char* o, unsigned cp)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	o[0] = (char)(0xC0 | (cp >> 6));
-	o[1] = (char)(0x80 | (cp & 0x3F));
-	return 2;
-}
-
-/* GPT-2 bytes_to_unicode: byte b -> code point. */
-static unsigned byte_cp(int b)
-{
-	if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) return (unsigned)b;
-	unsigned n = 0;
-	for (int x = 0; x < b; x++)
-		if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) n++;
-	return 256 + n;
-}
-
 /* The synthetic vocabulary of convert.h. */
 static int synthetic_vocab(struct vocab* v, int64_t V, char* err, size_t errlen)
 {
@@ -456,7 +435,7 @@ static int synthetic_vocab(struct vocab* v, int64_t V, char* err, size_t errlen)
 	v->merges = pv_xcalloc((size_t)(V - 256 + 1), sizeof(char*));
 	for (int b = 0; b < 256; b++) {
 		char buf[4];
-		int n = utf8_put(buf, byte_cp(b));
+		int n = pv_utf8_put(buf, pv_tok_byte_cp(b));
 		buf[n] = 0;
 		v->tokens[b] = vocab_own(v, pv_xstrdup(buf));
 		v->types[b] = PV_TOK_NORMAL;

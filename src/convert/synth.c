@@ -9,6 +9,7 @@
 #include "format/gguf_write.h"
 #include "base/pool.h"
 #include "quant/quant.h"
+#include "base/hash.h"
 #include "base/util.h"
 
 #include <errno.h>
@@ -321,9 +322,7 @@ static inline uint64_t mix64(uint64_t z)
 
 static uint64_t tensor_key(uint64_t seed, const char* name)
 {
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a of the name */
-	for (const unsigned char* s = (const unsigned char*)name; *s; s++) h = (h ^ *s) * 0x100000001b3ull;
-	return mix64(seed * GAMMA ^ h);
+	return mix64(seed * GAMMA ^ pv_fnv1a_str(name));
 }
 
 struct gen {

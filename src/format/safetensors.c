@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/util.h"
+#include "format/json_util.h"
 
 /* Real headers are a few MiB even for 100k-tensor checkpoints. */
 #define MAX_HEADER_BYTES ((uint64_t)256 << 20)
@@ -89,26 +90,12 @@ static int tensor_err(const struct parse* p, const char* name, const char* fmt, 
 	               pv_printable(pname, sizeof pname, name), msg);
 }
 
-static const char* json_kind(const json_t* v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a real number";
-	case JSON_TRUE: return "true";
-	case JSON_FALSE: return "false";
-	default: return "null";
-	}
-}
-
 /* "shape": [d0, d1, ...] with non-negative integer dims; the element count must not overflow. */
 static int parse_shape(const struct parse* p, struct pv_st_tensor* t, const char* name, const json_t* sh)
 {
 	uint64_t numel = 1;
 
-	if (!json_is_array(sh)) return tensor_err(p, name, "\"shape\" must be an array, not %s", json_kind(sh));
+	if (!json_is_array(sh)) return tensor_err(p, name, "\"shape\" must be an array, not %s", pv_json_kind(sh));
 	if (json_array_size(sh) > PV_ST_MAX_DIMS)
 		return tensor_err(p, name, "%zu dimensions (at most %d supported)", json_array_size(sh),
 		                  PV_ST_MAX_DIMS);
@@ -116,7 +103,7 @@ static int parse_shape(const struct parse* p, struct pv_st_tensor* t, const char
 	for (int i = 0; i < t->ndim; i++) {
 		const json_t* d = json_array_get(sh, (size_t)i);
 		if (!json_is_integer(d))
-			return tensor_err(p, name, "shape[%d] must be an integer, not %s", i, json_kind(d));
+			return tensor_err(p, name, "shape[%d] must be an integer, not %s", i, pv_json_kind(d));
 		json_int_t v = json_integer_value(d);
 		if (v < 0) return tensor_err(p, name, "shape[%d] = %lld is negative", i, (long long)v);
 		t->shape[i] = v;
@@ -168,7 +155,7 @@ static int parse_tensor(const struct parse* p, struct pv_st_tensor* t, const cha
 	const char* key;
 	json_t* x;
 
-	if (!json_is_object(v)) return tensor_err(p, name, "entry must be an object, not %s", json_kind(v));
+	if (!json_is_object(v)) return tensor_err(p, name, "entry must be an object, not %s", pv_json_kind(v));
 	json_object_foreach(v, key, x) {
 		if (strcmp(key, "dtype") && strcmp(key, "shape") && strcmp(key, "data_offsets")) {
 			char pk[64];
@@ -180,7 +167,7 @@ static int parse_tensor(const struct parse* p, struct pv_st_tensor* t, const cha
 	const json_t* off = json_object_get(v, "data_offsets");
 	if (!dt || !sh || !off)
 		return tensor_err(p, name, "missing \"%s\"", !dt ? "dtype" : !sh ? "shape" : "data_offsets");
-	if (!json_is_string(dt)) return tensor_err(p, name, "\"dtype\" must be a string, not %s", json_kind(dt));
+	if (!json_is_string(dt)) return tensor_err(p, name, "\"dtype\" must be a string, not %s", pv_json_kind(dt));
 
 	const struct dtype_info* d = find_dtype(json_string_value(dt));
 	pv_printable(t->dtype_str, sizeof t->dtype_str, json_string_value(dt));
@@ -198,12 +185,12 @@ static int check_metadata(const struct parse* p, const json_t* md)
 
 	if (!json_is_object(md))
 		return pv_errf(p->err, p->errlen, "%s: \"__metadata__\" must be an object, not %s", p->label,
-		               json_kind(md));
+		               pv_json_kind(md));
 	json_object_foreach((json_t*)md, key, x) {
 		if (!json_is_string(x)) {
 			char pk[64];
 			return pv_errf(p->err, p->errlen, "%s: \"__metadata__\" value '%s' must be a string, not %s",
-			               p->label, pv_printable(pk, sizeof pk, key), json_kind(x));
+			               p->label, pv_printable(pk, sizeof pk, key), pv_json_kind(x));
 		}
 	}
 	return 0;
@@ -249,7 +236,7 @@ static int parse_header(struct pv_st_file* f, const struct parse* p, json_t* roo
 
 	if (!json_is_object(root))
 		return pv_errf(p->err, p->errlen, "%s: header must be a JSON object, not %s", p->label,
-		               json_kind(root));
+		               pv_json_kind(root));
 	size_t n = json_object_size(root) - (json_object_get(root, "__metadata__") ? 1 : 0);
 	if (n > INT32_MAX) return pv_errf(p->err, p->errlen, "%s: too many tensors", p->label);
 	f->tensors = pv_xcalloc(n, sizeof *f->tensors);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/json_util.h"
 #include "format/safetensors.h" /* pv_printable */
 #include "base/util.h"
 
@@ -47,20 +48,6 @@ static int key_err(const struct scope* s, const char* key, const char* fmt, ...)
 	return pv_errf(s->err, s->errlen, "%s: key '%s%s': %s", s->label, s->prefix, key, msg);
 }
 
-static const char* json_kind(const json_t* v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a real number";
-	case JSON_TRUE: return "true";
-	case JSON_FALSE: return "false";
-	default: return "null";
-	}
-}
-
 /* A key whose value is null counts as absent (transformers writes null for unset options). */
 static const json_t* get(const json_t* o, const char* key)
 {
@@ -78,7 +65,7 @@ static int get_int(const struct scope* s, const json_t* o, const char* key, int 
 		*out = def;
 		return 0;
 	}
-	if (!json_is_integer(v)) return key_err(s, key, "must be an integer, not %s", json_kind(v));
+	if (!json_is_integer(v)) return key_err(s, key, "must be an integer, not %s", pv_json_kind(v));
 	json_int_t x = json_integer_value(v);
 	if (x < lo || x > hi) return key_err(s, key, "%lld is out of range [%d, %d]", (long long)x, lo, hi);
 	*out = (int)x;
@@ -94,7 +81,7 @@ static int get_num(const struct scope* s, const json_t* o, const char* key, doub
 		*out = def;
 		return 0;
 	}
-	if (!json_is_number(v)) return key_err(s, key, "must be a number, not %s", json_kind(v));
+	if (!json_is_number(v)) return key_err(s, key, "must be a number, not %s", pv_json_kind(v));
 	double x = json_number_value(v);
 	if (!(x >= lo && x <= hi)) return key_err(s, key, "%g is out of range [%g, %g]", x, lo, hi);
 	*out = x;
@@ -109,7 +96,7 @@ static int get_bool(const struct scope* s, const json_t* o, const char* key, int
 		*out = def;
 		return 0;
 	}
-	if (!json_is_boolean(v)) return key_err(s, key, "must be true or false, not %s", json_kind(v));
+	if (!json_is_boolean(v)) return key_err(s, key, "must be true or false, not %s", pv_json_kind(v));
 	*out = json_is_true(v);
 	return 0;
 }
@@ -121,7 +108,7 @@ static int get_str(const struct scope* s, const json_t* o, const char* key, cons
 
 	*out = NULL;
 	if (!v) return 0;
-	if (!json_is_string(v)) return key_err(s, key, "must be a string, not %s", json_kind(v));
+	if (!json_is_string(v)) return key_err(s, key, "must be a string, not %s", pv_json_kind(v));
 	*out = json_string_value(v);
 	return 0;
 }
@@ -132,7 +119,7 @@ static int get_obj(const struct scope* s, const json_t* o, const char* key, cons
 
 	*out = NULL;
 	if (!v) return 0;
-	if (!json_is_object(v)) return key_err(s, key, "must be an object, not %s", json_kind(v));
+	if (!json_is_object(v)) return key_err(s, key, "must be an object, not %s", pv_json_kind(v));
 	*out = v;
 	return 0;
 }
@@ -235,7 +222,7 @@ static int parse_layer_kinds(struct pv_config* c, const struct scope* s, const j
 	int hybrid = pv_arch_is_hybrid(c->arch);
 
 	if (lt) {
-		if (!json_is_array(lt)) return key_err(s, "layer_types", "must be an array, not %s", json_kind(lt));
+		if (!json_is_array(lt)) return key_err(s, "layer_types", "must be an array, not %s", pv_json_kind(lt));
 		if (json_array_size(lt) != (size_t)c->n_layers)
 			return key_err(s, "layer_types", "has %zu entries, num_hidden_layers is %d",
 			               json_array_size(lt), c->n_layers);
@@ -243,7 +230,7 @@ static int parse_layer_kinds(struct pv_config* c, const struct scope* s, const j
 			const json_t* v = json_array_get(lt, (size_t)i);
 			const char* name = json_string_value(v);
 			char pn[64];
-			if (!name) return key_err(s, "layer_types", "entry %d must be a string, not %s", i, json_kind(v));
+			if (!name) return key_err(s, "layer_types", "entry %d must be a string, not %s", i, pv_json_kind(v));
 			if (!strcmp(name, "full_attention") || !strcmp(name, "attention"))
 				c->layer_kind[i] = PV_LAYER_ATTN;
 			else if (hybrid && !strcmp(name, "linear_attention"))
@@ -271,7 +258,7 @@ static int parse_sparse_layers(struct pv_config* c, const struct scope* s, const
 	if (get_int(s, t, "decoder_sparse_step", 0, 1, 1, MAX_LAYERS, &step)) return -1;
 	for (int i = 0; i < c->n_layers; i++) c->layer_moe[i] = c->n_experts > 0 && (i + 1) % step == 0;
 	if (!only) return 0;
-	if (!json_is_array(only)) return key_err(s, "mlp_only_layers", "must be an array, not %s", json_kind(only));
+	if (!json_is_array(only)) return key_err(s, "mlp_only_layers", "must be an array, not %s", pv_json_kind(only));
 	for (size_t j = 0; j < json_array_size(only); j++) {
 		const json_t* v = json_array_get(only, j);
 		if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= c->n_layers)
@@ -401,7 +388,7 @@ static int parse_root(struct pv_config* c, const struct scope* s, const json_t* 
 	double eps;
 
 	if (!json_is_object(root))
-		return pv_errf(s->err, s->errlen, "%s: must be a JSON object, not %s", s->label, json_kind(root));
+		return pv_errf(s->err, s->errlen, "%s: must be a JSON object, not %s", s->label, pv_json_kind(root));
 	if (parse_arch(c, s, root, &type) || text_object(s, root, type, &t, &ts)) return -1;
 	/* tying is decided by the outer config (qwen-models.md §6.8 note 1); default False everywhere */
 	if (get_bool(s, root, "tie_word_embeddings", 0, &c->tied)) return -1;

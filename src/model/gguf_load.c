@@ -410,7 +410,7 @@ static int load_text(struct pv_model* m, struct pv_gguf_model* gm, char* err, si
 		mers[i] = p;
 		p += sl + 1;
 	}
-	/* NFC as Hugging Face tokenizers apply it for Qwen (llama.cpp does not; see tokenizer.h) */
+	/* NFC as Hugging Face tokenizers apply it for Qwen (llama.cpp does not; see proven_text.h) */
 	if (pv_tok_from_vocab(&m->tok, toks, types, (int)tok.n, mers, (int)mer.n, pre, PV_TOK_NFC, err, errlen)) goto done;
 	if (pv_tok_n_vocab(m->tok) > m->cfg.vocab) {
 		pv_errf(err, errlen, "%s: the tokenizer has %d ids but token_embd has %d rows", g->path, pv_tok_n_vocab(m->tok), m->cfg.vocab);

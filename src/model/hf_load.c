@@ -15,6 +15,7 @@
 
 #include "model/config.h"
 #include "format/safetensors.h"
+#include "base/hash.h"
 #include "base/util.h"
 
 #define MAX_INDEX_BYTES (64 << 20)
@@ -37,16 +38,9 @@ struct pv_files {
 
 /* Name index ---------------------------------------------------------------------------- */
 
-static uint64_t hash_name(const char* s)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
 static struct entry* slot(const struct pv_files* f, const char* name)
 {
-	size_t i = (size_t)hash_name(name) & (f->cap - 1);
+	size_t i = (size_t)pv_fnv1a_str(name) & (f->cap - 1);
 	while (f->table[i].name && strcmp(f->table[i].name, name)) i = (i + 1) & (f->cap - 1);
 	return &f->table[i];
 }

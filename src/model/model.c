@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <pthread.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/sha256.h"
 #include "model/config.h"
@@ -18,13 +19,6 @@
 #include "model/hf_load.h"
 #include "model/model.h"
 #include "base/util.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void fill_info(struct pv_model* m, const struct pv_load_stats* st)
 {
@@ -138,7 +132,7 @@ int pv_model_load(struct pv_model* m, const char* path, const struct pv_model_pa
 {
 	struct pv_load_stats st;
 	const int verbose = p->verbose;
-	const double t0 = now_s();
+	const double t0 = pv_now_s();
 	m->path = pv_xstrdup(path);
 	struct stat sb;
 	int rc;
@@ -153,7 +147,7 @@ int pv_model_load(struct pv_model* m, const char* path, const struct pv_model_pa
 	if (rc) return PV_E_FORMAT;
 	fill_info(m, &st);
 	if (p->prefault) prefault(m, p);
-	if (verbose) log_summary(m, &st, now_s() - t0);
+	if (verbose) log_summary(m, &st, pv_now_s() - t0);
 	return PV_OK;
 }
 

@@ -1,5 +1,5 @@
 /* sampler.c: greedy / temperature / top-k / top-p sampling with a seeded PCG32 stream. */
-#include "text/sampler.h"
+#include "proven_text.h"
 #include "base/util.h"
 
 #include <math.h>

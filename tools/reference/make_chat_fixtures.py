@@ -15,7 +15,7 @@ Dialects and templates (text committed next to the fixtures, see tests/data/chat
 
 Every conversation is rendered for every dialect with add_generation_prompt in {true, false} and enable_thinking
 in {true, false}; a render where transformers raises becomes an expected error. Before rendering, the inputs get
-the normalisations proven documents in src/text/chat.h (applied here in Python, so transformers sees what the C
+the normalisations proven documents in include/proven_text.h (applied here in Python, so transformers sees what the C
 renderer sees):
     qwen3, qwen2.5: content null or absent -> "", content given as a list of text parts -> the texts joined
     qwen3.5:        tool-call arguments given as a JSON string -> the parsed object
@@ -136,7 +136,7 @@ def call(name, args, wrap=True, cid=None):
 
 # ---------------------------------------------------------------------------------------------
 # Conversations: (name, messages, tools or None, by_design) where by_design names the dialects in which
-# proven reports an error on purpose (see src/text/chat.h), with the reason.
+# proven reports an error on purpose (see include/proven_text.h), with the reason.
 
 U = lambda c: {"role": "user", "content": c}  # noqa: E731
 A = lambda c, **kw: dict({"role": "assistant", "content": c}, **kw)  # noqa: E731
@@ -336,7 +336,7 @@ conv("long_history_reasoning", [
 # ---------------------------------------------------------------------------------------------
 
 def normalise(dialect, messages):
-    """The input normalisations of src/text/chat.h, applied before transformers renders."""
+    """The input normalisations of include/proven_text.h, applied before transformers renders."""
     out = copy.deepcopy(messages)
     for m in out:
         if dialect in ("qwen3", "qwen2.5"):

@@ -3,7 +3,7 @@
 
 Usage:
     python3 tools/reference/make_tokenizer_corpus.py [--tokenizer PATH] [--out tests/data/tokenizer/corpus.jsonl.xz]
-    python3 tools/reference/make_tokenizer_corpus.py --class-table   # prints the C table of src/text/tokenizer.c
+    python3 tools/reference/make_tokenizer_corpus.py --class-table   # prints the C tables of src/text/tokenizer*.c
 
 Generates a deterministic set of test strings (fixed seed, everything built from the text in
 this file: multilingual prose, NFD and combining marks, code, emoji and ZWJ sequences, flags,
@@ -24,7 +24,7 @@ Line 1 is a header object {"header": {...}} with the versions and counts.
 
 --class-table: the code points that Oniguruma (inside `tokenizers`) has in \\p{L}, \\p{N}, \\p{M}
 and the system's PCRE2 (libpcre2-8, through ctypes) does not, as the C string literals that
-src/text/tokenizer.c appends to those classes. It also reports the \\s differences.
+src/text/tokenizer_load.c appends to those classes. It also reports the \\s differences.
 """
 
 import argparse
@@ -151,7 +151,7 @@ RANGES = [
     (0xFB00, 0xFDFF, 1), (0xFE00, 0xFE0F, 1), (0xFE10, 0xFFFF, 2), (0x10000, 0x1FFFF, 4), (0x1E000, 0x1E8FF, 2),
     (0x1F000, 0x1FAFF, 4), (0x20000, 0x2FFFF, 2), (0x30000, 0x323AF, 1), (0xE0000, 0xE01EF, 1),
     (0xF0000, 0x10FFFF, 1),
-    # Unicode 15.0-16.0 letters, digits and marks (the class table in src/text/tokenizer.c)
+    # Unicode 15.0-16.0 letters, digits and marks (the class table in src/text/tokenizer_load.c)
     (0x11F00, 0x11F5A, 2), (0x1E030, 0x1E08F, 1), (0x1E4D0, 0x1E4F9, 1), (0x1E5D0, 0x1E5FA, 1), (0x10D40, 0x10D85, 1),
     (0x11380, 0x113E2, 1), (0x16100, 0x16139, 1), (0x16D40, 0x16D79, 1), (0x2EBF0, 0x2EE5D, 1), (0x31350, 0x323AF, 1),
     (0x13430, 0x13460, 1), (0x1CCF0, 0x1CCF9, 1), (0x0897, 0x0897, 1), (0xA7CB, 0xA7DC, 1), (0x1C89, 0x1C8A, 1),

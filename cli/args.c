@@ -1,0 +1,97 @@
+/*
+ * args.c: what the commands share: option values, token id lists, the --backend name, opening
+ * the model, and the clock.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int cli_parse_ids(const char* s, int32_t** out)
+{
+	int cap = 16, n = 0;
+	int32_t* ids = malloc(sizeof(int32_t) * cap);
+	if (!ids) return -1;
+	const char* p = s;
+	while (*p) {
+		char* end;
+		errno = 0;
+		long v = strtol(p, &end, 10);
+		if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+			fprintf(stderr, "proven: bad token id list near \"%.20s\" (expected comma-separated non-negative integers)\n", p);
+			free(ids);
+			return -1;
+		}
+		if (n == cap) {
+			int32_t* g = realloc(ids, sizeof(int32_t) * (cap *= 2));
+			if (!g) { free(ids); return -1; }
+			ids = g;
+		}
+		ids[n++] = (int32_t)v;
+		p = *end ? end + 1 : end;
+		if (*end == ',' && !*p) {
+			fprintf(stderr, "proven: bad token id list: trailing comma\n");
+			free(ids);
+			return -1;
+		}
+	}
+	*out = ids;
+	return n;
+}
+
+int cli_int(const char* opt, const char* v, int lo, int hi)
+{
+	char* end;
+	errno = 0;
+	long x = v ? strtol(v, &end, 10) : 0;
+	if (!v || end == v || *end || errno || x < lo || x > hi) {
+		fprintf(stderr, "proven: %s needs an integer in [%d, %d], got \"%s\"\n", opt, lo, hi, v ? v : "");
+		exit(2);
+	}
+	return (int)x;
+}
+
+double cli_double(const char* opt, const char* v, double lo, double hi)
+{
+	char* end;
+	errno = 0;
+	double x = v ? strtod(v, &end) : 0;
+	if (!v || end == v || *end || errno || !(x >= lo && x <= hi)) {
+		fprintf(stderr, "proven: %s needs a number in [%g, %g], got \"%s\"\n", opt, lo, hi, v ? v : "");
+		exit(2);
+	}
+	return x;
+}
+
+double cli_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int cli_check_backend(const char* cmd, const char* name)
+{
+	if (!name || !strcmp(name, "cpu") || !strcmp(name, "cuda")) return 0;
+	fprintf(stderr, "proven %s: --backend must be cpu or cuda (got \"%s\")\n", cmd, name);
+	return -1;
+}
+
+pv_model* cli_open_model(const char* dir, int verbose, const char* backend)
+{
+	if (!dir) {
+		fprintf(stderr, "proven: --model DIR is required\n");
+		return NULL;
+	}
+	char err[512];
+	pv_model* m = NULL;
+	struct pv_model_params mp = cli_model_params(verbose, backend);
+	if (pv_model_open(&m, dir, &mp, err, sizeof(err))) {
+		fprintf(stderr, "proven: cannot load model: %s\n", err);
+		return NULL;
+	}
+	return m;
+}
