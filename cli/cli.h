@@ -36,6 +36,26 @@ pv_model* cli_open_model(const char* path, int verbose, const char* backend);
 void cli_log_init(void);
 struct pv_model_params cli_model_params(int verbose, const char* backend);
 
+/* spec.c: sampling and speculation options shared by generate, run, chat and bench */
+#include "proven_spec.h"
+struct cli_gen {
+	struct pv_sampling smp;
+	struct pv_spec_params sp;
+	const char* draft;          /* --draft value, or NULL                         */
+	pv_model* draft_model;      /* opened by cli_gen_open for a draft model       */
+	pv_session* draft_session;
+};
+void cli_gen_defaults(struct cli_gen* o, float temperature, float top_p, int top_k);
+/* 1 when (a, v) was one of the options (exits 2 on a bad value), else 0 */
+int cli_gen_option(struct cli_gen* o, const char* cmd, const char* a, const char* v);
+int cli_gen_flag(struct cli_gen* o, const char* a);
+/* the target session's parameters speculation needs (snapshot slots, the MTP cache) */
+int cli_gen_session_params(struct cli_gen* o, struct pv_session_params* sp);
+/* opens the draft model and its session when --draft names one; -1 with a message */
+int cli_gen_open(struct cli_gen* o, const char* cmd, pv_model* target, const struct pv_session_params* sp, const char* backend);
+void cli_gen_close(struct cli_gen* o);
+int cli_gen_write_stats(const char* path, const struct pv_gen_stats* st);
+
 int cmd_info(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
@@ -46,5 +66,6 @@ int cmd_template(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
+int cmd_court(int argc, char** argv);
 
 #endif

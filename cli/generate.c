@@ -32,19 +32,42 @@ static int write_logits(const char* path, const float* data, int T, int V)
 	return 0;
 }
 
+/* The teacher-forced logits of prompt + generated ids, with the call pattern plain greedy
+ * decoding has (the prompt in one call, then one row per token), into lg [np + n, V]. */
+static int dump_logits(pv_model* m, const struct pv_session_params* sp, const int32_t* prompt, int np, const int32_t* out,
+                       int n, float* lg, int V)
+{
+	pv_session* s = NULL;
+	char err[512];
+	if (pv_session_new(&s, m, sp, err, sizeof err)) {
+		fprintf(stderr, "proven generate: %s\n", err);
+		return -1;
+	}
+	int rc = pv_session_eval(s, prompt, np, lg, PV_LOGITS_ALL);
+	for (int i = 0; i < n && !rc; i++) rc = pv_session_eval(s, &out[i], 1, lg + (size_t)(np + i) * V, PV_LOGITS_LAST);
+	if (rc) fprintf(stderr, "proven generate: %s\n", pv_session_error(s));
+	pv_session_free(s);
+	return rc ? -1 : 0;
+}
+
 int cmd_generate(int argc, char** argv)
 {
-	const char *dir = NULL, *ids_arg = NULL, *dump = NULL, *stop_arg = NULL, *backend = NULL;
+	const char *dir = NULL, *ids_arg = NULL, *dump = NULL, *stop_arg = NULL, *backend = NULL, *stats_path = NULL;
 	int max_tokens = 16, threads = 0, ctx = 0;
+	struct cli_gen go;
+	cli_gen_defaults(&go, 0.0f, 1.0f, 0);
 	for (int i = 1; i < argc; i++) {
+		if (cli_gen_flag(&go, argv[i])) continue;
 		if (!strcmp(argv[i], "--model")) { NEED_VALUE(i); dir = argv[++i]; }
 		else if (!strcmp(argv[i], "--prompt-ids")) { NEED_VALUE(i); ids_arg = argv[++i]; }
 		else if (!strcmp(argv[i], "--max-tokens")) { NEED_VALUE(i); max_tokens = cli_int("--max-tokens", argv[++i], 0, 1 << 24); }
 		else if (!strcmp(argv[i], "--dump-logits")) { NEED_VALUE(i); dump = argv[++i]; }
+		else if (!strcmp(argv[i], "--spec-stats")) { NEED_VALUE(i); stats_path = argv[++i]; }
 		else if (!strcmp(argv[i], "--threads")) { NEED_VALUE(i); threads = cli_int("--threads", argv[++i], 1, 1024); }
 		else if (!strcmp(argv[i], "--ctx")) { NEED_VALUE(i); ctx = cli_int("--ctx", argv[++i], 1, 1 << 24); }
 		else if (!strcmp(argv[i], "--stop-ids")) { NEED_VALUE(i); stop_arg = argv[++i]; }
 		else if (!strcmp(argv[i], "--backend")) { NEED_VALUE(i); backend = argv[++i]; }
+		else if (i + 1 < argc && cli_gen_option(&go, "generate", argv[i], argv[i + 1])) i++;
 		else { fprintf(stderr, "proven generate: unknown option %s\n", argv[i]); return 2; }
 	}
 	if (!ids_arg) {
@@ -77,13 +100,15 @@ int cmd_generate(int argc, char** argv)
 	int V = in->vocab, rc = 1;
 	if (!ctx) ctx = np + max_tokens + 1 < in->max_context ? np + max_tokens + 1 : in->max_context;
 	struct pv_session_params sp = { .n_ctx = ctx, .n_threads = threads };
+	struct pv_session_params plain = sp;
+	cli_gen_session_params(&go, &sp);
 	char err[512];
 	pv_session* s = NULL;
-	int32_t* out = malloc(sizeof(int32_t) * ((size_t)max_tokens + 1));
-	size_t rows_cap = dump ? (size_t)np + max_tokens : 0;
-	float* lg = rows_cap ? malloc(sizeof(float) * (size_t)V * rows_cap) : NULL;
-	if (!out || (rows_cap && !lg)) {
-		fprintf(stderr, "proven generate: out of memory for %zu logit rows\n", rows_cap);
+	pv_generator* gen = NULL;
+	int32_t* out = malloc(sizeof(int32_t) * ((size_t)max_tokens + 17));
+	float* lg = NULL;
+	if (!out) {
+		fprintf(stderr, "proven generate: out of memory\n");
 		goto done;
 	}
 	if (pv_session_new(&s, m, &sp, err, sizeof(err))) {
@@ -94,40 +119,68 @@ int cmd_generate(int argc, char** argv)
 		fprintf(stderr, "proven generate: prompt %d + %d tokens exceed the context %d\n", np, max_tokens, pv_session_n_ctx(s));
 		goto done;
 	}
-	/* greedy: each call returns the argmax id of its last row, computed where the logits are
-	 * (a GPU copies back one id); host logits only for the dump */
-	double t0 = cli_now();
-	int32_t next = 0;
-	struct pv_eval_out o = { dump ? lg : NULL, 0, &next, np - 1, NULL, 0 };
-	if (pv_session_run(s, prompt, np, 0, &o)) {
-		fprintf(stderr, "proven generate: %s\n", pv_session_error(s));
+	if (cli_gen_open(&go, "generate", m, &sp, backend)) goto done;
+	if (pv_generator_new(&gen, s, &go.smp, &go.sp, err, sizeof err)) {
+		fprintf(stderr, "proven generate: %s\n", err);
 		goto done;
 	}
-	double t1 = cli_now();
+	/* the generator keeps the last token pending (evaluated at the next step): the ids on stdout
+	 * are the same with and without speculation, greedy or seeded */
+	double t0 = cli_now();
 	int n_out = 0;
-	while (n_out < max_tokens) {
-		int tok = next;
-		out[n_out++] = tok;
-		int stopped = 0;
-		for (int i = 0; i < ns; i++) stopped |= stop[i] == tok;
-		/* the last token needs evaluating only for its logits row in the dump */
-		if (!dump && (stopped || n_out == max_tokens)) break;
-		struct pv_eval_out o1 = { dump ? lg + (size_t)(np + n_out - 1) * V : NULL, 0, &next, 0, NULL, 0 };
-		if (pv_session_run(s, &out[n_out - 1], 1, 0, &o1)) {
-			fprintf(stderr, "proven generate: %s\n", pv_session_error(s));
+	if (max_tokens > 0) {
+		if (pv_generator_prompt(gen, prompt, np, &out[0])) {
+			fprintf(stderr, "proven generate: %s\n", pv_generator_error(gen));
 			goto done;
 		}
-		if (stopped) break;
+		n_out = 1;
 	}
+	double t1 = cli_now();
+	for (;;) {
+		int stopped = 0;
+		for (int j = 0; j < n_out && !stopped; j++)
+			for (int i = 0; i < ns; i++)
+				if (stop[i] == out[j]) {
+					stopped = 1;
+					n_out = j + 1;
+				}
+		if (stopped || n_out >= max_tokens) break;
+		int got = 0;
+		if (pv_generator_step(gen, out + n_out, max_tokens - n_out, &got)) {
+			fprintf(stderr, "proven generate: %s\n", pv_generator_error(gen));
+			goto done;
+		}
+		n_out += got;
+	}
+	if (n_out > max_tokens) n_out = max_tokens;
 	double t2 = cli_now();
 	for (int i = 0; i < n_out; i++) printf(i ? ",%d" : "%d", out[i]);
 	printf("\n");
-	fprintf(stderr, "proven: prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)\n", np,
-	        t1 - t0, np / (t1 - t0), n_out, t2 - t1, n_out > 1 ? (n_out - 1) / (t2 - t1) : 0.0);
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "proven generate: cannot write the ids to stdout\n");
+		goto done;
+	}
+	struct pv_gen_stats gs;
+	pv_generator_stats(gen, &gs);
+	fprintf(stderr, "proven: prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)", np, t1 - t0,
+	        np / (t1 - t0), n_out, t2 - t1, n_out > 1 ? (n_out - 1) / (t2 - t1) : 0.0);
+	if (go.sp.draft)
+		fprintf(stderr, "; %s drafts %lld, accepted %lld (%.1f%%), %.2f tokens per step", go.draft, (long long)gs.drafted,
+		        (long long)gs.accepted, gs.drafted ? 100.0 * gs.accepted / gs.drafted : 0.0,
+		        gs.steps ? (double)gs.tokens / gs.steps : 0.0);
+	fprintf(stderr, "\n");
 	rc = 0;
-	if (dump && write_logits(dump, lg, np + n_out, V)) rc = 1;
+	if (stats_path && cli_gen_write_stats(stats_path, &gs)) rc = 1;
+	if (dump) {
+		lg = malloc(sizeof(float) * (size_t)V * ((size_t)np + n_out));
+		if (!lg) fprintf(stderr, "proven generate: out of memory for %d logit rows\n", np + n_out);
+		/* the dump covers prompt + generated rows, the last generated token included */
+		if (!lg || dump_logits(m, &plain, prompt, np, out, n_out, lg, V) || write_logits(dump, lg, np + n_out, V)) rc = 1;
+	}
 done:
+	pv_generator_free(gen);
 	pv_session_free(s);
+	cli_gen_close(&go);
 	pv_model_close(m);
 	free(prompt);
 	free(stop);

@@ -28,7 +28,12 @@ static void usage(FILE* f)
 	        "  tokenize --tokenizer PATH [--jsonl] [--no-special]   text on stdin -> token ids on stdout\n"
 	        "  convert  --model DIR --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--threads N]\n"
 	        "  synth    --preset P [--arch A] --out FILE.gguf [--type T] [--seed S] [--layers N]   random weights,\n"
-	        "           published shapes (--list: the presets)\n");
+	        "           published shapes (--list: the presets)\n"
+	        "  court spec --model PATH --cases FILE.jsonl [--draft ngram|mtp|cascade:PATH|PATH] [--max-tokens N]\n"
+	        "           speculative == plain, token for token, on every case (exit 1 on a mismatch)\n"
+	        "  sampling and speculation (generate, run, chat, court): --temp T --top-k K --top-p P --min-p P --seed S\n"
+	        "           --draft ngram|mtp|cascade:PATH|PATH --draft-max K --draft-fixed --ngram-min N --ngram-max N\n"
+	        "           --rollback auto|snapshot|replay; generate: --spec-stats FILE\n");
 }
 
 int main(int argc, char** argv)
@@ -49,6 +54,7 @@ int main(int argc, char** argv)
 	if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
 	if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
 	if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
+	if (!strcmp(cmd, "court")) return cmd_court(argc - 1, argv + 1);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

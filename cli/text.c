@@ -17,19 +17,17 @@ struct gen_opts {
 	const char* system;
 	const char* backend; /* "cpu" (default) or "cuda" */
 	int max_tokens, threads, ctx, no_special, no_thinking, hide_thinking;
-	struct pv_sampler_params sp;
+	struct cli_gen go;       /* sampling and speculation */
 	int dialect;
 };
 
 struct gen {
 	pv_model* m;
 	pv_session* s;
+	pv_generator* gen;       /* plain or speculative: the same tokens either way */
 	const struct pv_tok* tok;
-	struct pv_sampler* smp;
-	float* logits;          /* [vocab] host logits, when sampling (not greedy)          */
-	int32_t next;           /* greedy: the argmax id the session computed              */
-	int greedy;             /* temperature 0: ids, never logits, cross from the backend */
-	int vocab, n_valid, use_color;
+	struct gen_opts* o;
+	int vocab, use_color;
 	int32_t think_open, think_close;
 };
 
@@ -37,16 +35,14 @@ static int parse_common(int argc, char** argv, struct gen_opts* o, int chat)
 {
 	memset(o, 0, sizeof(*o));
 	o->max_tokens = chat ? 2048 : 256;
-	o->sp.temperature = chat ? 0.7f : 0.0f;
-	o->sp.top_p = chat ? 0.8f : 1.0f;
-	o->sp.top_k = chat ? 20 : 0;
-	o->sp.seed = 42;
+	cli_gen_defaults(&o->go, chat ? 0.7f : 0.0f, chat ? 0.8f : 1.0f, chat ? 20 : 0);
 	o->dialect = -1;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
 		if (!strcmp(a, "--no-special")) { o->no_special = 1; continue; }
 		if (!strcmp(a, "--no-thinking")) { o->no_thinking = 1; continue; }
 		if (!strcmp(a, "--hide-thinking")) { o->hide_thinking = 1; continue; }
+		if (cli_gen_flag(&o->go, a)) continue;
 		if (i + 1 >= argc) {
 			fprintf(stderr, "proven %s: unknown option or missing value: %s\n", chat ? "chat" : "run", a);
 			return 2;
@@ -61,11 +57,8 @@ static int parse_common(int argc, char** argv, struct gen_opts* o, int chat)
 		else if (!strcmp(a, "--backend")) {
 			if (cli_check_backend(chat ? "chat" : "run", v)) return 2;
 			o->backend = v;
-		} else if (!strcmp(a, "--temp")) o->sp.temperature = (float)cli_double(a, v, 0, 100);
-		else if (!strcmp(a, "--top-k")) o->sp.top_k = cli_int(a, v, 0, 1 << 24);
-		else if (!strcmp(a, "--top-p")) o->sp.top_p = (float)cli_double(a, v, 0, 1);
-		else if (!strcmp(a, "--seed")) o->sp.seed = (uint64_t)cli_double(a, v, 0, 1e18);
-		else if (chat && !strcmp(a, "--dialect")) {
+		} else if (cli_gen_option(&o->go, chat ? "chat" : "run", a, v)) {
+		} else if (chat && !strcmp(a, "--dialect")) {
 			if ((o->dialect = pv_chat_dialect_from_name(v)) < 0) {
 				fprintf(stderr, "proven chat: unknown dialect \"%s\" (qwen3, qwen3.5, qwen2.5)\n", v);
 				return 2;
@@ -88,15 +81,16 @@ static int parse_common(int argc, char** argv, struct gen_opts* o, int chat)
 
 static void gen_close(struct gen* g)
 {
-	pv_sampler_free(g->smp);
+	pv_generator_free(g->gen);
 	pv_session_free(g->s);
+	cli_gen_close(&g->o->go);
 	pv_model_close(g->m);
-	free(g->logits);
 }
 
-static int gen_open(struct gen* g, const struct gen_opts* o)
+static int gen_open(struct gen* g, struct gen_opts* o)
 {
 	memset(g, 0, sizeof(*g));
+	g->o = o;
 	char err[512];
 	struct pv_model_params mp = cli_model_params(1, o->backend);
 	if (pv_model_open(&g->m, o->model, &mp, err, sizeof(err))) {
@@ -111,21 +105,26 @@ static int gen_open(struct gen* g, const struct gen_opts* o)
 	}
 	const struct pv_model_info* in = pv_model_get_info(g->m);
 	g->vocab = in->vocab;
-	g->n_valid = pv_tok_n_vocab(g->tok) < g->vocab ? pv_tok_n_vocab(g->tok) : g->vocab;
+	/* padded vocabulary rows (embedding rows without a token) are never chosen */
+	o->go.smp.n_valid = pv_tok_n_vocab(g->tok) < g->vocab ? pv_tok_n_vocab(g->tok) : g->vocab;
 	int ctx = o->ctx ? o->ctx : (in->max_context < 4096 ? in->max_context : 4096);
 	struct pv_session_params sp = { .n_ctx = ctx, .n_threads = o->threads };
+	cli_gen_session_params(&o->go, &sp);
+	const char* cmd = o->prompt ? "run" : "chat";
 	if (pv_session_new(&g->s, g->m, &sp, err, sizeof(err))) {
 		fprintf(stderr, "proven: %s\n", err);
 		gen_close(g);
 		return 1;
 	}
-	g->smp = pv_sampler_new(&o->sp, g->vocab);
-	g->greedy = o->sp.temperature <= 0.0f;
-	g->logits = malloc(sizeof(float) * (size_t)g->vocab); /* sampling, and greedy's rare padded-row case */
+	if (cli_gen_open(&o->go, cmd, g->m, &sp, o->backend) || pv_generator_new(&g->gen, g->s, &o->go.smp, &o->go.sp, err, sizeof err)) {
+		if (!g->gen && err[0]) fprintf(stderr, "proven %s: %s\n", cmd, err);
+		gen_close(g);
+		return 1;
+	}
 	g->use_color = isatty(STDOUT_FILENO);
 	g->think_open = pv_tok_id(g->tok, "<think>");
 	g->think_close = pv_tok_id(g->tok, "</think>");
-	return g->logits ? 0 : 1;
+	return 0;
 }
 
 static int is_eos(const struct gen* g, int32_t t)
@@ -137,57 +136,26 @@ static int is_eos(const struct gen* g, int32_t t)
 	return 0;
 }
 
-/* What an evaluation returns: the last row's argmax id when greedy, its logits otherwise. */
-static struct pv_eval_out eval_out(struct gen* g, int n)
-{
-	struct pv_eval_out o = { NULL, 0, NULL, 0, NULL, 0 };
-	if (g->greedy) {
-		o.argmax = &g->next;
-		o.argmax_row0 = n - 1;
-	} else {
-		o.logits = g->logits;
-		o.logits_row0 = n - 1;
-	}
-	return o;
-}
-
-/* The next token from the last evaluation. Greedy picks among the tokenizer's ids only
- * (pv_sampler_pick's rule); when a padded vocabulary row won the device argmax, the last token
- * is evaluated again for its logits (exact: the same row, the same bits). */
-static int pick(struct gen* g, int32_t* t)
-{
-	if (!g->greedy || g->next < g->n_valid) {
-		*t = g->greedy ? g->next : pv_sampler_pick(g->smp, g->logits, g->n_valid);
-		return 0;
-	}
-	int len = pv_session_length(g->s);
-	int32_t last = pv_session_tokens(g->s)[len - 1];
-	if (pv_session_truncate(g->s, len - 1) || pv_session_eval(g->s, &last, 1, g->logits, PV_LOGITS_LAST)) return -1;
-	*t = pv_sampler_pick(g->smp, g->logits, g->n_valid);
-	return 0;
-}
-
-/* Makes the session hold ids[0, n) (reusing the prefix it shares with what it has seen), then
- * samples and streams up to max tokens. in_think: the prompt already opened a think block.
- * Generated ids are appended to *out; *evaluated: prompt tokens that were not reused. */
+/* Makes the session hold ids[0, n) (reusing the prefix it shares with what it has seen: the
+ * generator syncs), then generates and streams up to max tokens, plain or speculative (the same
+ * tokens). in_think: the prompt already opened a think block. Generated ids are appended to *out;
+ * *evaluated: prompt tokens that were not reused. */
 static int generate(struct gen* g, const int32_t* ids, int n, int max, int in_think, int hide_think,
                     int32_t** out, int* n_out, double* t_prompt, double* t_gen, int* evaluated)
 {
 	double t0 = cli_now();
-	int reused = 0;
-	struct pv_eval_out o = eval_out(g, 1);
-	if (pv_session_sync(g->s, ids, n, 0, &o, &reused)) {
-		fprintf(stderr, "\nproven: %s\n", pv_session_error(g->s));
+	int len0 = pv_session_length(g->s);
+	const int32_t* hist = pv_session_tokens(g->s);
+	int shared = 0;
+	while (shared < len0 && shared < n - 1 && hist[shared] == ids[shared]) shared++;
+	int32_t buf[17];
+	int nb = 1, at = 0;
+	if (pv_generator_prompt(g->gen, ids, n, &buf[0])) {
+		fprintf(stderr, "\nproven: %s\n", pv_generator_error(g->gen));
 		return 1;
 	}
-	*evaluated = n - reused;
+	*evaluated = n - shared;
 	double t1 = cli_now();
-	/* a checkpoint at the end of the prompt lets the next chat turn, which shares this prefix,
-	 * roll back to it instead of replaying the conversation (hybrid models) */
-	if (pv_session_checkpoint(g->s)) {
-		fprintf(stderr, "\nproven: %s\n", pv_session_error(g->s));
-		return 1;
-	}
 	struct pv_tok_stream* st = NULL;
 	if (pv_tok_stream_new(&st, g->tok, PV_TOK_DECODE_SKIP_SPECIAL)) {
 		fprintf(stderr, "\nproven: out of memory\n");
@@ -196,12 +164,20 @@ static int generate(struct gen* g, const int32_t* ids, int n, int max, int in_th
 	int thinking = in_think, rc = 0;
 	if (thinking && g->use_color && !hide_think) fputs("\x1b[2m", stdout);
 	for (int i = 0; i < max; i++) {
-		int32_t t;
-		if (pick(g, &t)) {
-			fprintf(stderr, "\nproven: %s\n", pv_session_error(g->s));
-			rc = 1;
-			break;
+		if (at == nb) {
+			/* the next step: the pending token, and the drafts it accepts */
+			if (pv_session_length(g->s) >= pv_session_n_ctx(g->s) - 1) {
+				fprintf(stderr, "\nproven: context full (%d tokens)\n", pv_session_n_ctx(g->s));
+				break;
+			}
+			if (pv_generator_step(g->gen, buf, max - i < 17 ? max - i : 17, &nb)) {
+				fprintf(stderr, "\nproven: %s\n", pv_generator_error(g->gen));
+				rc = 1;
+				break;
+			}
+			at = 0;
 		}
+		int32_t t = buf[at++];
 		if (is_eos(g, t)) break;
 		int32_t* grown = realloc(*out, sizeof(int32_t) * (size_t)(*n_out + 1));
 		if (!grown) { rc = 1; break; }
@@ -220,15 +196,6 @@ static int generate(struct gen* g, const int32_t* ids, int n, int max, int in_th
 			if (g->use_color && !hide_think) fputs("\x1b[0m", stdout);
 		}
 		fflush(stdout);
-		if (pv_session_length(g->s) >= pv_session_n_ctx(g->s)) {
-			fprintf(stderr, "\nproven: context full (%d tokens)\n", pv_session_n_ctx(g->s));
-			break;
-		}
-		if (pv_session_run(g->s, &t, 1, 0, &o)) {
-			fprintf(stderr, "\nproven: %s\n", pv_session_error(g->s));
-			rc = 1;
-			break;
-		}
 	}
 	const char* bytes;
 	size_t len;

@@ -17,27 +17,13 @@
 #define PROVEN_SPEC_H
 
 #include "proven.h"
+#include "proven_text.h" /* struct pv_sampling */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct pv_generator pv_generator;
-
-/* How the model's next token is chosen. temperature <= 0 (or so small that 1/T overflows): greedy,
- * the lowest id among the largest logits. Otherwise softmax(logits / T) restricted to the top_k ids
- * (0: all), then to the smallest set of most likely ids holding top_p of the mass (1: all; 0: the
- * top id only), then to ids whose probability is at least min_p times the top one (0: off), and one
- * draw u(seed, position) picks among them. n_valid: ids at or above it are never chosen (padded
- * vocabulary rows); 0: the model's vocabulary. */
-struct pv_sampling {
-	float temperature;
-	int top_k;
-	float top_p;
-	float min_p;
-	uint64_t seed;
-	int n_valid;
-};
 
 enum pv_draft_kind {
 	PV_DRAFT_NONE = 0, /* plain decoding                                                        */

@@ -231,24 +231,33 @@ void pv_chat_stream_free(pv_chat_stream* s);
 
 /* Sampler --------------------------------------------------------------------------------------
  *
- * Choosing the next token from a logits row: greedy at temperature 0, otherwise
- * temperature, top-k and top-p (nucleus) over a seeded PCG32 stream, so a run is reproducible
- * from its seed. Only ids below n_valid are ever chosen (padded vocabulary rows never win).
- */
-
-struct pv_sampler_params {
-	float temperature; /* 0: greedy                                     */
-	int top_k;         /* 0: off                                        */
-	float top_p;       /* 1 (or 0): off                                 */
+ * Choosing the next token from a logits row: a function of the row and, when sampling, of
+ * (seed, position) only. The draw is a counter-based hash of (seed, position), not a stream, so
+ * speculative decoding, which evaluates rows out of the plain order or twice, draws the same
+ * number for the same position and makes the same choice (proven_spec.h).
+ *
+ * temperature <= 0, or so small that 1/T overflows (below ~3e-39), or top_k 1: greedy, the lowest
+ * id among the largest logits. Otherwise softmax(logits / T) restricted to the top_k ids (0: all),
+ * then to ids whose probability is at least min_p times the top one (0: off), then to the
+ * smallest set of most likely ids holding top_p of the mass (1: all; 0: the top id only, as
+ * Hugging Face and llama.cpp do), and one draw picks among them. NaN logits never win; the set is
+ * never empty. n_valid: ids at or above it are never chosen (padded vocabulary rows); 0: all. */
+struct pv_sampling {
+	float temperature;
+	int top_k;
+	float top_p;
+	float min_p;
 	uint64_t seed;
+	int n_valid;
 };
 
-struct pv_sampler;
-
-struct pv_sampler* pv_sampler_new(const struct pv_sampler_params* p, int n_vocab);
-void pv_sampler_free(struct pv_sampler* s);
-/* Picks a token from logits[0..n_valid). Does not modify logits. */
-int pv_sampler_pick(struct pv_sampler* s, const float* logits, int n_valid);
+int pv_sampling_is_greedy(const struct pv_sampling* s);
+/* Bytes of scratch pv_sample needs for a vocabulary of n_vocab (none when greedy). */
+size_t pv_sample_scratch_bytes(int n_vocab);
+/* The token at sequence position pos from logits[0, n_vocab). */
+int32_t pv_sample(const struct pv_sampling* s, const float* logits, int n_vocab, int64_t pos, void* scratch);
+/* The uniform draw in [0, 1) for (seed, pos) (24 bits). */
+float pv_sample_uniform(uint64_t seed, int64_t pos);
 
 #ifdef __cplusplus
 }

@@ -1,93 +1,144 @@
-/* test_sampler.c: greedy, reproducibility from the seed, top-k/top-p restrictions, frequencies. */
+/*
+ * test_sampler.c: choosing a token (proven_text.h pv_sample): greedy, determinism per
+ * (seed, position), top-k / top-p / min-p restrictions, frequencies, and the inputs that once
+ * emptied the candidate set (a temperature whose inverse overflows, non-finite logits).
+ */
 #include "harness.h"
 #include "proven_text.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { V = 50 };
 static float lg[V];
-static int arg; /* argmax of lg */
+static int arg, order[V];
+static void* scratch;
 
-static void logits(void)
+static int setup(void)
 {
 	for (int i = 0; i < V; i++) lg[i] = (float)sin(i * 1.7) * 3.0f;
 	arg = 0;
-	for (int i = 1; i < V; i++) if (lg[i] > lg[arg]) arg = i;
-}
-
-TEST_CASE(greedy)
-{
-	logits();
-	struct pv_sampler_params greedy = { 0, 0, 1, 1 };
-	struct pv_sampler* s = pv_sampler_new(&greedy, V);
-	CHECK(pv_sampler_pick(s, lg, V) == arg, "temperature 0 is argmax");
-	CHECK(pv_sampler_pick(s, lg, 10) < 10, "n_valid bounds the choice");
-	pv_sampler_free(s);
-}
-
-TEST_CASE(seed)
-{
-	logits();
-	struct pv_sampler_params p = { 0.8f, 0, 1, 42 };
-	struct pv_sampler *a = pv_sampler_new(&p, V), *b = pv_sampler_new(&p, V);
-	int same = 1;
-	for (int i = 0; i < 200; i++) same &= pv_sampler_pick(a, lg, V) == pv_sampler_pick(b, lg, V);
-	CHECK(same, "same seed, same stream");
-	pv_sampler_free(a);
-	pv_sampler_free(b);
-}
-
-TEST_CASE(top_k)
-{
-	logits();
-	struct pv_sampler_params k1 = { 1.5f, 1, 1, 7 };
-	struct pv_sampler* s = pv_sampler_new(&k1, V);
-	int all = 1;
-	for (int i = 0; i < 100; i++) all &= pv_sampler_pick(s, lg, V) == arg;
-	CHECK(all, "top-k 1 is greedy");
-	pv_sampler_free(s);
-
-	/* top-k 3: only the three best ids appear */
-	int order[V];
+	for (int i = 1; i < V; i++)
+		if (lg[i] > lg[arg]) arg = i;
 	for (int i = 0; i < V; i++) order[i] = i;
 	for (int i = 0; i < V; i++)
 		for (int j = i + 1; j < V; j++)
-			if (lg[order[j]] > lg[order[i]]) { int t = order[i]; order[i] = order[j]; order[j] = t; }
-	struct pv_sampler_params k3 = { 1.0f, 3, 1, 9 };
-	s = pv_sampler_new(&k3, V);
+			if (lg[order[j]] > lg[order[i]]) {
+				int t = order[i];
+				order[i] = order[j];
+				order[j] = t;
+			}
+	scratch = malloc(pv_sample_scratch_bytes(V));
+	return scratch ? 0 : -1;
+}
+
+static void teardown(void) { free(scratch); }
+
+TEST_CASE(greedy)
+{
+	struct pv_sampling g = { 0 };
+	CHECK(pv_sampling_is_greedy(&g) && pv_sample(&g, lg, V, 0, scratch) == arg, "temperature 0 is argmax");
+	g.n_valid = 10;
+	CHECK(pv_sample(&g, lg, V, 0, scratch) < 10, "n_valid bounds the choice");
+	struct pv_sampling k1 = { 1.5f, 1, 1, 0, 7, 0 };
+	int all = 1;
+	for (int p = 0; p < 100; p++) all &= pv_sample(&k1, lg, V, p, scratch) == arg;
+	CHECK(all, "top-k 1 is greedy");
+	float ties[4] = { 1, 3, 3, 2 };
+	CHECK(pv_sample(NULL, ties, 4, 0, scratch) == 1, "ties go to the lower id");
+}
+
+TEST_CASE(seed_and_position)
+{
+	struct pv_sampling p = { 0.8f, 0, 1, 0, 42, 0 };
+	int same = 1, differ = 0;
+	for (int i = 0; i < 200; i++) {
+		same &= pv_sample(&p, lg, V, i, scratch) == pv_sample(&p, lg, V, i, scratch);
+		struct pv_sampling q = p;
+		q.seed = 43;
+		differ += pv_sample(&p, lg, V, i, scratch) != pv_sample(&q, lg, V, i, scratch);
+	}
+	CHECK(same, "the same (seed, position) gives the same token");
+	CHECK(differ > 20, "another seed changes %d of 200 choices", differ);
+	/* the draw depends on (seed, position) only: evaluating out of order gives the same tokens */
+	int fwd[64], back[64];
+	for (int i = 0; i < 64; i++) fwd[i] = pv_sample(&p, lg, V, i, scratch);
+	for (int i = 63; i >= 0; i--) back[i] = pv_sample(&p, lg, V, i, scratch);
+	CHECK(!memcmp(fwd, back, sizeof fwd), "order of evaluation changes the tokens");
+}
+
+TEST_CASE(top_k_top_p_min_p)
+{
+	struct pv_sampling k3 = { 1.0f, 3, 1, 0, 9, 0 };
 	int ok = 1;
 	for (int i = 0; i < 500; i++) {
-		int t = pv_sampler_pick(s, lg, V);
+		int t = pv_sample(&k3, lg, V, i, scratch);
 		ok &= t == order[0] || t == order[1] || t == order[2];
 	}
 	CHECK(ok, "top-k 3 stays in the top 3");
-	pv_sampler_free(s);
+	/* top-p 0 keeps the top token only (Hugging Face, llama.cpp): not "off" */
+	struct pv_sampling p0 = { 1.0f, 0, 0.0f, 0, 3, 0 };
+	ok = 1;
+	for (int i = 0; i < 200; i++) ok &= pv_sample(&p0, lg, V, i, scratch) == arg;
+	CHECK(ok, "top-p 0 keeps only the most likely token");
+	/* top-p 0.5 over p = (0.1, 0.2, 0.3, 0.4): the set {3, 2}, as in HF's cumulative rule */
+	float four[4] = { logf(0.1f), logf(0.2f), logf(0.3f), logf(0.4f) };
+	struct pv_sampling tp = { 1.0f, 0, 0.5f, 0, 3, 0 };
+	int seen[4] = { 0 };
+	for (int i = 0; i < 2000; i++) seen[pv_sample(&tp, four, 4, i, scratch)]++;
+	CHECK(!seen[0] && !seen[1] && seen[2] && seen[3], "top-p 0.5 draws %d %d %d %d", seen[0], seen[1], seen[2], seen[3]);
+	/* min-p 0.6: ids with p >= 0.6 * 0.4 = 0.24: {2, 3} */
+	struct pv_sampling mp = { 1.0f, 0, 1, 0.6f, 5, 0 };
+	memset(seen, 0, sizeof seen);
+	for (int i = 0; i < 2000; i++) seen[pv_sample(&mp, four, 4, i, scratch)]++;
+	CHECK(!seen[0] && !seen[1] && seen[2] && seen[3], "min-p 0.6 draws %d %d %d %d", seen[0], seen[1], seen[2], seen[3]);
 }
 
 TEST_CASE(frequencies)
 {
 	/* frequencies at temperature 1 follow softmax within a few standard deviations */
 	float two[2] = { 0.0f, logf(3.0f) }; /* p = 0.25, 0.75 */
-	struct pv_sampler_params t1 = { 1.0f, 0, 1, 3 };
-	struct pv_sampler* s = pv_sampler_new(&t1, 2);
+	struct pv_sampling t1 = { 1.0f, 0, 1, 0, 3, 0 };
 	int n1 = 0, N = 20000;
-	for (int i = 0; i < N; i++) n1 += pv_sampler_pick(s, two, 2) == 1;
+	for (int i = 0; i < N; i++) n1 += pv_sample(&t1, two, 2, i, scratch) == 1;
 	double sd = sqrt(N * 0.75 * 0.25);
 	CHECK(fabs(n1 - 0.75 * N) < 5 * sd, "frequency %d vs expected %.0f", n1, 0.75 * N);
-	pv_sampler_free(s);
+	/* the draw is uniform: its mean and its share below 0.1 */
+	double sum = 0;
+	int low = 0;
+	for (int i = 0; i < N; i++) {
+		float u = pv_sample_uniform(77, i);
+		sum += u;
+		low += u < 0.1f;
+		CHECK(u >= 0 && u < 1, "draw %g", u);
+	}
+	CHECK(fabs(sum / N - 0.5) < 0.01 && abs(low - N / 10) < 5 * (int)sqrt(N * 0.09), "uniform: mean %g, %d below 0.1", sum / N,
+	      low);
 }
 
-TEST_CASE(top_p)
+/* the inputs that emptied the candidate set (issue 9: a heap read at c[-1]) */
+TEST_CASE(never_empty)
 {
-	/* top-p 0.5 keeps only the 0.75 token */
-	float two[2] = { 0.0f, logf(3.0f) }; /* p = 0.25, 0.75 */
-	struct pv_sampler_params tp = { 1.0f, 0, 0.5f, 3 };
-	struct pv_sampler* s = pv_sampler_new(&tp, 2);
-	int all = 1;
-	for (int i = 0; i < 1000; i++) all &= pv_sampler_pick(s, two, 2) == 1;
-	CHECK(all, "top-p 0.5 keeps only the most likely token");
-	pv_sampler_free(s);
+	float tiny_t[] = { 1e-39f, 3e-39f, 1e-30f, 1e-45f };
+	for (size_t i = 0; i < sizeof tiny_t / sizeof tiny_t[0]; i++) {
+		struct pv_sampling s = { tiny_t[i], 0, 0.9f, 0, 1, 0 };
+		CHECK(pv_sample(&s, lg, V, 3, scratch) == arg, "temperature %g is greedy", tiny_t[i]);
+	}
+	float bad[6] = { NAN, 1.0f, INFINITY, -INFINITY, NAN, 2.0f };
+	struct pv_sampling s = { 0.7f, 0, 0.9f, 0, 1, 0 };
+	for (int p = 0; p < 50; p++) {
+		int t = pv_sample(&s, bad, 6, p, scratch);
+		CHECK(t >= 0 && t < 6 && !isnan(bad[t]), "a NaN logit was chosen (%d)", t);
+	}
+	float nan_all[3] = { NAN, NAN, NAN };
+	int t = pv_sample(&s, nan_all, 3, 0, scratch);
+	CHECK(t >= 0 && t < 3, "all-NaN row gave %d", t);
+	float minus[3] = { -INFINITY, -INFINITY, -INFINITY };
+	CHECK(pv_sample(&s, minus, 3, 0, scratch) == 0, "all -inf row");
+	float big[3] = { 1e38f, -1e38f, 3e38f };
+	t = pv_sample(&s, big, 3, 0, scratch);
+	CHECK(t >= 0 && t < 3, "huge logits gave %d", t);
 }
 
-TEST_MAIN("test_sampler")
+int main(int argc, char** argv) { return t_main(argc, argv, "test_sampler", setup, teardown); }

@@ -14,6 +14,7 @@
 struct draft_model {
 	pv_session* s;
 	int vocab;             /* the target's: drafts at or above it end the draft */
+	int draft_vocab;       /* the draft's: a history with a token at or above it gets no draft */
 	struct pv_drafter ngram; /* cascade: asked first (ctx NULL: not a cascade) */
 };
 
@@ -25,6 +26,8 @@ static int model_propose(void* ctx, const int32_t* hist, int n, int k, int32_t* 
 		if (m) return m;
 	}
 	if (n >= pv_session_n_ctx(dm->s)) return 0; /* the draft's context is full: no guess */
+	for (int i = 0; i < n; i++)
+		if (hist[i] >= dm->draft_vocab) return 0; /* a token the draft model does not have */
 	int32_t t = 0;
 	struct pv_eval_out o = { NULL, 0, &t, 0, NULL, 0 };
 	int reused = 0;
@@ -62,6 +65,7 @@ int pv_drafter_model(struct pv_drafter* d, pv_session* draft, int target_vocab, 
 	struct draft_model* dm = pv_xcalloc(1, sizeof *dm);
 	dm->s = draft;
 	dm->vocab = target_vocab;
+	dm->draft_vocab = pv_model_get_info(pv_session_model(draft))->vocab;
 	*d = (struct pv_drafter){ "model", dm, model_propose, model_accept, model_free, 0 };
 	return 0;
 }

@@ -14,7 +14,6 @@
  * the measured acceptance and the measured cost of calls of each length, and drafts nothing
  * while no length is expected to beat plain decoding.
  */
-#include "spec/choose.h"
 #include "spec/drafter.h"
 #include "proven_dev.h"
 #include "base/clock.h"
@@ -46,7 +45,7 @@ struct pv_generator {
 	int32_t argmax[K_LIMIT + 1];
 	float* logits;             /* [(K_LIMIT + 1) * V]                                         */
 	float* hidden;             /* [(K_LIMIT + 1) * H] when the drafter wants them              */
-	struct pv_cand* cand;      /* [V]                                                         */
+	void* cand;                /* pv_sample's scratch                                         */
 	struct policy pol;
 	struct pv_gen_stats st;
 	char err[256];
@@ -79,7 +78,7 @@ int pv_generator_new(pv_generator** out, pv_session* s, const struct pv_sampling
 	g->V = in->vocab;
 	g->H = in->hidden;
 	g->n_valid = g->smp.n_valid > 0 && g->smp.n_valid < g->V ? g->smp.n_valid : g->V;
-	g->greedy = pv_choose_is_greedy(&g->smp);
+	g->greedy = pv_sampling_is_greedy(&g->smp);
 	g->hybrid = in->n_linear_layers > 0;
 	if (g->sp.k_max <= 0) g->sp.k_max = g->sp.draft == PV_DRAFT_NGRAM ? 16 : 8;
 	if (g->sp.k_max > K_LIMIT) g->sp.k_max = K_LIMIT;
@@ -108,7 +107,7 @@ int pv_generator_new(pv_generator** out, pv_session* s, const struct pv_sampling
 	}
 	g->hist = calloc((size_t)pv_session_n_ctx(s) + 1, sizeof(int32_t));
 	g->logits = malloc(sizeof(float) * (size_t)(K_LIMIT + 1) * (size_t)g->V);
-	g->cand = malloc(sizeof(struct pv_cand) * (size_t)g->V);
+	g->cand = malloc(pv_sample_scratch_bytes(g->V));
 	if (g->dr.wants_hidden) g->hidden = malloc(sizeof(float) * (size_t)(K_LIMIT + 1) * (size_t)g->H);
 	if (!g->hist || !g->logits || !g->cand || (g->dr.wants_hidden && !g->hidden)) {
 		pv_generator_free(g);
@@ -138,7 +137,7 @@ void pv_generator_stats(const pv_generator* g, struct pv_gen_stats* st) { *st = 
 static int32_t choice(struct pv_generator* g, int j, int64_t pos)
 {
 	if (g->greedy) return g->argmax[j];
-	return pv_choose(&g->smp, g->logits + (size_t)j * g->V, g->n_valid, pos, g->cand);
+	return pv_sample(&g->smp, g->logits + (size_t)j * g->V, g->V, pos, g->cand);
 }
 
 int pv_generator_prompt(pv_generator* g, const int32_t* prompt, int n, int32_t* first)
@@ -166,7 +165,7 @@ int pv_generator_prompt(pv_generator* g, const int32_t* prompt, int n, int32_t* 
 		struct pv_eval_out ol = { g->logits, 0, NULL, 0, NULL, 0 };
 		rc = pv_session_truncate(g->s, n - 1);
 		if (!rc) rc = pv_session_run(g->s, prompt + n - 1, 1, PV_EVAL_EXACT, &ol);
-		if (!rc) g->argmax[0] = pv_choose(&g->smp, g->logits, g->n_valid, n, g->cand);
+		if (!rc) g->argmax[0] = pv_sample(&g->smp, g->logits, g->V, n, g->cand);
 	}
 	if (rc) {
 		free(hid);
@@ -269,7 +268,7 @@ int pv_generator_step(pv_generator* g, int32_t* out, int max, int* n_out)
 			struct pv_eval_out ol = { g->logits, 0, NULL, 0, g->hidden, 0 };
 			if ((rc = pv_session_truncate(g->s, len)) || (rc = pv_session_run(g->s, g->rows, r, flags, &ol)))
 				return session_fail(g, rc);
-			for (int j = 0; j < r; j++) g->argmax[j] = pv_choose(&g->smp, g->logits + (size_t)j * g->V, g->n_valid, len + 1 + j, g->cand);
+			for (int j = 0; j < r; j++) g->argmax[j] = pv_sample(&g->smp, g->logits + (size_t)j * g->V, g->V, len + 1 + j, g->cand);
 		}
 	}
 	/* accept while the draft is the model's own choice */

@@ -1,53 +1,43 @@
-/* sampler.c: greedy / temperature / top-k / top-p sampling with a seeded PCG32 stream. */
+/*
+ * sampler.c: greedy, or temperature / top-k / top-p / min-p over one draw u(seed, position)
+ * (proven_text.h).
+ * The draw is a counter-based hash of (seed, position), not a stream: a speculative step that
+ * evaluates rows out of the plain order, or evaluates a row twice, draws the same number for the
+ * same position. The candidate set never comes out empty: a temperature so small that 1/T
+ * overflows is greedy, non-finite logits never enter the softmax, and every filter keeps at
+ * least the most likely id.
+ */
 #include "proven_text.h"
-#include "base/util.h"
 
 #include <math.h>
 #include <stdlib.h>
+
+int pv_sampling_is_greedy(const struct pv_sampling* s)
+{
+	/* 1/T overflows below ~2.9e-39: the softmax would be all-or-nothing anyway */
+	return !s || !(s->temperature > 1e-30f) || s->top_k == 1;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+float pv_sample_uniform(uint64_t seed, int64_t pos)
+{
+	uint64_t h = splitmix64(splitmix64(seed) ^ (uint64_t)pos);
+	return (float)(h >> 40) * (1.0f / 16777216.0f);
+}
 
 struct cand {
 	float p;
 	int id;
 };
 
-struct pv_sampler {
-	struct pv_sampler_params p;
-	uint64_t state, inc;
-	struct cand* c; /* [n_vocab] scratch, allocated once */
-	int n_vocab;
-};
-
-static uint32_t pcg32(struct pv_sampler* s)
-{
-	uint64_t old = s->state;
-	s->state = old * 6364136223846793005ULL + s->inc;
-	uint32_t x = (uint32_t)(((old >> 18) ^ old) >> 27), rot = (uint32_t)(old >> 59);
-	return (x >> rot) | (x << ((-rot) & 31));
-}
-
-/* uniform in [0, 1) with 24 bits */
-static float uniform(struct pv_sampler* s) { return (pcg32(s) >> 8) * (1.0f / 16777216.0f); }
-
-struct pv_sampler* pv_sampler_new(const struct pv_sampler_params* p, int n_vocab)
-{
-	struct pv_sampler* s = pv_xcalloc(1, sizeof(*s));
-	s->p = *p;
-	s->n_vocab = n_vocab;
-	s->c = pv_xcalloc((size_t)n_vocab, sizeof(*s->c));
-	s->inc = (p->seed << 1) | 1;
-	s->state = 0;
-	pcg32(s);
-	s->state += p->seed ^ 0x853c49e6748fea9bULL;
-	pcg32(s);
-	return s;
-}
-
-void pv_sampler_free(struct pv_sampler* s)
-{
-	if (!s) return;
-	free(s->c);
-	free(s);
-}
+size_t pv_sample_scratch_bytes(int n_vocab) { return sizeof(struct cand) * (size_t)(n_vocab > 0 ? n_vocab : 1); }
 
 static int by_prob_desc(const void* a, const void* b)
 {
@@ -56,36 +46,50 @@ static int by_prob_desc(const void* a, const void* b)
 	return x->id - y->id; /* ties: lower id first, so the order is total */
 }
 
-int pv_sampler_pick(struct pv_sampler* s, const float* logits, int n_valid)
+/* the lowest id among the largest finite logits; 0 when every logit is NaN */
+static int argmax_finite(const float* lg, int n)
 {
-	if (n_valid > s->n_vocab) n_valid = s->n_vocab;
-	int best = 0;
-	for (int i = 1; i < n_valid; i++)
-		if (logits[i] > logits[best]) best = i;
-	if (s->p.temperature <= 0.0f) return best;
+	int best = -1;
+	for (int i = 0; i < n; i++)
+		if (lg[i] == lg[i] && (best < 0 || lg[i] > lg[best])) best = i;
+	return best < 0 ? 0 : best;
+}
 
-	/* softmax(logits / T) relative to the max, then keep the top-k, then the top-p mass */
-	float inv_t = 1.0f / s->p.temperature, mx = logits[best];
+int32_t pv_sample(const struct pv_sampling* s, const float* logits, int n_vocab, int64_t pos, void* scratch)
+{
+	const int n_valid = s && s->n_valid > 0 && s->n_valid < n_vocab ? s->n_valid : n_vocab;
+	struct cand* c = scratch;
+	const int best = argmax_finite(logits, n_valid);
+	if (pv_sampling_is_greedy(s) || !isfinite(logits[best])) return best;
+	const float inv_t = 1.0f / s->temperature, mx = logits[best];
 	int n = 0;
 	for (int i = 0; i < n_valid; i++) {
+		if (!(logits[i] == logits[i])) continue;
 		float e = expf((logits[i] - mx) * inv_t);
-		if (e > 0.0f) s->c[n++] = (struct cand){ e, i };
+		if (e > 0.0f) c[n++] = (struct cand){ e, i };
 	}
-	qsort(s->c, (size_t)n, sizeof(*s->c), by_prob_desc);
-	if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
+	if (n == 0) return best;
+	qsort(c, (size_t)n, sizeof(*c), by_prob_desc);
+	if (s->top_k > 0 && s->top_k < n) n = s->top_k;
+	if (s->min_p > 0.0f) {
+		int m = 1;
+		while (m < n && c[m].p >= s->min_p * c[0].p) m++;
+		n = m;
+	}
 	double total = 0;
-	for (int i = 0; i < n; i++) total += s->c[i].p;
-	if (s->p.top_p > 0.0f && s->p.top_p < 1.0f) {
-		double keep = 0;
-		int m = 0;
-		while (m < n && keep < s->p.top_p * total) keep += s->c[m++].p;
-		n = m > 0 ? m : 1;
-		total = keep > 0 ? keep : s->c[0].p;
+	for (int i = 0; i < n; i++) total += c[i].p;
+	if (s->top_p < 1.0f) {
+		/* the smallest prefix holding top_p of the mass; top_p 0 keeps the top id only */
+		double keep = c[0].p;
+		int m = 1;
+		while (m < n && keep < (double)s->top_p * total) keep += c[m++].p;
+		n = m;
+		total = keep;
 	}
-	double r = uniform(s) * total, acc = 0;
+	double r = (double)pv_sample_uniform(s->seed, pos) * total, acc = 0;
 	for (int i = 0; i < n; i++) {
-		acc += s->c[i].p;
-		if (r < acc) return s->c[i].id;
+		acc += c[i].p;
+		if (r < acc) return c[i].id;
 	}
-	return s->c[n - 1].id;
+	return c[n - 1].id;
 }

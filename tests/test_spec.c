@@ -1,0 +1,143 @@
+/*
+ * test_spec.c: the exactness court (`proven court spec`) on the committed case set
+ * (tests/data/spec/cases.jsonl: code edits, code, extraction, summaries, chat, tool calls and
+ * random ids; a third sampled with a seed) over every fixture architecture and drafter, and on
+ * the real model when it is here. Speculative output must equal plain output token for token on
+ * every case, and the counts must show that the paths a claim rests on ran: drafts accepted and
+ * rejected, rollbacks by snapshot and by replay, the MTP head, a draft model.
+ * Runs the binary in $PV_BUILD (default build/).
+ */
+#include "fixture.h"
+#include "harness.h"
+
+static char bin[512];
+
+struct verdict {
+	int cases, exact;
+	long long drafted, accepted, rollbacks, restores, replayed;
+	char verdict[32];
+};
+
+/* Runs the court; 0 when it ran and printed its summary line. */
+static int court(const char* model, const char* args, int max_tokens, const char* extra, struct verdict* v)
+{
+	char cmd[2048], out[1 << 16];
+	snprintf(cmd, sizeof cmd, "%s court spec --model %s --cases tests/data/spec/cases.jsonl --max-tokens %d --threads 2 %s %s",
+	         bin, model, max_tokens, args, extra ? extra : "");
+	memset(v, 0, sizeof *v);
+	int rc = t_run_cmd(cmd, out, sizeof out);
+	const char* j = strstr(out, "{\"court\"");
+	json_t* o = j ? json_loads(j, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+	if (!o) {
+		CHECK(0, "%s %s: no summary (exit %d)", model, args, rc);
+		return -1;
+	}
+	v->cases = (int)json_integer_value(json_object_get(o, "cases"));
+	v->exact = (int)json_integer_value(json_object_get(o, "exact"));
+	v->drafted = json_integer_value(json_object_get(o, "drafted"));
+	v->accepted = json_integer_value(json_object_get(o, "accepted"));
+	v->rollbacks = json_integer_value(json_object_get(o, "rollbacks"));
+	v->restores = json_integer_value(json_object_get(o, "snapshot_restores"));
+	v->replayed = json_integer_value(json_object_get(o, "replayed_rows"));
+	snprintf(v->verdict, sizeof v->verdict, "%s", json_string_value(json_object_get(o, "verdict")));
+	json_decref(o);
+	CHECK(rc == 0 && v->exact == v->cases && !strcmp(v->verdict, "exact"), "%s %s: %d of %d cases exact (%s)", model, args,
+	      v->exact, v->cases, v->verdict);
+	return 0;
+}
+
+static int hybrid(const char* dir)
+{
+	char p[600];
+	snprintf(p, sizeof p, "%s/config.json", dir);
+	json_t* c = json_load_file(p, 0, NULL);
+	const char* t = c ? json_string_value(json_object_get(c, "model_type")) : NULL;
+	int h = t && (strstr(t, "qwen3_5") || strstr(t, "qwen3_next"));
+	json_decref(c);
+	return h;
+}
+
+/* n-gram drafts on every fixture, at a fixed draft length (every step drafts when a match
+ * exists), with snapshot and with replay rollback */
+TEST_CASE(ngram_every_fixture)
+{
+	char names[32][128];
+	int nf = fx_list(fx_root(), names, 32);
+	for (int f = 0; f < nf; f++) {
+		char dir[512];
+		snprintf(dir, sizeof dir, "%s/%s", fx_root(), names[f]);
+		struct verdict v;
+		/* the whole set on one model of each kind, a part of it on the others (time) */
+		int whole = !strcmp(names[f], "qwen3") || !strcmp(names[f], "qwen3_moe") || !strcmp(names[f], "qwen3_5");
+		if (court(dir, "--draft ngram --draft-fixed", 16, whole ? NULL : "--limit 24", &v)) continue;
+		CHECK(v.cases >= (whole ? 100 : 24), "%s: %d cases", names[f], v.cases);
+		if (hybrid(dir)) {
+			CHECK(v.rollbacks == 0 || v.restores > 0, "%s: rollbacks without snapshot restores", names[f]);
+			if (court(dir, "--draft ngram --draft-fixed --rollback replay", 16, "--limit 24", &v)) continue;
+			CHECK(v.rollbacks == 0 || v.replayed > 0, "%s: replay rollbacks replayed nothing", names[f]);
+		}
+	}
+}
+
+/* a draft model: the model drafting for itself (long acceptances) and another fixture (short
+ * ones), on a dense and on a hybrid target */
+TEST_CASE(draft_model)
+{
+	struct verdict v;
+	char a[600], b[600];
+	snprintf(a, sizeof a, "%s/qwen3", fx_root());
+	snprintf(b, sizeof b, "--draft %s/qwen3_odd --draft-fixed", fx_root());
+	if (!court(a, b, 24, "--limit 60", &v))
+		CHECK(v.drafted > 0 && v.rollbacks > 0, "qwen3_odd drafting for qwen3: drafted %lld, rollbacks %lld", v.drafted,
+		      v.rollbacks);
+	snprintf(a, sizeof a, "%s/qwen3_5", fx_root());
+	snprintf(b, sizeof b, "--draft %s/qwen3_5 --draft-fixed", fx_root());
+	if (!court(a, b, 24, "--limit 60", &v))
+		CHECK(v.accepted > v.drafted / 4 && v.rollbacks > 0 && v.restores > 0,
+		      "qwen3_5 drafting for itself: drafted %lld accepted %lld rollbacks %lld restores %lld", v.drafted, v.accepted,
+		      v.rollbacks, v.restores);
+	snprintf(b, sizeof b, "--draft cascade:%s/qwen3_5 --draft-fixed --rollback replay", fx_root());
+	if (!court(a, b, 24, "--limit 40", &v)) CHECK(v.drafted > 0 && v.replayed > 0, "cascade with replay");
+}
+
+/* the MTP head drafting (the fixture's head has random weights: few acceptances, every
+ * rollback path), snapshot and replay */
+TEST_CASE(mtp)
+{
+	struct verdict v;
+	char a[600];
+	snprintf(a, sizeof a, "%s/qwen3_5", fx_root());
+	if (!court(a, "--draft mtp --draft-fixed", 24, NULL, &v))
+		CHECK(v.drafted > 1000 && v.rollbacks > 0 && v.restores > 0, "mtp: drafted %lld rollbacks %lld restores %lld",
+		      v.drafted, v.rollbacks, v.restores);
+	if (!court(a, "--draft mtp --draft-fixed --rollback replay --draft-max 3", 24, "--limit 40", &v))
+		CHECK(v.replayed > 0, "mtp with replay: replayed %lld", v.replayed);
+	/* the adaptive policy: drafts stop when they do not pay, output still exact */
+	court(a, "--draft mtp", 24, "--limit 40", &v);
+}
+
+/* the real 0.5B model (text prompts through its tokenizer): n-gram and itself as a draft model */
+TEST_CASE(real_model)
+{
+	char buf[1024];
+	const char* m = fx_real_model(buf, sizeof buf);
+	if (!m) {
+		t_skip("the real model is not here (tools/get-model.sh)");
+		return;
+	}
+	struct verdict v;
+	if (!court(m, "--draft ngram --draft-fixed", 12, "--limit 3 --class code_edit", &v))
+		CHECK(v.accepted > 0, "real ngram on code edits: accepted %lld", v.accepted);
+	char args[1200];
+	snprintf(args, sizeof args, "--draft %s --draft-max 4 --draft-fixed", m);
+	court(m, args, 8, "--limit 2 --class chat", &v);
+}
+
+static int setup(void)
+{
+	const char* b = getenv("PV_BUILD");
+	snprintf(bin, sizeof bin, "%s/proven", b ? b : "build");
+	return 0;
+}
+
+int main(int argc, char** argv) { return t_main(argc, argv, "test_spec", setup, NULL); }
