@@ -9,6 +9,10 @@
  */
 #include "fixture.h"
 #include "harness.h"
+#include "proven.h"
+
+#include "cpu/ops.h"
+#include "model/model.h"
 
 static char bin[512];
 
@@ -114,6 +118,112 @@ TEST_CASE(mtp)
 		CHECK(v.replayed > 0, "mtp with replay: replayed %lld", v.replayed);
 	/* the adaptive policy: drafts stop when they do not pay, output still exact */
 	court(a, "--draft mtp", 24, "--limit 40", &v);
+}
+
+/* The MTP head against an independent float64 implementation of qwen-models.md §7.2
+ * (tools/reference/mtp_reference.py, torch, no transformers: transformers never runs the head):
+ * the main model's final-norm rows, the head's logits for every position of the fixture's
+ * sequence, within the conformance tolerance (tests/test_conformance.c: 2e-4 of the row's largest
+ * logit), greedy ids equal wherever the reference's margin is clear; and the head is
+ * batch-invariant (one row per call == many rows per call, bitwise). */
+#define MTP_TOL_REL 2e-4
+TEST_CASE(mtp_reference)
+{
+	char dir[512], ref[600], path[700], err[256];
+	snprintf(dir, sizeof dir, "%s/qwen3_5", fx_root());
+	snprintf(ref, sizeof ref, "%s/reference.json", dir);
+	snprintf(path, sizeof path, "%s/mtp.reference.safetensors", dir);
+	json_t* j = json_load_file(ref, 0, NULL);
+	json_t* c0 = json_array_get(json_object_get(j, "cases"), 0);
+	int np, ng;
+	int32_t* p = fx_ids(json_object_get(c0, "prompt"), &np);
+	int32_t* g = fx_ids(json_object_get(c0, "generated"), &ng);
+	json_decref(j);
+	const int T = np + ng;
+	int32_t* ids = malloc(sizeof(int32_t) * (size_t)T);
+	memcpy(ids, p, sizeof(int32_t) * (size_t)np);
+	memcpy(ids + np, g, sizeof(int32_t) * (size_t)ng);
+	free(p);
+	free(g);
+	int hr, hc, lr, lc;
+	float* ref_h = fx_read_f32(path, "hidden", &hr, &hc);
+	float* ref_l = fx_read_f32(path, "mtp_logits", &lr, &lc);
+	pv_model* m = NULL;
+	CHECK(ref_h && ref_l && hr == T && lr == T - 1, "reference %s: hidden %d rows, logits %d rows (sequence %d)", path, hr, lr,
+	      T);
+	if (!ref_h || !ref_l || hr != T || lr != T - 1 || pv_model_open(&m, dir, NULL, err, sizeof err)) goto out;
+	{
+		const int H = pv_model_get_info(m)->hidden, V = pv_model_get_info(m)->vocab;
+		CHECK(hc == H && lc == V, "reference widths %d %d", hc, lc);
+		struct pv_session_params sp = { .n_ctx = T + 8, .n_threads = 2, .mtp = 1, .max_batch = 64 };
+		pv_session* s = NULL;
+		CHECK(pv_session_new(&s, m, &sp, err, sizeof err) == PV_OK, "session: %s", err);
+		float* hid = malloc(sizeof(float) * (size_t)T * H);
+		float* oh = malloc(sizeof(float) * (size_t)T * H);
+		float* oh1 = malloc(sizeof(float) * (size_t)T * H);
+		float* lg = malloc(sizeof(float) * (size_t)T * V);
+		int32_t* am = malloc(sizeof(int32_t) * (size_t)T);
+		int32_t* am1 = malloc(sizeof(int32_t) * (size_t)T);
+		struct pv_eval_out o = { NULL, 0, NULL, 0, hid, 0 };
+		CHECK(pv_session_run(s, ids, T, PV_EVAL_EXACT, &o) == PV_OK, "main rows: %s", pv_session_error(s));
+		double eh = 0, hm = 0;
+		for (size_t i = 0; i < (size_t)T * H; i++) {
+			double d = fabs((double)hid[i] - ref_h[i]);
+			if (!(d <= eh)) eh = d;
+			if (fabs(ref_h[i]) > hm) hm = fabs(ref_h[i]);
+		}
+		CHECK(eh / (hm > 1 ? hm : 1) <= MTP_TOL_REL, "main model's final-norm rows: max error %.3g of max %.3g", eh, hm);
+		/* the head over every position, 64 rows per call */
+		int ok = 1;
+		for (int r = 0; r < T - 1 && ok; r += 64) {
+			int k = T - 1 - r < 64 ? T - 1 - r : 64;
+			ok = pv_session_mtp(s, r, hid + (size_t)r * H, ids + r + 1, k, am + r, oh + (size_t)r * H) == PV_OK;
+		}
+		CHECK(ok && pv_session_mtp_length(s) == T - 1, "mtp calls: %s", pv_session_error(s));
+		pv_matmul(NULL, lg, V, oh, H, T - 1, &m->w.lm_head);
+		double worst = 0;
+		int ids_ok = 1, clear = 0;
+		for (int r = 0; r < T - 1; r++) {
+			const float *a = lg + (size_t)r * V, *b = ref_l + (size_t)r * V;
+			double e = 0, mx = 0;
+			int best = 0, second = -1;
+			for (int i = 0; i < V; i++) {
+				double d = fabs((double)a[i] - b[i]);
+				if (!(d <= e)) e = d;
+				if (fabs(b[i]) > mx) mx = fabs(b[i]);
+				if (b[i] > b[best]) best = i;
+			}
+			for (int i = 0; i < V; i++)
+				if (i != best && (second < 0 || b[i] > b[second])) second = i;
+			double rel = e / (mx > 1 ? mx : 1);
+			if (!(rel <= worst)) worst = rel;
+			if (b[best] - b[second] > 1e-3 * (mx > 1 ? mx : 1)) {
+				clear++;
+				ids_ok &= am[r] == best;
+			}
+		}
+		CHECK(worst <= MTP_TOL_REL, "MTP logits vs the float64 reference: rel %.3g > %g", worst, MTP_TOL_REL);
+		CHECK(ids_ok && clear > (T - 1) / 2, "MTP greedy ids differ from the reference (%d rows with a clear margin)", clear);
+		printf("  mtp: %d positions, max rel error %.2e, %d clear-margin ids equal\n", T - 1, worst, clear);
+		/* batch invariance: one row per call gives the same bits */
+		CHECK(pv_session_truncate(s, T) == PV_OK, "truncate");
+		for (int r = 0; r < T - 1 && ok; r++)
+			ok = pv_session_mtp(s, r, hid + (size_t)r * H, ids + r + 1, 1, am1 + r, oh1 + (size_t)r * H) == PV_OK;
+		CHECK(ok && !memcmp(am, am1, sizeof(int32_t) * (size_t)(T - 1)) && !memcmp(oh, oh1, sizeof(float) * (size_t)(T - 1) * H),
+		      "the head's rows depend on how many share a call");
+		pv_session_free(s);
+		free(hid);
+		free(oh);
+		free(oh1);
+		free(lg);
+		free(am);
+		free(am1);
+	}
+out:
+	pv_model_close(m);
+	free(ref_h);
+	free(ref_l);
+	free(ids);
 }
 
 /* the real 0.5B model (text prompts through its tokenizer): n-gram and itself as a draft model */
