@@ -52,6 +52,8 @@ enum pv_status {
 	PV_E_UNSUPPORTED = -5, /* not available for this model, backend or session's parameters        */
 	PV_E_IO = -6,          /* a file could not be opened, read or mapped                           */
 	PV_E_FORMAT = -7,      /* a file's contents are malformed or describe something unsupported    */
+	PV_E_NUMERIC = -8,     /* the model computed NaN or infinite logits (corrupt weights?); the
+	                        * session is unusable from then on (sticky)                           */
 };
 /* "PV_E_CONTEXT", ...; "unknown" for other values. */
 const char* pv_status_name(int status);

@@ -32,6 +32,7 @@ const char* pv_status_name(int status)
 	case PV_E_UNSUPPORTED: return "PV_E_UNSUPPORTED";
 	case PV_E_IO: return "PV_E_IO";
 	case PV_E_FORMAT: return "PV_E_FORMAT";
+	case PV_E_NUMERIC: return "PV_E_NUMERIC";
 	default: return "unknown";
 	}
 }

@@ -17,6 +17,7 @@
 #include "model/config.h"
 #include "model/model.h"
 
+#include <math.h>
 #include <pthread.h>
 
 #define NP 24 /* prompt rows used here (the fixtures' prompts are longer) */
@@ -457,6 +458,36 @@ FIXTURE_CASE(status_codes, test_status(m, name))
 FIXTURE_CASE(session_bytes, test_bytes(m, name))
 FIXTURE_CASE(digest, test_digest(m, dir, name))
 FIXTURE_CASE(config_check, test_config_check(m, name))
+
+/* non-finite logits fail the call (corrupt weights must not decode as token 0), for every
+ * output kind, and the session stays failed */
+static void nonfinite_fx(pv_model* m, const char* dir, const char* name)
+{
+	float* w = m->w.layers[0].attn_norm; /* a model-owned f32 vector */
+	const float keep = w[0];
+	w[0] = NAN;
+	const int V = pv_model_get_info(m)->vocab, H = pv_model_get_info(m)->hidden;
+	float* lg = malloc(sizeof(float) * V * 4);
+	float* hid = malloc(sizeof(float) * H * 4);
+	int32_t am[4];
+	struct pv_eval_out outs[3] = { { lg, 0, NULL, 0, NULL, 0 }, { NULL, 0, am, 0, NULL, 0 }, { NULL, 0, NULL, 0, hid, 0 } };
+	for (int k = 0; k < 3; k++) {
+		pv_session* s = new_session(m, 0);
+		int rc = pv_session_run(s, g_toks, 4, 0, &outs[k]);
+		CHECK(rc == PV_E_NUMERIC && !pv_session_ok(s) && strstr(pv_session_error(s), "NaN"), "%s: output %d gave %s: %s", name,
+		      k, pv_status_name(rc), pv_session_error(s));
+		CHECK(pv_session_run(s, g_toks, 1, 0, &outs[1]) != PV_OK, "%s: the session is not sticky-failed", name);
+		pv_session_free(s);
+	}
+	/* no output asked: nothing is checked, nothing fails (the rows' KV is all there is) */
+	pv_session* s = new_session(m, 0);
+	CHECK(pv_session_run(s, g_toks, 4, 0, NULL) == PV_OK, "%s: a run without outputs", name);
+	pv_session_free(s);
+	w[0] = keep;
+	free(lg);
+	free(hid);
+}
+FIXTURE_CASE(nonfinite_logits, nonfinite_fx(m, dir, name))
 
 static void log_fx(pv_model* m0, const char* dir, const char* name)
 {

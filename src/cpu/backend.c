@@ -243,8 +243,13 @@ static int cpu_forward(struct pv_session* s, const struct pv_step* st)
 {
 	/* a shared pool serves one session's step at a time; host arithmetic cannot fail */
 	if (!s->own_pool) pv_pool_lock(s->pool);
-	pv_cpu_forward(s, st);
+	int bad = pv_cpu_forward(s, st);
 	if (!s->own_pool) pv_pool_unlock(s->pool);
+	if (bad)
+		return pv_session_fail(s, PV_E_NUMERIC,
+		                       "the model computed NaN or infinite values at positions %d..%d (corrupt weights? "
+		                       "proven info --check scans them)",
+		                       st->pos0, st->pos0 + st->n - 1);
 	return PV_OK;
 }
 

@@ -252,10 +252,29 @@ void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int
 	add_rows(st->x, out, (size_t)n * H);
 }
 
+/* The argmax of a logits row, or -1 when the row holds a NaN or an infinity: corrupt weights
+ * must fail the call, not decode as token 0 (the check rides on the scan the argmax does). */
+static int argmax_finite(const float* lg, int V)
+{
+	int best = 0, bad = 0;
+	for (int i = 0; i < V; i++) {
+		bad |= !isfinite(lg[i]);
+		if (lg[i] > lg[best]) best = i;
+	}
+	return bad ? -1 : best;
+}
+
+static int row_finite(const float* x, int n)
+{
+	int bad = 0;
+	for (int i = 0; i < n; i++) bad |= !isfinite(x[i]);
+	return !bad;
+}
+
 /* The LM head over normed rows xn [rows, H] for rows [r0, n) of the step: logits into the
  * caller's rows where asked, argmax ids from them (or from PV_LM_ROWS-row scratch for rows whose
- * logits nobody keeps), hidden rows copied out. */
-static void outputs(struct pv_session* s, const struct pv_step* sp, int r0)
+ * logits nobody keeps), hidden rows copied out. Returns 0, or -1 when a row is not finite. */
+static int outputs(struct pv_session* s, const struct pv_step* sp, int r0)
 {
 	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_model* m = s->m;
@@ -264,22 +283,34 @@ static void outputs(struct pv_session* s, const struct pv_step* sp, int r0)
 	if (sp->hidden)
 		memcpy(sp->hidden, xn + (size_t)(sp->hidden_row0 - r0) * H, sizeof(float) * H * (size_t)(n - sp->hidden_row0));
 	const int lr0 = sp->logits ? sp->logits_row0 : n;
-	if (lr0 < n) pv_matmul(s->pool, sp->logits, V, xn + (size_t)(lr0 - r0) * H, H, n - lr0, &m->w.lm_head);
-	if (!sp->argmax) return;
+	if (lr0 < n) {
+		pv_matmul(s->pool, sp->logits, V, xn + (size_t)(lr0 - r0) * H, H, n - lr0, &m->w.lm_head);
+		if (!sp->argmax || sp->argmax_row0 > lr0)
+			for (int t = lr0; t < n; t++)
+				if (!row_finite(sp->logits + (size_t)(t - lr0) * V, V)) return -1;
+	}
+	if (!sp->argmax) return 0;
 	for (int t = sp->argmax_row0; t < n;) {
 		if (t >= lr0) {
-			sp->argmax[t - sp->argmax_row0] = pv_argmax(sp->logits + (size_t)(t - lr0) * V, V);
+			int a = argmax_finite(sp->logits + (size_t)(t - lr0) * V, V);
+			if (a < 0) return -1;
+			sp->argmax[t - sp->argmax_row0] = a;
 			t++;
 			continue;
 		}
 		const int rows = lr0 - t < PV_LM_ROWS ? lr0 - t : PV_LM_ROWS;
 		pv_matmul(s->pool, st->lm, V, xn + (size_t)(t - r0) * H, H, rows, &m->w.lm_head);
-		for (int i = 0; i < rows; i++) sp->argmax[t + i - sp->argmax_row0] = pv_argmax(st->lm + (size_t)i * V, V);
+		for (int i = 0; i < rows; i++) {
+			int a = argmax_finite(st->lm + (size_t)i * V, V);
+			if (a < 0) return -1;
+			sp->argmax[t + i - sp->argmax_row0] = a;
+		}
 		t += rows;
 	}
+	return 0;
 }
 
-void pv_cpu_forward(struct pv_session* s, const struct pv_step* sp)
+int pv_cpu_forward(struct pv_session* s, const struct pv_step* sp)
 {
 	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_model* m = s->m;
@@ -298,7 +329,10 @@ void pv_cpu_forward(struct pv_session* s, const struct pv_step* sp)
 	if (sp->logits && sp->logits_row0 < r0) r0 = sp->logits_row0;
 	if (sp->argmax && sp->argmax_row0 < r0) r0 = sp->argmax_row0;
 	if (sp->hidden && sp->hidden_row0 < r0) r0 = sp->hidden_row0;
-	if (r0 >= n) return;
+	if (r0 >= n) return 0;
 	rmsnorm_rows(st->xn, st->x + (size_t)r0 * H, m->w.final_norm, n - r0, H, c->rms_eps);
-	outputs(s, sp, r0);
+	if (sp->hidden) /* hidden-only rows: the final norm's output is what is checked */
+		for (int t = sp->hidden_row0; t < n; t++)
+			if (!row_finite(st->xn + (size_t)(t - r0) * H, H)) return -1;
+	return outputs(s, sp, r0);
 }

@@ -12,6 +12,7 @@
  */
 #include "cpu/state.h"
 
+#include <math.h>
 #include <string.h>
 
 int pv_cpu_mtp(struct pv_session* s, int pos, const float* hidden, const int32_t* tokens, int n, int32_t* argmax,
@@ -36,7 +37,19 @@ int pv_cpu_mtp(struct pv_session* s, int pos, const float* hidden, const int32_t
 	for (int t = 0; t < n; t += PV_LM_ROWS) {
 		const int rows = n - t < PV_LM_ROWS ? n - t : PV_LM_ROWS;
 		pv_matmul(s->pool, st->lm, V, st->xn + (size_t)t * H, H, rows, &m->w.lm_head);
-		for (int r = 0; r < rows; r++) argmax[t + r] = pv_argmax(st->lm + (size_t)r * V, V);
+		for (int r = 0; r < rows; r++) {
+			const float* row = st->lm + (size_t)r * V;
+			int best = 0, bad = 0;
+			for (int i = 0; i < V; i++) {
+				bad |= !isfinite(row[i]);
+				if (row[i] > row[best]) best = i;
+			}
+			if (bad) {
+				if (!s->own_pool) pv_pool_unlock(s->pool);
+				return pv_session_fail(s, PV_E_NUMERIC, "mtp: the head computed NaN or infinite values at position %d", pos + t + r);
+			}
+			argmax[t + r] = best;
+		}
 	}
 	if (!s->own_pool) pv_pool_unlock(s->pool);
 	return PV_OK;

@@ -58,8 +58,9 @@ struct pv_cpu_state {
 static inline struct pv_cpu_state* pv_cpu(const struct pv_session* s) { return (struct pv_cpu_state*)s->be_state; }
 
 /* forward.c: one step (engine/backend.h): rows st->tokens at positions st->pos0.., outputs as
- * asked. Appends K/V and advances the recurrent state; does not change s->len. */
-void pv_cpu_forward(struct pv_session* s, const struct pv_step* st);
+ * asked. Appends K/V and advances the recurrent state; does not change s->len. Returns 0, or -1
+ * when an output row holds a NaN or an infinity. */
+int pv_cpu_forward(struct pv_session* s, const struct pv_step* st);
 /* forward.c: one decoder layer over rows x [n, H] in place (the residual stream), at positions
  * pos0..: the loop body of the forward pass, and what the MTP head runs with its own layer and
  * KV cache (kc, vc: [n_ctx, nkv*hd], NULL for a linear layer). */

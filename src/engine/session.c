@@ -24,7 +24,7 @@ int pv_session_fail(struct pv_session* s, int status, const char* fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(s->err, sizeof s->err, fmt, ap);
 	va_end(ap);
-	if (status == PV_E_DEVICE) s->failed = 1;
+	if (status == PV_E_DEVICE || status == PV_E_NUMERIC) s->failed = 1;
 	return status;
 }
 
@@ -135,7 +135,7 @@ const int32_t* pv_session_tokens(const pv_session* s) { return s->tokens; }
 /* Every call starts here: a failed session stays failed; otherwise the last message goes. */
 static int begin(struct pv_session* s)
 {
-	if (s->failed) return PV_E_DEVICE; /* s->err keeps the device error */
+	if (s->failed) return PV_E_DEVICE; /* s->err keeps the device or numeric error */
 	s->err[0] = 0;
 	return PV_OK;
 }
