@@ -106,6 +106,7 @@ static int membw_only(void)
 
 int cmd_bench(int argc, char** argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "spec")) return cmd_bench_spec(argc - 1, argv + 1);
 	const char* dir = NULL;
 	const char* backend = "cpu";
 	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0, membw = 0, profile = 0, depth = 0;

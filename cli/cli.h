@@ -67,5 +67,6 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_court(int argc, char** argv);
+int cmd_bench_spec(int argc, char** argv); /* bench_spec.c: `proven bench spec` */
 
 #endif

@@ -191,15 +191,29 @@ static double expected(double a, int m)
 
 /* The draft length for this step: fixed, or the one with the best expected tokens per second
  * (0: plain). Unknown call costs are taken as proportional to rows, pessimistically. */
+/* The cost of a step of r rows: measured, else scaled from the nearest measured length with a
+ * cost model of 1 + (r - 1)/2 (units when nothing is measured yet). */
+static double est_call(const struct policy* p, int r)
+{
+	if (p->t_call[r] > 0) return p->t_call[r];
+	for (int d = 1; d <= K_LIMIT; d++)
+		for (int s = -1; s <= 1; s += 2) {
+			int q = r + s * d;
+			if (q >= 1 && q <= K_LIMIT + 1 && p->t_call[q] > 0)
+				return p->t_call[q] * (1.0 + 0.5 * (r - 1)) / (1.0 + 0.5 * (q - 1));
+		}
+	return 1.0 + 0.5 * (r - 1);
+}
+
 static int policy_k(struct pv_generator* g, int cap)
 {
 	if (g->sp.fixed_k) return cap;
 	struct policy* p = &g->pol;
-	const double t1 = p->t_call[1] > 0 ? p->t_call[1] : 1.0;
+	const double t1 = est_call(p, 1);
 	double best = 1.03; /* a draft length must promise at least 3 % over plain decoding */
 	int k = 0;
 	for (int m = 1; m <= cap; m++) {
-		double t = p->t_call[m + 1] > 0 ? p->t_call[m + 1] : t1 * (1.0 + 0.5 * m);
+		double t = est_call(p, m + 1);
 		double gain = expected(p->alpha, m) * t1 / (t + m * p->t_draft);
 		if (gain > best) {
 			best = gain;

@@ -17,20 +17,26 @@ struct ngram {
 	int nmin, nmax;
 };
 
-/* The continuation (up to k tokens) after the latest match of hist[n - len, n) that ends before
- * n - 1, or 0. */
+/* The continuation (up to k tokens) after a match of hist[n - len, n) that ends before n - 1:
+ * the latest match that still has k tokens after it, else the one with the longest continuation
+ * (a match inside the text just generated may be followed by only a token or two). 0: none. */
 static int lookup(const int32_t* hist, int n, int len, int k, int32_t* out)
 {
 	if (n < len + 1) return 0;
 	const int32_t* key = hist + n - len;
 	int lo = n - NGRAM_WINDOW > 0 ? n - NGRAM_WINDOW : 0;
+	int best = -1, best_m = 0;
 	for (int j = n - len - 1; j >= lo; j--) {
 		if (hist[j] != key[0] || memcmp(hist + j, key, sizeof(int32_t) * (size_t)len)) continue;
-		int m = 0;
-		for (int t = j + len; t < n && m < k; t++) out[m++] = hist[t];
-		if (m) return m;
+		int m = n - (j + len) < k ? n - (j + len) : k;
+		if (m > best_m) {
+			best = j;
+			best_m = m;
+			if (m == k) break;
+		}
 	}
-	return 0;
+	for (int i = 0; i < best_m; i++) out[i] = hist[best + len + i];
+	return best_m;
 }
 
 static int ngram_propose(void* ctx, const int32_t* hist, int n, int k, int32_t* out, char* err, size_t errlen)
