@@ -14,6 +14,8 @@
 #include "cpu/ops.h"
 #include "model/model.h"
 
+#include <unistd.h>
+
 static char bin[512];
 
 struct verdict {
@@ -118,6 +120,22 @@ TEST_CASE(mtp)
 		CHECK(v.replayed > 0, "mtp with replay: replayed %lld", v.replayed);
 	/* the adaptive policy: drafts stop when they do not pay, output still exact */
 	court(a, "--draft mtp", 24, "--limit 40", &v);
+}
+
+/* the MTP head of an MoE hybrid (its layer's FFN is MoE): a tiny qwen35moe written by synth
+ * with --mtp, quantized, through the GGUF loader */
+TEST_CASE(mtp_moe_gguf)
+{
+	char path[600], cmd[1400], out[4096];
+	const char* tmp = getenv("TMPDIR");
+	snprintf(path, sizeof path, "%s/test_spec_%d.gguf", tmp ? tmp : "/tmp", (int)getpid());
+	snprintf(cmd, sizeof cmd, "%s synth --arch qwen35moe --preset tiny --mtp --type q8_0 --out %s 2>&1", bin, path);
+	int rc = t_run_cmd(cmd, out, sizeof out);
+	CHECK(rc == 0, "synth: %s", out);
+	struct verdict v;
+	if (!rc && !court(path, "--draft mtp --draft-fixed", 16, "--limit 30", &v))
+		CHECK(v.drafted > 100 && v.restores > 0, "mtp moe: drafted %lld restores %lld", v.drafted, v.restores);
+	unlink(path);
 }
 
 /* The MTP head against an independent float64 implementation of qwen-models.md §7.2
