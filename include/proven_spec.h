@@ -82,6 +82,29 @@ int pv_generator_prompt(pv_generator* g, const int32_t* prompt, int n, int32_t* 
 int pv_generator_step(pv_generator* g, int32_t* out, int max, int* n_out);
 void pv_generator_stats(const pv_generator* g, struct pv_gen_stats* st);
 
+/* Several generators (one session each, any models) stepped together: the same tokens as
+ * stepping each alone, bit for bit (each row keeps its own KV cache, state and arithmetic);
+ * where the backend can, their rows share one forward pass (continuous batching). out[i] has
+ * room for max[i] tokens; rc[i] is each one's status. Returns PV_OK when every one succeeded. */
+int pv_generator_step_many(pv_generator** g, int count, int32_t** out, const int* max, int* n_out, int* rc);
+
+/* Log-probabilities of the emitted tokens (OpenAI logprobs / top_logprobs): log-softmax of the
+ * model's raw logits (before temperature and filters) at each token's position. top_n 0..20:
+ * how many alternatives per token (0: the token's own only); -1 turns it off (the default: greedy
+ * generation then never copies logits). Applies from the next prompt or step. */
+#define PV_TOP_LOGPROBS 20
+struct pv_token_logprob {
+	int32_t id;
+	float logprob;
+	int n_top;
+	int32_t top_id[PV_TOP_LOGPROBS];
+	float top_logprob[PV_TOP_LOGPROBS];
+};
+int pv_generator_set_logprobs(pv_generator* g, int top_n);
+/* The tokens the last pv_generator_prompt / pv_generator_step emitted, in order (at most max);
+ * returns the count (0 when logprobs are off). */
+int pv_generator_logprobs(const pv_generator* g, struct pv_token_logprob* out, int max);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,10 +10,12 @@
 #include "fixture.h"
 #include "harness.h"
 #include "proven.h"
+#include "proven_spec.h"
 
 #include "cpu/ops.h"
 #include "model/model.h"
 
+#include <math.h>
 #include <unistd.h>
 
 static char bin[512];
@@ -136,6 +138,132 @@ TEST_CASE(mtp_moe_gguf)
 	if (!rc && !court(path, "--draft mtp --draft-fixed", 16, "--limit 30", &v))
 		CHECK(v.drafted > 100 && v.restores > 0, "mtp moe: drafted %lld restores %lld", v.drafted, v.restores);
 	unlink(path);
+}
+
+static pv_model* open_fixture(const char* name, int32_t** toks, int* n)
+{
+	char dir[512], ref[600], err[256];
+	snprintf(dir, sizeof dir, "%s/%s", fx_root(), name);
+	snprintf(ref, sizeof ref, "%s/reference.json", dir);
+	json_t* j = json_load_file(ref, 0, NULL);
+	*toks = fx_ids(json_object_get(json_array_get(json_object_get(j, "cases"), 0), "prompt"), n);
+	json_decref(j);
+	pv_model* m = NULL;
+	if (pv_model_open(&m, dir, NULL, err, sizeof err)) CHECK(0, "%s: %s", name, err);
+	return m;
+}
+
+/* logprobs: the chosen token's log-softmax and the top alternatives, from the same rows the
+ * choice came from (checked against logits evaluated separately), greedy and speculative alike */
+TEST_CASE(logprobs)
+{
+	int32_t* toks;
+	int n;
+	pv_model* m = open_fixture("qwen3_5", &toks, &n);
+	if (!m) return;
+	const int V = pv_model_get_info(m)->vocab;
+	struct pv_session_params sp = { .n_ctx = 256, .n_threads = 2, .n_snapshots = 9 };
+	pv_session *s = NULL, *r = NULL;
+	char err[256];
+	CHECK(!pv_session_new(&s, m, &sp, err, sizeof err) && !pv_session_new(&r, m, &sp, err, sizeof err), "sessions");
+	struct pv_spec_params spec = { PV_DRAFT_NGRAM, 4, 1, 3, NULL, 1, 0 };
+	pv_generator* g = NULL;
+	CHECK(pv_generator_new(&g, s, NULL, &spec, err, sizeof err) == PV_OK && pv_generator_set_logprobs(g, 5) == PV_OK, "gen");
+	int32_t out[64], first;
+	struct pv_token_logprob lp[16];
+	CHECK(pv_generator_prompt(g, toks, 24, &first) == PV_OK && pv_generator_logprobs(g, lp, 16) == 1 && lp[0].id == first,
+	      "prompt logprobs");
+	float* row = malloc(sizeof(float) * V);
+	int seq_n = 24, ok = 1, checked = 0;
+	int32_t seq[128];
+	memcpy(seq, toks, sizeof(int32_t) * 24);
+	seq[seq_n++] = first;
+	for (int step = 0; step < 12 && ok; step++) {
+		int got = 0;
+		int nlp = 0;
+		if (step == 0) {
+			memcpy(lp + 8, lp, sizeof lp[0]);
+			nlp = 1;
+		}
+		ok = pv_generator_step(g, out, 8, &got) == PV_OK;
+		int k = pv_generator_logprobs(g, lp, 16);
+		CHECK(k == got, "step %d: %d logprobs for %d tokens", step, k, got);
+		for (int j = 0; j < k && ok; j++) {
+			/* the reference: the logits after seq[0 .. seq_n + j) evaluated plainly */
+			if (pv_session_sync(r, seq, seq_n + j, PV_EVAL_EXACT, &(struct pv_eval_out){ row, 0, NULL, 0, NULL, 0 }, NULL)) ok = 0;
+			double mx = row[0], sum = 0;
+			for (int i = 1; i < V; i++) mx = row[i] > mx ? row[i] : mx;
+			for (int i = 0; i < V; i++) sum += exp(row[i] - mx);
+			double want = row[out[j]] - mx - log(sum);
+			CHECK(fabs(lp[j].logprob - want) < 1e-4 && lp[j].id == out[j] && lp[j].n_top == 5 && lp[j].top_id[0] == out[j] &&
+			              lp[j].top_logprob[0] >= lp[j].top_logprob[4],
+			      "step %d token %d: logprob %g want %g", step, j, lp[j].logprob, want);
+			checked++;
+			seq[seq_n + j] = out[j];
+		}
+		(void)nlp;
+		seq_n += got;
+	}
+	CHECK(ok && checked >= 12, "checked %d tokens", checked);
+	free(row);
+	pv_generator_free(g);
+	pv_session_free(s);
+	pv_session_free(r);
+	pv_model_close(m);
+	free(toks);
+}
+
+/* several generators stepped together give each one's own tokens */
+TEST_CASE(step_many)
+{
+	const char* fx[3] = { "qwen3", "qwen3_5", "qwen3_moe" };
+	pv_model* m[3];
+	pv_session* s[3];
+	pv_generator* g[3];
+	int32_t* toks[3];
+	int nt[3];
+	int32_t alone[3][40], many[3][40];
+	char err[256];
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < 3; i++) {
+			m[i] = open_fixture(fx[i], &toks[i], &nt[i]);
+			struct pv_session_params sp = { .n_ctx = 256, .n_threads = 2, .n_snapshots = 9 };
+			struct pv_spec_params spec = { i == 1 ? PV_DRAFT_NGRAM : PV_DRAFT_NONE, 8, 0, 0, NULL, 1, 0 };
+			struct pv_sampling smp = { i == 2 ? 0.9f : 0.0f, 0, 1.0f, 0, 5, 0 };
+			CHECK(m[i] && !pv_session_new(&s[i], m[i], &sp, err, sizeof err) &&
+			              !pv_generator_new(&g[i], s[i], &smp, &spec, err, sizeof err) &&
+			              !pv_generator_prompt(g[i], toks[i], 20, pass ? &many[i][0] : &alone[i][0]),
+			      "%s: set-up", fx[i]);
+		}
+		int have[3] = { 1, 1, 1 };
+		for (int round = 0; round < 64; round++) {
+			int32_t* outs[3];
+			int max[3], got[3], rc[3], live = 0;
+			pv_generator* gs[3];
+			int idx[3];
+			for (int i = 0; i < 3; i++)
+				if (have[i] < 40) {
+					outs[live] = (pass ? many[i] : alone[i]) + have[i];
+					max[live] = 40 - have[i];
+					gs[live] = g[i];
+					idx[live++] = i;
+				}
+			if (!live) break;
+			if (pass) {
+				CHECK(pv_generator_step_many(gs, live, outs, max, got, rc) == PV_OK, "step_many");
+			} else {
+				for (int k = 0; k < live; k++) rc[k] = pv_generator_step(gs[k], outs[k], max[k], &got[k]);
+			}
+			for (int k = 0; k < live; k++) have[idx[k]] += rc[k] ? 40 : got[k];
+		}
+		for (int i = 0; i < 3; i++) {
+			pv_generator_free(g[i]);
+			pv_session_free(s[i]);
+			pv_model_close(m[i]);
+			free(toks[i]);
+		}
+	}
+	for (int i = 0; i < 3; i++) CHECK(!memcmp(alone[i], many[i], sizeof alone[i]), "%s: stepped together differs", fx[i]);
 }
 
 /* The MTP head against an independent float64 implementation of qwen-models.md §7.2

@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/util.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,9 @@ struct pv_generator {
 	void* cand;                /* pv_sample's scratch                                         */
 	struct policy pol;
 	struct pv_gen_stats st;
+	int lp_top;                /* logprobs: alternatives per token, -1: off                   */
+	struct pv_token_logprob lp[K_LIMIT + 1];
+	int n_lp;
 	char err[256];
 };
 
@@ -114,6 +118,7 @@ int pv_generator_new(pv_generator** out, pv_session* s, const struct pv_sampling
 		return pv_errf(err, errlen, "out of memory for a generator"), PV_E_NOMEM;
 	}
 	g->pol.alpha = 0.6; /* a prior the first steps replace */
+	g->lp_top = -1;
 	*out = g;
 	return PV_OK;
 }
@@ -140,6 +145,58 @@ static int32_t choice(struct pv_generator* g, int j, int64_t pos)
 	return pv_sample(&g->smp, g->logits + (size_t)j * g->V, g->V, pos, g->cand);
 }
 
+/* The log-softmax of logits row j at token id, and the top alternatives, into g->lp[slot]. */
+static void logprob(struct pv_generator* g, int j, int32_t id, int slot)
+{
+	const float* row = g->logits + (size_t)j * g->V;
+	double mx = row[0];
+	for (int i = 1; i < g->n_valid; i++) mx = row[i] > mx ? row[i] : mx;
+	double sum = 0;
+	for (int i = 0; i < g->n_valid; i++) sum += exp((double)row[i] - mx);
+	const double lse = mx + log(sum);
+	struct pv_token_logprob* t = &g->lp[slot];
+	t->id = id;
+	t->logprob = (float)(row[id] - lse);
+	t->n_top = g->lp_top < PV_TOP_LOGPROBS ? g->lp_top : PV_TOP_LOGPROBS;
+	/* the top n by insertion (n <= 20): ties to the lower id */
+	int k = 0;
+	for (int i = 0; i < g->n_valid && t->n_top > 0; i++) {
+		float v = row[i];
+		if (k == t->n_top && v <= row[t->top_id[k - 1]]) continue;
+		int p = k < t->n_top ? k++ : k - 1;
+		while (p > 0 && row[t->top_id[p - 1]] < v) {
+			t->top_id[p] = t->top_id[p - 1];
+			p--;
+		}
+		t->top_id[p] = i;
+	}
+	for (int i = 0; i < t->n_top; i++) t->top_logprob[i] = (float)(row[t->top_id[i]] - lse);
+}
+
+int pv_generator_set_logprobs(pv_generator* g, int top_n)
+{
+	if (top_n < -1 || top_n > PV_TOP_LOGPROBS) return fail(g, PV_E_INVALID, "logprobs: %d alternatives (0 to %d)", top_n, PV_TOP_LOGPROBS);
+	g->lp_top = top_n;
+	return PV_OK;
+}
+
+int pv_generator_logprobs(const pv_generator* g, struct pv_token_logprob* out, int max)
+{
+	int n = g->n_lp < max ? g->n_lp : max;
+	memcpy(out, g->lp, sizeof(*out) * (size_t)(n > 0 ? n : 0));
+	return n;
+}
+
+int pv_generator_step_many(pv_generator** g, int count, int32_t** out, const int* max, int* n_out, int* rc)
+{
+	int all = PV_OK;
+	for (int i = 0; i < count; i++) {
+		rc[i] = pv_generator_step(g[i], out[i], max[i], &n_out[i]);
+		if (rc[i] && all == PV_OK) all = rc[i];
+	}
+	return all;
+}
+
 int pv_generator_prompt(pv_generator* g, const int32_t* prompt, int n, int32_t* first)
 {
 	g->err[0] = 0;
@@ -156,7 +213,8 @@ int pv_generator_prompt(pv_generator* g, const int32_t* prompt, int n, int32_t* 
 	float* hid = NULL;
 	if (g->dr.wants_hidden && !(hid = malloc(sizeof(float) * (size_t)(n - keep) * g->H)))
 		return fail(g, PV_E_NOMEM, "generate: out of memory for %d hidden rows", n - keep);
-	struct pv_eval_out o = { g->greedy ? NULL : g->logits, n - keep - 1, g->greedy ? g->argmax : NULL, n - keep - 1, hid, 0 };
+	const int want_logits = !g->greedy || g->lp_top >= 0;
+	struct pv_eval_out o = { want_logits ? g->logits : NULL, n - keep - 1, g->greedy ? g->argmax : NULL, n - keep - 1, hid, 0 };
 	int rc = pv_session_truncate(g->s, keep);
 	if (!rc) rc = pv_session_run(g->s, prompt + keep, n - keep, 0, &o);
 	if (!rc && g->greedy && g->argmax[0] >= g->n_valid) {
@@ -175,6 +233,17 @@ int pv_generator_prompt(pv_generator* g, const int32_t* prompt, int n, int32_t* 
 	g->hist[n] = choice(g, 0, n);
 	g->n_hist = n + 1;
 	*first = g->hist[n];
+	g->n_lp = 0;
+	if (g->lp_top >= 0) {
+		logprob(g, 0, g->hist[n], 0);
+		g->n_lp = 1;
+	}
+	/* a checkpoint at the end of the prompt: the next request that shares this prefix (a chat's
+	 * next turn) rolls back to it instead of replaying the conversation (hybrid models) */
+	if (g->hybrid && (rc = pv_session_checkpoint(g->s))) {
+		free(hid);
+		return session_fail(g, rc);
+	}
 	if (g->dr.accept && g->dr.accept(g->dr.ctx, g->hist, g->n_hist, hid, hid ? n - keep : 0, g->err, sizeof g->err)) rc = PV_E_INVALID;
 	free(hid);
 	g->st.prefill_s += pv_now_s() - t0;
@@ -234,7 +303,8 @@ static void ema(double* x, double v, double w) { *x = *x > 0 ? (1 - w) * *x + w 
 /* Evaluates rows[0, r) in one call with the outputs the step needs. */
 static int run_rows(struct pv_generator* g, int r, unsigned flags)
 {
-	struct pv_eval_out o = { g->greedy ? NULL : g->logits, 0, g->greedy ? g->argmax : NULL, 0, g->hidden, 0 };
+	const int want_logits = !g->greedy || g->lp_top >= 0;
+	struct pv_eval_out o = { want_logits ? g->logits : NULL, 0, g->greedy ? g->argmax : NULL, 0, g->hidden, 0 };
 	return pv_session_run(g->s, g->rows, r, flags, &o);
 }
 
@@ -295,6 +365,11 @@ int pv_generator_step(pv_generator* g, int32_t* out, int max, int* n_out)
 	}
 	out[i] = y;
 	*n_out = i + 1;
+	g->n_lp = 0;
+	if (g->lp_top >= 0) {
+		for (int j = 0; j <= i; j++) logprob(g, j, out[j], j);
+		g->n_lp = i + 1;
+	}
 	if (i < m) {
 		struct pv_session_stats s0, s1;
 		pv_session_get_stats(g->s, &s0);
