@@ -4,6 +4,7 @@
  * emptied the candidate set (a temperature whose inverse overflows, non-finite logits).
  */
 #include "harness.h"
+#include "proven.h"
 #include "proven_text.h"
 
 #include <math.h>
@@ -93,6 +94,78 @@ TEST_CASE(top_k_top_p_min_p)
 	memset(seen, 0, sizeof seen);
 	for (int i = 0; i < 2000; i++) seen[pv_sample(&mp, four, 4, i, scratch)]++;
 	CHECK(!seen[0] && !seen[1] && seen[2] && seen[3], "min-p 0.6 draws %d %d %d %d", seen[0], seen[1], seen[2], seen[3]);
+}
+
+/* The sampler as it was before top-k selection (a full sort of every candidate): top-k now
+ * selects the best k first, which must choose exactly the same tokens. */
+struct ref_cand {
+	float p;
+	int id;
+};
+static int ref_cmp(const void* a, const void* b)
+{
+	const struct ref_cand *x = a, *y = b;
+	if (x->p != y->p) return x->p < y->p ? 1 : -1;
+	return x->id - y->id;
+}
+static int32_t ref_sample(const struct pv_sampling* s, const float* l, int n_vocab, int64_t pos, struct ref_cand* c)
+{
+	int best = 0;
+	for (int i = 1; i < n_vocab; i++)
+		if (l[i] > l[best]) best = i;
+	const float inv_t = 1.0f / s->temperature, mx = l[best];
+	int n = 0;
+	for (int i = 0; i < n_vocab; i++) {
+		float e = expf((l[i] - mx) * inv_t);
+		if (e > 0.0f) c[n++] = (struct ref_cand){ e, i };
+	}
+	qsort(c, (size_t)n, sizeof(*c), ref_cmp);
+	if (s->top_k > 0 && s->top_k < n) n = s->top_k;
+	if (s->min_p > 0.0f) {
+		int m = 1;
+		while (m < n && c[m].p >= s->min_p * c[0].p) m++;
+		n = m;
+	}
+	double total = 0;
+	for (int i = 0; i < n; i++) total += c[i].p;
+	if (s->top_p < 1.0f) {
+		double keep = c[0].p;
+		int m = 1;
+		while (m < n && keep < (double)s->top_p * total) keep += c[m++].p;
+		n = m;
+		total = keep;
+	}
+	double r = (double)pv_sample_uniform(s->seed, pos) * total, acc = 0;
+	for (int i = 0; i < n; i++) {
+		acc += c[i].p;
+		if (r < acc) return c[i].id;
+	}
+	return c[n - 1].id;
+}
+
+TEST_CASE(top_k_selection_equals_full_sort)
+{
+	enum { N = 5000 };
+	float* l = malloc(sizeof(float) * N);
+	struct ref_cand* rc = malloc(sizeof(struct ref_cand) * N);
+	void* sc = malloc(pv_sample_scratch_bytes(N));
+	srand(7);
+	int same = 1, tries = 0;
+	for (int round = 0; round < 40 && l && rc && sc; round++) {
+		/* coarse values make many exact ties, which the order must break by id */
+		for (int i = 0; i < N; i++) l[i] = round % 2 ? (float)(rand() % 50) * 0.25f : (float)rand() / RAND_MAX * 8.0f;
+		const int ks[] = { 1, 2, 3, 20, 40, 64, 1000, N - 1 };
+		for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {
+			struct pv_sampling s = { 0.3f + 0.2f * (round % 7), ks[k], round % 3 ? 0.9f : 1.0f, round % 5 ? 0.0f : 0.05f,
+				                 (uint64_t)round, 0 };
+			for (int pos = 0; pos < 20; pos++, tries++)
+				same &= pv_sample(&s, l, N, pos, sc) == (ks[k] == 1 ? pv_argmax(l, N) : ref_sample(&s, l, N, pos, rc));
+		}
+	}
+	CHECK(same && tries > 0, "top-k selection chose another token than the full sort (%d draws)", tries);
+	free(l);
+	free(rc);
+	free(sc);
 }
 
 TEST_CASE(frequencies)
