@@ -26,11 +26,18 @@ LDFLAGS += $(SAN)
 LIB_DIRS := base quant format text model engine cpu spec convert
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)) $(wildcard src/*.c)
 CLI_SRC  := $(wildcard cli/*.c)
+# The server is its own program (it links libmicrohttpd, which the library and the `proven` tool
+# never do); `proven serve` runs it. The client library of its shared-memory protocol is small
+# and separate (libproven_client.a: sockets, no engine).
+SERVER_SRC := $(wildcard server/*.c)
+CLIENT_SRC := $(wildcard client/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 TOOL_SRC := $(wildcard tools/bench/*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOLS    := $(TOOL_SRC:tools/bench/%.c=$(BUILD)/tools/%)
 
@@ -66,7 +73,7 @@ BUILD_NVCC   = none
 endif
 
 .PHONY: all test run asan clean deps bench FORCE test-cuda tools format format-all fuzz
-all: $(BUILD)/proven $(TESTS) $(CUDA_TEST) $(TOOLS)
+all: $(BUILD)/proven $(BUILD)/proven-server $(TESTS) $(CUDA_TEST) $(TOOLS)
 tools: $(TOOLS)
 
 $(BUILD)/src/cuda/%.o: src/cuda/%.cu
@@ -98,13 +105,23 @@ $(BUILD)/libproven.a: $(LIB_OBJ) $(BUILD)/.cuda-$(CUDA_ON)
 	@rm -f $@
 	ar rcs $@ $(LIB_OBJ)
 
-$(BUILD)/proven: $(CLI_OBJ) $(BUILD)/libproven.a
+$(BUILD)/proven: $(CLI_OBJ) $(BUILD)/libproven.a $(BUILD)/libproven_client.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/libproven_client.a: $(CLIENT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# libmicrohttpd is linked dynamically even in CUDA builds (its static form needs gnutls's).
+$(BUILD)/proven-server: $(SERVER_OBJ) $(BUILD)/libproven.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lmicrohttpd
+# the chat page is assembled into page.o (.incbin)
+$(BUILD)/server/page.o: server/page.html
+
 # Test programs: one per tests/test_*.c; -MMD writes build/tests/test_x.d (included below).
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libproven.a
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libproven.a $(BUILD)/libproven_client.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(BUILD)/libproven_client.a $(LDLIBS)
 
 # every allocator entry point of the library's code goes through test_noalloc's counters
 $(BUILD)/tests/test_noalloc: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc,--wrap=posix_memalign
@@ -161,7 +178,7 @@ bench: deps
 	./$(BUILD)/proven bench --model tests/fixtures/qwen3_5_moe
 
 # make format: the C files changed since the last commit (or FILES=...); make format-all: every one.
-ALL_C_SRC   = $(wildcard include/*.h src/*.c src/*/*.[ch] cli/*.[ch] tests/*.[ch] tests/cuda/*.c fuzz/*.c tools/bench/*.c)
+ALL_C_SRC   = $(wildcard include/*.h src/*.c src/*/*.[ch] cli/*.[ch] server/*.[ch] client/*.[ch] tests/*.[ch] tests/cuda/*.c fuzz/*.c tools/bench/*.c)
 CHANGED_SRC = $(filter $(ALL_C_SRC),$(shell git diff --name-only HEAD 2>/dev/null))
 format:
 	@files="$(or $(FILES),$(CHANGED_SRC))"; [ -z "$$files" ] && echo "make format: no changed C files" || clang-format -i --style=file $$files
@@ -171,7 +188,7 @@ format-all:
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d) $(TOOLS:=.d) $(CUDA_TEST:%=%.d) \
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(TESTS:=.d) $(TOOLS:=.d) $(CUDA_TEST:%=%.d) \
          $(if $(CUDA_TEST),$(BUILD)/tests/test_cuda_host.d)
 
 # libFuzzer targets for the hostile-input parsers (clang only); see fuzz/*.c for how to run
@@ -193,4 +210,7 @@ $(FUZZ_BUILD)/libparse.a: $(FUZZ_OBJ)
 	ar rcs $@ $^
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_BUILD)/libparse.a
 	$(FUZZ_CC) $(subst fuzzer-no-link,fuzzer,$(FUZZ_FLAGS)) -o $@ $< $(FUZZ_BUILD)/libparse.a -ljansson -lpcre2-8 -lutf8proc -lm
+# the server's request parser (a program's file, not the library's) is built into its target
+$(FUZZ_BUILD)/fuzz_request: fuzz/fuzz_request.c server/request.c $(FUZZ_BUILD)/libparse.a
+	$(FUZZ_CC) $(subst fuzzer-no-link,fuzzer,$(FUZZ_FLAGS)) -o $@ fuzz/fuzz_request.c server/request.c $(FUZZ_BUILD)/libparse.a -ljansson -lpcre2-8 -lutf8proc -lm
 -include $(FUZZ_OBJ:.o=.d) $(FUZZ_BIN:=.d)

@@ -67,6 +67,8 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_court(int argc, char** argv);
+int cmd_serve(int argc, char** argv);  /* serve.c: runs proven-server */
+int cmd_client(int argc, char** argv); /* client.c: the shared-memory protocol's client */
 int cmd_bench_spec(int argc, char** argv); /* bench_spec.c: `proven bench spec` */
 
 #endif

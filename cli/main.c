@@ -31,6 +31,11 @@ static void usage(FILE* f)
 	        "           published shapes (--list: the presets)\n"
 	        "  court spec --model PATH --cases FILE.jsonl [--draft ngram|mtp|cascade:PATH|PATH] [--max-tokens N]\n"
 	        "           speculative == plain, token for token, on every case (exit 1 on a mismatch)\n"
+	        "  serve    --model PATH [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F] [--parallel N]\n"
+	        "           [--ctx N] [--draft ...] [--backend cpu|cuda] [--socket PATH]   the OpenAI-compatible server\n"
+	        "           (runs proven-server; proven serve --help lists every option)\n"
+	        "  client   --socket PATH -p TEXT | --prompt-ids 1,2,3 [--max-tokens N] [sampling] [--draft ngram] [--ids]\n"
+	        "           | --socket PATH --bench --model PATH     the server's shared-memory protocol (proven_client.h)\n"
 	        "  sampling and speculation (generate, run, chat, court): --temp T --top-k K --top-p P --min-p P --seed S\n"
 	        "           --draft ngram|mtp|cascade:PATH|PATH --draft-max K --draft-fixed --ngram-min N --ngram-max N\n"
 	        "           --rollback auto|snapshot|replay; generate: --spec-stats FILE\n");
@@ -55,6 +60,8 @@ int main(int argc, char** argv)
 	if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
 	if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
 	if (!strcmp(cmd, "court")) return cmd_court(argc - 1, argv + 1);
+	if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
+	if (!strcmp(cmd, "client")) return cmd_client(argc - 1, argv + 1);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

@@ -3,7 +3,8 @@
 
 Every #include "dir/file.h" in src/ must name a folder at or below the including file's folder
 in the order below (include/ headers are public and allowed everywhere); programs (cli/) include
-only include/*.h, except cli/convert.c and cli/synth.c, which may use src/convert/. Prints each
+only include/*.h, except cli/convert.c and cli/synth.c, which may use src/convert/; server/ and
+client/ include include/*.h and their own headers. Prints each
 violation and exits 1 if there is one.
 """
 import os, re, sys
@@ -49,6 +50,20 @@ for f in sorted(os.listdir(os.path.join(root, "cli"))):
         if f in ("convert.c", "synth.c") and name.startswith("convert/"):
             continue
         bad.append(f"cli/{f}: includes the library's internal header \"{name}\" (programs use include/)")
+
+# the server and the client library are programs too: include/ and their own folder's headers
+for prog in ("server", "client"):
+    d = os.path.join(root, prog)
+    if not os.path.isdir(d):
+        continue
+    for f in sorted(os.listdir(d)):
+        if not f.endswith((".c", ".h")):
+            continue
+        for m in inc.finditer(open(os.path.join(d, f), encoding="utf-8").read()):
+            name = m.group(1)
+            if os.path.exists(os.path.join(root, "include", name)) or ("/" not in name and os.path.exists(os.path.join(d, name))):
+                continue
+            bad.append(f"{prog}/{f}: includes \"{name}\" (programs use include/ and their own folder)")
 
 for b in bad:
     print(b)
