@@ -230,6 +230,18 @@ TEST_CASE(real)
 	if (m) py_case_args("real", m, 600, sanitized() ? "--real --quick" : "--real");
 }
 
+/* the chat page in headless Chromium (skips without it): the real model's answer when it is here */
+TEST_CASE(page)
+{
+	char buf[PATH_MAX];
+	const char* m = sanitized() ? NULL : fx_real_model(buf, sizeof buf);
+	if (m) {
+		py_case_args("page", m, 600, "--real");
+		return;
+	}
+	if ((m = need_fixture())) py_case("page", m, 300);
+}
+
 TEST_CASE(openai_real)
 {
 	const char* m = need_real();

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import threading
 import time
+import re
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (Server, ok, skip, done, chat_text, completion_text, is_error_body, raw_socket, read_sse, venv_python,  # noqa: E402
@@ -379,6 +381,18 @@ def case_batching():
     busy = [ln for ln in data.decode().splitlines() if ln.startswith("proven:busy_slots_per_decode ")]
     ok(busy and float(busy[0].split()[1]) > 1.0, "decode steps carried several slots (%s)" % (busy[0] if busy else "?"))
     ok(srv.stop() == 0, "exit code 0 after SIGTERM")
+    # speculation (n-gram drafts) in every slot: the same texts again
+    srv = Server(A.build, A.model, "--parallel", "4", "--prefill-chunk", "16", "--draft", "ngram")
+    together = [None] * len(reqs)
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(len(reqs))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ok(together == alone, "with --draft ngram, at once: every text = its plain text alone")
+    ok(metric(srv, "spec_decode_num_draft_tokens_total") > 0, "drafts were verified (%s drafted, %s accepted)" %
+       (metric(srv, "spec_decode_num_draft_tokens_total"), metric(srv, "spec_decode_num_accepted_tokens_total")))
+    ok(srv.stop() == 0, "exit code 0 after SIGTERM")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -405,6 +419,17 @@ def case_prefix():
         cached.append((r["usage"]["prompt_tokens_details"]["cached_tokens"], r["usage"]["prompt_tokens"]))
         msgs.append({"role": "assistant", "content": r["choices"][0]["message"]["content"] or ""})
     ok(all(cached[i][0] >= cached[i - 1][1] for i in range(1, 10)), "turns 2..10 reuse at least the previous turn's prompt: %s" % cached)
+    ok(srv.stop() == 0, "exit code 0 after SIGTERM")
+    # the LRU prefix cache beyond the slots: one slot, two long conversations taking turns
+    srv = Server(A.build, A.model, "--parallel", "1", "--cache-entries", "2", "--prefill-chunk", "64")
+    pa, pb = "Alpha. " * 60 + "Go:", "Beta gamma. " * 60 + "Go:"
+    ra = srv.post("/v1/completions", {"prompt": pa, "max_tokens": 8, "temperature": 0})[1]
+    rb = srv.post("/v1/completions", {"prompt": pb, "max_tokens": 8, "temperature": 0})[1]
+    ra2 = srv.post("/v1/completions", {"prompt": pa, "max_tokens": 8, "temperature": 0})[1]
+    ok(ra2["usage"]["prompt_tokens_details"]["cached_tokens"] >= ra["usage"]["prompt_tokens"] - 1 and
+       metric(srv, "prefix_cache_restores_total") >= 1,
+       "a prefix evicted from the slot comes back from the LRU cache (%d cached)" % ra2["usage"]["prompt_tokens_details"]["cached_tokens"])
+    ok(ra2["choices"][0]["text"] == ra["choices"][0]["text"], "the same text from the restored prefix")
     ok(srv.stop() == 0, "exit code 0 after SIGTERM")
 
 
@@ -684,6 +709,43 @@ def case_schemathesis():
         print(out[-6000:])
     ok(r.returncode == 0, "schemathesis: %s" % " | ".join(x.strip("= ") for x in summary[-3:]))
     ok(srv.stop() == 0, "exit code 0 after SIGTERM (after the schemathesis run)")
+
+
+def case_page():
+    """the chat page in headless Chromium: it streams an answer and shows its receipt"""
+    import browser
+    exe = browser.find_chromium()
+    if not exe:
+        skip("no Chromium (apt-get install chromium): the chat page was not tried in a browser")
+        return
+    srv = Server(A.build, A.model, "--parallel", "1")
+    b = browser.Browser(exe)
+    try:
+        b.call("Page.enable")
+        q = "Write a C function that adds two integers." if A.real else "Hello there"
+        b.call("Page.navigate", url="http://127.0.0.1:%d/?q=%s&max=%d&temp=0" % (srv.port, urllib.parse.quote(q), 32 if A.real else 64))
+        state = b.wait("document.body && document.body.dataset.state === 'done' && 'done'", 300)
+        answer = b.eval("document.querySelector('.assistant .answer') && document.querySelector('.assistant .answer').textContent") or ""
+        receipt = b.eval("document.querySelector('.assistant .receipt') && document.querySelector('.assistant .receipt').textContent") or ""
+        model = b.eval("document.getElementById('model').textContent")
+        shot = os.path.join(os.path.abspath(A.build), "tests", "page-%s.png" % ("real" if A.real else "fixture"))
+        b.screenshot(shot)
+        ok(state == "done", "the page finished its answer")
+        ok(len(answer) > 0, "the answer streamed into the page (%d characters)" % len(answer))
+        ok(re.search(r"\d+ tokens", receipt) and "tok/s" in receipt and "cached" in receipt and "error" not in receipt,
+           "the receipt: %s" % receipt)
+        ok(bool(model), "the page shows the model: %s" % model)
+        print("screenshot: " + shot)
+        # a second message in the same conversation: the cache holds the first turn
+        b.eval("document.getElementById('input').value = 'And subtract?'; document.getElementById('form').requestSubmit(); 1")
+        b.wait("document.querySelectorAll('.assistant').length == 2 && document.body.dataset.state === 'done' && 'done'", 300)
+        receipt2 = b.eval("document.querySelectorAll('.assistant .receipt')[1].textContent") or ""
+        m = re.search(r"\((\d+) cached\)", receipt2)
+        ok(m and int(m.group(1)) > 0, "the second turn reuses the first: %s" % receipt2)
+        b.screenshot(shot)
+    finally:
+        b.close()
+    ok(srv.stop() == 0, "exit code 0 after SIGTERM")
 
 
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
