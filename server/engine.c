@@ -326,8 +326,8 @@ static void fail_job(struct srv_engine* e, struct slot* s, int status, const cha
 static void renew_if_broken(struct srv_engine* e, struct slot* s)
 {
 	if (pv_session_ok(s->s)) return;
-	struct pv_session_params sp = { .n_ctx = e->n_ctx, .pool = e->pool };
-	if (e->spec.draft != PV_DRAFT_NONE) sp.n_snapshots = (e->spec.k_max ? e->spec.k_max : 16) + 1;
+	struct pv_session_params sp = { .n_ctx = e->n_ctx, .pool = e->pool, .chunk_min_tokens = e->cfg.exact_prefill ? 1 << 30 : 0 };
+	if (e->spec.draft != PV_DRAFT_NONE) sp.n_snapshots = (e->spec.k_max ? e->spec.k_max : e->spec.draft == PV_DRAFT_NGRAM ? 16 : 8) + 1;
 	sp.mtp = e->spec.draft == PV_DRAFT_MTP;
 	pv_session* ns = NULL;
 	char err[256];
@@ -454,6 +454,10 @@ static void decode_step(struct srv_engine* e)
 			fail_job(e, s, http_of(rc[i]), "generation", pv_generator_error(s->g));
 			continue;
 		}
+		if (e->cfg.fail_after > 0 && s->job->n_gen >= e->cfg.fail_after) {
+			fail_job(e, s, 500, "generation", "injected fault (PV_SERVER_FAIL_AFTER)");
+			continue;
+		}
 		struct pv_token_logprob lp[STEP_MAX];
 		int nlp = pv_generator_logprobs(s->g, lp, STEP_MAX);
 		for (int k = 0; k < n_out[i]; k++)
@@ -552,7 +556,7 @@ int srv_engine_new(struct srv_engine** out, const struct srv_config* cfg, char* 
 			goto fail;
 		}
 	}
-	struct pv_session_params sp = { .n_ctx = e->n_ctx, .pool = e->pool };
+	struct pv_session_params sp = { .n_ctx = e->n_ctx, .pool = e->pool, .chunk_min_tokens = cfg->exact_prefill ? 1 << 30 : 0 };
 	if (e->spec.draft != PV_DRAFT_NONE) {
 		int k = e->spec.k_max ? e->spec.k_max : e->spec.draft == PV_DRAFT_NGRAM ? 16 : 8;
 		sp.n_snapshots = k + 1;
@@ -574,7 +578,7 @@ int srv_engine_new(struct srv_engine** out, const struct srv_config* cfg, char* 
 			if (pv_session_new(&s->ds, e->dm, &dp, err, errlen)) goto fail;
 		}
 	}
-	struct pv_session_params cp = { .n_ctx = e->n_ctx, .pool = e->pool };
+	struct pv_session_params cp = { .n_ctx = e->n_ctx, .pool = e->pool, .chunk_min_tokens = sp.chunk_min_tokens };
 	for (int i = 0; i < cfg->cache_entries; i++) {
 		if (pv_session_new(&e->cache[i].s, e->m, &cp, err, errlen)) goto fail;
 		e->n_cache++;

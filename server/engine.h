@@ -32,9 +32,13 @@ struct srv_config {
 	int queue_max;            /* jobs waiting beyond the slots before 429                     */
 	int prefill_chunk;        /* prompt tokens evaluated per engine iteration per slot        */
 	int cache_entries;        /* extra sessions holding evicted prefixes (LRU); 0: none       */
+	int exact_prefill;        /* 1: prompts on the exact path too (hybrid models: outputs then never
+	                           * depend on chunking or on the prefix a slot reused)             */
 	struct pv_sampling defaults; /* sampling when a request does not say                      */
 	const char* model_name;   /* the id /v1/models reports                                   */
 	int dialect;              /* -1: from the chat template                                   */
+	int fail_after;           /* tests (PV_SERVER_FAIL_AFTER): every job fails after this many
+	                           * tokens as a device failure would; 0: never                     */
 	void (*progress)(void* user, double fraction); /* the model's load, for /health             */
 	void* progress_user;
 };

@@ -40,6 +40,8 @@ static void usage(FILE* f)
 	        "  --dialect qwen3|qwen3.5|qwen2.5   chat format when the model's template is not recognised\n"
 	        "  --prefill-chunk N      prompt tokens per engine step (default 256)\n"
 	        "  --cache-entries N      LRU prefix cache: extra sessions keeping evicted prefixes (default 0)\n"
+	        "  --exact-prefill 0|1    hybrid models: prompts on the exact (recurrent) path, so that outputs never depend\n"
+	        "                         on prefill chunking or prefix reuse (slower prefill; default 0)\n"
 	        "  --max-body BYTES       largest request body (default 8388608)\n"
 	        "  --request-timeout S    seconds a request's headers and body may take to arrive (default 30)\n"
 	        "  --send-timeout S       seconds a client may stall reading a response (default 60)\n"
@@ -179,6 +181,7 @@ int main(int argc, char** argv)
 			}
 		} else if (!strcmp(a, "--prefill-chunk")) cfg.prefill_chunk = (int)num(a, v, 1, 1 << 20);
 		else if (!strcmp(a, "--cache-entries")) cfg.cache_entries = (int)num(a, v, 0, 1024);
+		else if (!strcmp(a, "--exact-prefill")) cfg.exact_prefill = (int)num(a, v, 0, 1);
 		else if (!strcmp(a, "--max-body")) hc.max_body = (size_t)num(a, v, 1024, 1l << 40);
 		else if (!strcmp(a, "--request-timeout")) hc.request_timeout = (int)num(a, v, 1, 86400);
 		else if (!strcmp(a, "--send-timeout")) hc.send_timeout = (int)num(a, v, 1, 86400);
@@ -191,6 +194,9 @@ int main(int argc, char** argv)
 			return 2;
 		}
 	}
+	/* the error path of a generation that fails midway, for the tests */
+	const char* fa = getenv("PV_SERVER_FAIL_AFTER");
+	if (fa) cfg.fail_after = (int)num("PV_SERVER_FAIL_AFTER", fa, 0, 1 << 30);
 	if (!cfg.model) {
 		fprintf(stderr, "proven-server: --model PATH is required\n");
 		usage(stderr);

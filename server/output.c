@@ -356,7 +356,7 @@ static void release(struct srv_job* j, const char* s, size_t n, json_t* lp_entri
 static int settle(struct srv_job* j, json_t* lp_entries, int all)
 {
 	size_t cut = j->n_pend, stop_at = (size_t)-1;
-	for (int i = 0; i < j->n_stop; i++) {
+	for (int i = 0; i < j->n_stop && j->n_pend; i++) {
 		const char* p = memmem(j->pend, j->n_pend, j->stop[i], (size_t)j->stop_len[i]);
 		if (p && (size_t)(p - j->pend) < stop_at) stop_at = (size_t)(p - j->pend);
 	}
@@ -366,12 +366,12 @@ static int settle(struct srv_job* j, json_t* lp_entries, int all)
 		cut = j->n_pend > (size_t)(j->max_stop - 1) ? j->n_pend - (size_t)(j->max_stop - 1) : 0;
 		while (cut > 0 && cut < j->n_pend && ((unsigned char)j->pend[cut] & 0xc0) == 0x80) cut--;
 	}
-	if (cut > 0 || lp_entries) release(j, j->pend, cut, lp_entries, 0);
+	if (cut > 0 || lp_entries) release(j, j->pend ? j->pend : "", cut, lp_entries, 0);
 	if (stop_at != (size_t)-1) {
 		j->n_pend = 0;
 		return 1;
 	}
-	memmove(j->pend, j->pend + cut, j->n_pend - cut);
+	if (cut) memmove(j->pend, j->pend + cut, j->n_pend - cut);
 	j->n_pend -= cut;
 	return 0;
 }

@@ -211,9 +211,26 @@ FIXTURE_CASE(batching, 120)
 FIXTURE_CASE(prefix, 120)
 FIXTURE_CASE(cancel, 60)
 FIXTURE_CASE(drain, 90)
+FIXTURE_CASE(fault, 120)
 FIXTURE_CASE(soak, 300)
 FIXTURE_CASE(openai, 600)
 FIXTURE_CASE(schemathesis, 600)
+
+/* a hybrid model (Gated DeltaNet + attention) with a tokenizer: `proven synth`'s tiny qwen3.5
+ * (random weights, a synthetic byte-level vocabulary of 1024, no chat template) */
+TEST_CASE(hybrid)
+{
+	static char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/tests/server-hybrid.gguf", build());
+	if (!t_exists(path)) {
+		char cmd[3 * PATH_MAX], out[4096];
+		snprintf(cmd, sizeof cmd, "'%s/proven' synth --arch qwen35 --preset tiny --seed 7 --out '%s' 2>&1", build(), path);
+		int rc = t_run_cmd(cmd, out, sizeof out);
+		CHECK(rc == 0, "proven synth: %s", out);
+		if (rc) return;
+	}
+	py_case("hybrid", path, 300);
+}
 
 static const char* need_real(void)
 {

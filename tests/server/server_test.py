@@ -527,6 +527,68 @@ def case_drain():
     ok(srv.stop() == 0, "exit code 0")
 
 
+def case_fault():
+    """a generation that fails midway: the stream ends with an error event, the others go on"""
+    env = dict(os.environ, PV_SERVER_FAIL_AFTER="5")
+    srv = Server(A.build, A.model, "--parallel", "2", env=env)
+    st, ev = srv.stream("/v1/chat/completions", {"messages": MSG, "max_tokens": 50, "stream": True})
+    errs = [e for e in ev if isinstance(e, dict) and "error" in e]
+    content = chat_text(ev)[0]
+    ok(st == 200 and ev[-1] == "[DONE]" and len(errs) == 1 and errs[0]["error"]["code"] == 500 and
+       "injected fault" in errs[0]["error"]["message"] and len(content) > 0,
+       "a stream that fails after 5 tokens: content, then one error event, then [DONE]")
+    ok(not any(isinstance(e, dict) and e.get("choices") and e["choices"][0].get("finish_reason") for e in ev),
+       "no finish_reason claims the failed stream ended well")
+    st, obj = chat(srv, max_tokens=50)
+    ok(st == 500 and is_error_body(obj, 500) and "injected fault" in obj["error"]["message"], "not streamed: 500 with the error")
+    st, r = chat(srv, max_tokens=3)
+    ok(st == 200 and r["usage"]["completion_tokens"] <= 3, "a request that ends before the fault is served")
+    ok(metric(srv, "request_failure_total") == 2, "counted as failures")
+    ok(srv.stop() == 0, "exit code 0 after SIGTERM")
+
+
+def case_hybrid():
+    """a hybrid (Gated DeltaNet) model: batching, prefix reuse and speculation give the same ids;
+    a chat's next turn rolls back to the checkpoint at the end of the previous prompt"""
+    base = ["--parallel", "3", "--prefill-chunk", "32", "--exact-prefill", "1"]
+    srv = Server(A.build, A.model, *base)
+    rnd = random.Random(5)
+    prompts = ["".join(rnd.choice("abcdefgh ") for _ in range(40 + 50 * i)) for i in range(5)]
+    reqs = [{"prompt": p, "max_tokens": 20, "temperature": 0.8, "seed": i, "top_k": 30} for i, p in enumerate(prompts)]
+    reqs += [{"prompt": p, "max_tokens": 20, "temperature": 0} for p in prompts]
+    alone = [srv.post("/v1/completions", dict(r, cache_prompt=False))[1]["choices"][0]["text"] for r in reqs]
+    together = [None] * len(reqs)
+
+    def run(i):
+        together[i] = completion_text(srv.stream("/v1/completions", dict(reqs[i], stream=True))[1])[0]
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(len(reqs))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ok(together == alone, "hybrid: 10 requests on 3 slots at once = each alone (%d equal)" % sum(a == b for a, b in zip(alone, together)))
+    # the next turn of a conversation: its prompt extends the previous prompt and answer
+    p1 = prompts[3]
+    st, r1 = srv.post("/v1/completions", {"prompt": p1, "max_tokens": 12, "temperature": 0})
+    p2 = p1 + r1["choices"][0]["text"] + " and then " + prompts[0]
+    st, r2 = srv.post("/v1/completions", {"prompt": p2, "max_tokens": 12, "temperature": 0})
+    c2 = r2["usage"]["prompt_tokens_details"]["cached_tokens"]
+    ok(c2 >= r1["usage"]["prompt_tokens"], "hybrid: the next turn reuses at least the previous prompt (%d of %d cached)" %
+       (c2, r2["usage"]["prompt_tokens"]))
+    st, r3 = srv.post("/v1/completions", {"prompt": p2, "max_tokens": 12, "temperature": 0, "cache_prompt": False})
+    ok(r3["choices"][0]["text"] == r2["choices"][0]["text"], "hybrid: the same text without the cached prefix")
+    ok(srv.stop() == 0, "exit code 0 after SIGTERM")
+    srv = Server(A.build, A.model, *base, "--draft", "ngram")
+    together = [None] * len(reqs)
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(len(reqs))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ok(together == alone, "hybrid with --draft ngram (snapshot rollback) at once = plain alone")
+    ok(srv.stop() == 0, "exit code 0 after SIGTERM")
+
+
 # ------------------------------------------------------------------------------------------------
 def case_soak():
     """32 clients, some killed mid-stream, a restart: no lost or corrupted answer; memory returns"""
