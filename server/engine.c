@@ -34,6 +34,7 @@ struct slot {
 	uint64_t used;    /* LRU clock of the last admission                                   */
 	uint64_t admitted;
 	int last_cached;
+	int n_past;       /* the session's length for /slots (written under e->mu by the engine) */
 };
 
 /* A session outside the slots that keeps a prefix a slot had to give up (LRU). */
@@ -306,6 +307,7 @@ static void finish(struct srv_engine* e, struct slot* s)
 	if (j->t_first > 0) m->gen_s += j->t_end - j->t_first;
 	s->job = NULL;
 	s->phase = PH_IDLE;
+	s->n_past = pv_session_length(s->s);
 	e->busy--;
 	pthread_cond_broadcast(&e->cv);
 	pthread_mutex_unlock(&e->mu);
@@ -332,8 +334,11 @@ static void renew_if_broken(struct srv_engine* e, struct slot* s)
 	pv_session* ns = NULL;
 	char err[256];
 	if (pv_session_new(&ns, e->m, &sp, err, sizeof err) == PV_OK) {
-		pv_session_free(s->s);
+		pthread_mutex_lock(&e->mu);
+		pv_session* old = s->s;
 		s->s = ns;
+		pthread_mutex_unlock(&e->mu);
+		pv_session_free(old);
 	}
 }
 
@@ -494,6 +499,10 @@ static void* engine_main(void* arg)
 			if (s->phase == PH_PREFILL && s != p && cancelled(s->job)) finish(e, s);
 		}
 		decode_step(e);
+		/* what /slots shows: other threads never touch the sessions themselves */
+		pthread_mutex_lock(&e->mu);
+		for (int i = 0; i < e->n_slots; i++) e->slots[i].n_past = pv_session_length(e->slots[i].s);
+		pthread_mutex_unlock(&e->mu);
 	}
 }
 
@@ -711,9 +720,9 @@ json_t* srv_engine_slots(struct srv_engine* e)
 	for (int i = 0; i < e->n_slots; i++) {
 		struct slot* s = &e->slots[i];
 		const char* st = s->phase == PH_IDLE ? "idle" : s->phase == PH_PREFILL ? "prefill" : "generating";
-		/* the session's length is the engine thread's to change: read as a snapshot, may be a step old */
+		/* n_past: the session's length after the engine's last step */
 		json_t* o = json_pack("{s:i,s:s,s:b,s:i,s:i,s:i}", "id", i, "state", st, "is_processing", s->phase != PH_IDLE, "n_ctx",
-		                      e->n_ctx, "n_past", pv_session_length(s->s), "last_cached_tokens", s->last_cached);
+		                      e->n_ctx, "n_past", s->n_past, "last_cached_tokens", s->last_cached);
 		if (s->job)
 			json_object_set_new(o, "task", json_pack("{s:s,s:i,s:i,s:i}", "id", s->job->id, "n_prompt", s->job->n_prompt,
 			                                         "cached", s->job->cached, "n_decoded", s->job->n_gen));

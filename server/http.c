@@ -582,8 +582,8 @@ static enum MHD_Result on_request(void* cls, struct MHD_Connection* c, const cha
 		snprintf(m, sizeof m, "Loading model (%.0f%%)", atomic_load(&h->load_permille) / 10.0);
 		return send_error(h, c, 503, m, NULL);
 	}
-	if (srv_engine_draining(e) && r->route != R_HEALTH && r->route != R_METRICS)
-		return send_error(h, c, 503, "the server is shutting down", NULL);
+	/* draining: /health says so too, so that a load balancer stops sending requests here */
+	if (srv_engine_draining(e) && r->route != R_METRICS) return send_error(h, c, 503, "the server is shutting down", NULL);
 	switch (r->route) {
 	case R_CHAT: return generate(h, e, c, r, SRV_CHAT);
 	case R_COMPLETION: return generate(h, e, c, r, SRV_COMPLETION);

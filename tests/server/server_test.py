@@ -504,6 +504,8 @@ def case_drain():
     try:
         st, obj = srv.post("/v1/chat/completions", {"messages": MSG, "max_tokens": 2})
         ok(st == 503 and "shutting down" in obj["error"]["message"], "a new request while draining -> 503")
+        st, _, _ = srv.get("/health")
+        ok(st == 503, "/health says 503 while draining")
     except OSError as e:
         ok(False, "the server stopped listening while draining: %s" % e)
     t.join()
