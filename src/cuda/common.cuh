@@ -1,7 +1,8 @@
 /*
  * common.cuh: what the CUDA backend's files share: the engine's C headers, checked CUDA calls,
- * the device copies of the model (struct dmodel) and of a session (struct dsession), the launch
- * entry points of each kernel file, and the fixed reduction trees every kernel uses.
+ * the device copy of the model (struct dmodel), the per-step device struct, the launch entry
+ * points of each kernel file, and the fixed reduction trees every kernel uses. A session's
+ * device state (struct dsession) is in session.cuh, for the host files that drive it.
  *
  * Exactness rules for every kernel here (src/cuda/README.md):
  *   - a reduction's order depends only on the length reduced (hidden size, head dim, row length,
@@ -36,6 +37,17 @@ int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e);
 	do {                                                                         \
 		cudaError_t cu_e_ = (call);                                           \
 		if (cu_e_ != cudaSuccess) return pv_cuda_fail(err, errlen, #call, cu_e_); \
+	} while (0)
+
+/* CU_OR(call, label): on failure, the message into the enclosing function's err / errlen and a
+ * jump to label (functions with clean-up to do before they return). */
+#define CU_OR(call, label)                                           \
+	do {                                                         \
+		cudaError_t cu_e_ = (call);                           \
+		if (cu_e_ != cudaSuccess) {                           \
+			pv_cuda_fail(err, errlen, #call, cu_e_);      \
+			goto label;                                   \
+		}                                                     \
 	} while (0)
 
 

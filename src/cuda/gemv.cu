@@ -446,3 +446,51 @@ int pv_cuda_swiglu(cudaStream_t st, float* g, const float* u, int ld, int width,
 	          ld, width, n);
 	return 0;
 }
+
+/* ---- tests: one matrix through the GEMV kernels ------------------------------------------------- */
+
+int pv_cuda_test_matmul(const struct pv_tensor* W, const float* x, int T, float* y, char* err, size_t errlen)
+{
+	if (pv_cuda_select_device(err, errlen)) return -1;
+	struct dmat d;
+	if (pv_cuda_plan_mat(W, &d, err, errlen)) return -1;
+	unsigned char* mem = NULL;
+	float *dx = NULL, *dy = NULL;
+	cudaStream_t st = NULL;
+	struct pv_stager* sg = NULL;
+	int rc = -1;
+	const size_t xb = sizeof(float) * (size_t)T * (size_t)W->cols, yb = sizeof(float) * (size_t)T * (size_t)W->rows;
+	CU_OR(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), done);
+	CU_OR(cudaMalloc((void**)&mem, d.bytes), done);
+	{
+		size_t off = 0;
+		for (int p = 0; p < d.n_planes; p++) {
+			d.p[p] = mem + off;
+			off += (d.stride[p] * (size_t)d.rows + 255) / 256 * 256;
+		}
+	}
+	CU_OR(cudaMalloc((void**)&dx, xb), done);
+	CU_OR(cudaMalloc((void**)&dy, yb), done);
+	CU_OR(cudaMemsetAsync(dy, 0xff, yb, st), done); /* NaN: every output must be written */
+	CU_OR(cudaMemcpyAsync(dx, x, xb, cudaMemcpyHostToDevice, st), done);
+	CU_OR(cudaStreamSynchronize(st), done);
+	if (pv_stager_new(&sg, st, d.bytes, err, errlen) || pv_stager_upload_mat(sg, W, &d, 0, err, errlen) ||
+	    pv_stager_finish(sg, err, errlen))
+		goto done;
+	for (int t0 = 0; t0 < T; t0 += PV_CUDA_ROWS) {
+		const int rows = T - t0 < PV_CUDA_ROWS ? T - t0 : PV_CUDA_ROWS;
+		struct gemv_out o = { &d, dy + (size_t)t0 * W->rows, (int)W->rows, NULL };
+		if (pv_cuda_gemv(st, &o, 1, dx + (size_t)t0 * W->cols, NULL, (int)W->cols, PV_X_PLAIN, rows, NULL, err, errlen)) goto done;
+	}
+	CU_OR(cudaMemcpyAsync(y, dy, yb, cudaMemcpyDeviceToHost, st), done);
+	CU_OR(cudaStreamSynchronize(st), done);
+	rc = 0;
+done:
+	pv_stager_free(sg);
+	if (st) cudaStreamSynchronize(st);
+	if (st) cudaStreamDestroy(st);
+	if (mem) cudaFree(mem);
+	if (dx) cudaFree(dx);
+	if (dy) cudaFree(dy);
+	return rc;
+}

@@ -10,6 +10,7 @@ when a file is compiled with -lineinfo:
     length prefix) becomes the standard _GLOBAL__N_1, in the kernel's name, its parameter names
     and the names of the shared arrays it declares or uses; likewise _INTERNAL_<hash>_..., the
     scope of function-local shared variables;
+  - basic-block labels $L__BB<f>_<n> lose the function's ordinal f in its file;
   - .file and .loc lines and '// demoted' comments are dropped.
 Kernels are keyed by their demangled, normalised names (c++filt), so a kernel that moved from
 prefill.cu to attention_prefill.cu is the same kernel. Each is reported as identical, changed,
@@ -61,6 +62,8 @@ def entries(path):
     with open(path) as f:
         text = f.read()
     text = normalise_names(text)
+    # basic-block labels carry the function's ordinal in its file ($L__BB<f>_<n>)
+    text = re.sub(r"\$L__BB\d+_(\d+)", r"$L__BB_\1", text)
     lines = [l for l in text.split("\n") if not re.match(r"\s*\.(loc|file)\s", l) and "has been demoted" not in l]
     text = "\n".join(lines)
     head = "\n".join(l for l in lines[:40] if l.startswith((".version", ".target", ".address_size")))
