@@ -415,7 +415,7 @@ int pv_prefill_attention_layer(struct pv_prefill_ctx* k, const struct dlayer* L,
 	a.R = c->rope_dim;
 	a.eps = c->rms_eps;
 	a.step = p->steps + ci; /* pos0 of this chunk */
-	if (pv_cuda_qkv_post(v->st, &a, T, k->err, k->errlen)) return -1;
+	if (pv_cuda_qkv_post(v->st, &v->tu, &a, T, k->err, k->errlen)) return -1;
 	p->nl++;
 	pattn_args b;
 	b.q = p->q;
@@ -433,15 +433,15 @@ int pv_prefill_attention_layer(struct pv_prefill_ctx* k, const struct dlayer* L,
 	const int G = c->n_heads / c->n_kv_heads, NT = (c->head_dim + 15) / 16;
 	if (AQ / G < 1 || c->head_dim % 4 || c->head_dim / 4 > MAX_HD4)
 		return pv_errf(k->err, k->errlen, "CUDA backend: prefill attention: %d heads per kv head, head dim %d", G, c->head_dim);
-	const attn_fn mk = p->attn_f32 || p->split ? NULL : mma_kernel(NT);
+	const attn_fn mk = v->tu.prefill_attn == 1 || p->split ? NULL : mma_kernel(NT);
 	if (mk) {
 		b.bq = MQ / G;
 		const dim3 grid((unsigned)((T + b.bq - 1) / b.bq), (unsigned)c->n_kv_heads);
-		PV_LAUNCH("prefill attention", k->err, k->errlen, mk, grid, dim3(MTHREADS), mma_smem(NT), v->st, b);
+		PV_LAUNCH("prefill attention", &k->d->tu, k->err, k->errlen, mk, grid, dim3(MTHREADS), mma_smem(NT), v->st, b);
 	} else {
 		b.bq = AQ / G;
 		const dim3 grid((unsigned)((T + b.bq - 1) / b.bq), (unsigned)c->n_kv_heads);
-		PV_LAUNCH("prefill attention", k->err, k->errlen, attn_kernel, grid, dim3(ATHREADS), attn_smem(c->head_dim), v->st, b);
+		PV_LAUNCH("prefill attention", &k->d->tu, k->err, k->errlen, attn_kernel, grid, dim3(ATHREADS), attn_smem(c->head_dim), v->st, b);
 	}
 	p->nl++;
 	return pv_prefill_gemm(k, &L->wo, p->ob, p->ldo, p->delta, H, T);

@@ -36,10 +36,12 @@ struct pv_tensor;
 /* The backend table, or NULL when the library was built without CUDA. */
 const struct pv_backend* pv_backend_cuda(void);
 
-/* Uploads m's weights (params: progress callback, verbose summary through pv_log; may be NULL) and makes the CUDA
- * backend m's backend: sessions created afterwards run on the GPU. Fails without side effects
- * on m (other than a message) when there is no device, memory runs out or a weight type has no
- * CUDA kernel. pv_model_close frees the device copy through the backend's model_free. */
+/* Reads the tuning switches (defaults, the environment, then params->knobs: tuning.cu), uploads
+ * m's weights (params: progress callback, verbose summary through pv_log; may be NULL) and makes
+ * the CUDA backend m's backend: sessions created afterwards run on the GPU. Returns PV_OK, or
+ * without side effects on m (other than a message): PV_E_INVALID (an unknown knob or a bad
+ * value), PV_E_UNSUPPORTED (a weight type without a CUDA kernel), PV_E_NOMEM, PV_E_DEVICE (no
+ * device, a failed copy). pv_model_close frees the device copy through the backend's model_free. */
 int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params, char* err, size_t errlen);
 
 /* The device. */
@@ -123,20 +125,22 @@ struct pv_cuda_profile {
 };
 int pv_cuda_profile(struct pv_session* s, int32_t token, int reps, struct pv_cuda_profile* out);
 
-/* Tests: 0 evaluates one-row calls with direct launches instead of the graph (default 1). */
+/* Tests: 0 evaluates one-row calls with direct launches instead of the graph (default: the
+ * model's cuda.graphs); changes this session's copy of the switch only. */
 void pv_cuda_set_graphs(struct pv_session* s, int on);
 
-/* The prefill path: calls of at least chunk_min_tokens rows (and more than 16; for models with
- * DeltaNet layers, only calls the session runs in the chunked form) go through bf16 tensor-core
- * GEMMs (cuBLAS, loaded at run time) and a flash-style attention in chunks of `chunk` rows; the
- * results agree with the 16-row path within tolerance (not bitwise). 1 when cuBLAS can be
- * loaded (else prompts keep the 16-row path, with a one-time message on stderr). */
+/* The prefill path: calls of at least chunk_min_tokens rows (more than 16, never with
+ * PV_EVAL_EXACT) go through bf16 tensor-core GEMMs (cuBLAS, loaded at run time) and a
+ * flash-style attention in chunks of `chunk` rows; the results agree with the 16-row path within
+ * tolerance (not bitwise). 1 when cuBLAS can be loaded (else prompts keep the 16-row path, with
+ * a one-time PV_LOG_WARN message and the reason in the session stats' fallback). */
 int pv_cuda_prefill_available(void);
 /* Per session: on = 0 (the 16-row path), 1 (prefill, fast: bf16 GEMM inputs, tensor-core
  * attention) or 2 (prefill, precise: GEMM inputs as bf16 hi + lo pairs, twice the GEMMs, and
  * the f32 attention; within ~1e-3 of the exact path where the fast mode may differ by ~1e-2);
- * the default is 1 (PV_CUDA_PREFILL=0 or 2 in the environment change it); and the rows per chunk
- * (0: the default 1024, or PV_CUDA_PREFILL_CHUNK). Tests use it to force either path. */
+ * the default is the model's cuda.prefill; and the rows per chunk (0: the model's
+ * cuda.prefill_chunk). Changes this session's copy of both switches. Tests use it to force
+ * either path. */
 void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk);
 /* Tests: out[r*cols + c] = W[r][c] as the prefill's GEMMs see it (uploaded, dequantized on the
  * GPU and rounded to bf16), as floats. */

@@ -29,11 +29,11 @@ int fused_out(struct pv_session* s, const struct gemv_out* o, const float* x, in
 	*normed = 0;
 	if (n == 1 && nn) {
 		const struct norm_epi ne = { d->x, d->xn, nn, s->m->cfg.rms_eps, s->m->cfg.hidden, d->ncnt };
-		const int f = pv_cuda_gemv_norm(d->st, o, x, ldx, &ne, nl, err, errlen);
+		const int f = pv_cuda_gemv_norm(d->st, &d->tu, o, x, ldx, &ne, nl, err, errlen);
 		if (f < 0) return -1;
 		*normed = f;
 	}
-	if (!*normed && pv_cuda_gemv(d->st, o, 1, x, NULL, ldx, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	if (!*normed && pv_cuda_gemv(d->st, &d->tu, o, 1, x, NULL, ldx, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	return 0;
 }
 
@@ -48,20 +48,20 @@ int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n,
 	if (L->in_qkvz.type >= 0) {
 		struct gemv_out o[2] = { { &L->in_qkvz, d->lin_raw, d->ld_raw, NULL }, { &L->in_ba, d->lin_ab, 2 * Hv, NULL } };
 		pv_prof_weigh(d, o, 2, 1);
-		if (pv_cuda_gemv(d->st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+		if (pv_cuda_gemv(d->st, &d->tu, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 		a.qkvz = 1;
 		a.ba_grouped = 1;
 	} else if (L->in_ba.type >= 0) {
 		struct gemv_out o[3] = { { &L->in_qkv, d->lin_raw, d->ld_raw, NULL }, { &L->in_z, d->lin_z, vd, NULL },
 			                 { &L->in_ba, d->lin_ab, 2 * Hv, NULL } };
 		pv_prof_weigh(d, o, 3, 1);
-		if (pv_cuda_gemv(d->st, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+		if (pv_cuda_gemv(d->st, &d->tu, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 		a.ba_grouped = 1;
 	} else {
 		struct gemv_out o[4] = { { &L->in_qkv, d->lin_raw, d->ld_raw, NULL }, { &L->in_z, d->lin_z, vd, NULL },
 			                 { &L->in_b, d->lin_b, Hv, NULL }, { &L->in_a, d->lin_a, Hv, NULL } };
 		pv_prof_weigh(d, o, 4, 1);
-		if (pv_cuda_gemv(d->st, o, 4, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+		if (pv_cuda_gemv(d->st, &d->tu, o, 4, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	}
 	if (pv_prof_mark(d, G_DPROJ, *nl, err, errlen)) return -1;
 	pv_delta_args_layer(&a, c, L, d->state + (size_t)d->lin_index[l] * pv_state_floats_per_layer(c));
@@ -74,7 +74,7 @@ int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n,
 	a.u = d->lin_u;
 	a.o = d->lin_o;
 	a.n = n;
-	if (pv_cuda_deltanet(d->st, &a, err, errlen)) return -1;
+	if (pv_cuda_deltanet(d->st, &d->tu, &a, err, errlen)) return -1;
 	*nl += 2;
 	if (pv_prof_mark(d, G_DREC, *nl, err, errlen)) return -1;
 	struct gemv_out o[1] = { { &L->out_proj, d->delta, H, NULL } };
@@ -95,11 +95,11 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 	{
 		struct gemv_out o[3] = { { &L->wq, d->qraw, d->ldq, L->bq }, { &L->wk, d->kraw, kvd, L->bk }, { &L->wv, d->vraw, kvd, L->bv } };
 		pv_prof_weigh(d, o, 3, 1);
-		if (pv_cuda_gemv(st, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+		if (pv_cuda_gemv(st, &d->tu, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 		if (pv_prof_mark(d, G_QKV, *nl, err, errlen)) return -1;
 	}
-	/* one row: the attention kernel does the input stage itself (pv_cuda_attn_fuse) */
-	const int fuse = n == 1 && pv_cuda_attn_fuse;
+	/* one row: the attention kernel does the input stage itself (cuda.attn_fuse) */
+	const int fuse = n == 1 && d->tu.attn_fuse;
 	struct qkv_post_args pa;
 	{
 		struct qkv_post_args& a = pa;
@@ -123,7 +123,7 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 		a.eps = c->rms_eps;
 		a.step = step;
 		if (!fuse) {
-			if (pv_cuda_qkv_post(st, &a, n, err, errlen)) return -1;
+			if (pv_cuda_qkv_post(st, &d->tu, &a, n, err, errlen)) return -1;
 			++*nl;
 			if (pv_prof_mark(d, G_ROPE, *nl, err, errlen)) return -1;
 		}
@@ -146,9 +146,9 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 		a.nkv = c->n_kv_heads;
 		a.hd = c->head_dim;
 		a.n_split = d->n_split;
-		a.split = d->att_split;
+		a.split = d->tu.att_split;
 		a.step = step;
-		if (pv_cuda_attention(st, &a, n, err, errlen)) return -1;
+		if (pv_cuda_attention(st, &d->tu, &a, n, err, errlen)) return -1;
 		*nl += 2;
 		if (pv_prof_mark(d, G_ATTN, *nl, err, errlen)) return -1;
 	}
@@ -171,19 +171,19 @@ int enqueue_swiglu(struct pv_session* s, cudaStream_t st, const struct dmat* gat
 	struct gemv_out o[2] = { { gate, g, width, NULL }, { up, u, width, NULL } };
 	pv_prof_weigh(d, o, 2, 1);
 	/* one row: the product silu(g) * u in the gate/up kernel's epilogue (same bits) */
-	const int paired = pv_cuda_gemv_swiglu(st, &o[0], &o[1], d->xn, H, n, nl, err, errlen);
+	const int paired = pv_cuda_gemv_swiglu(st, &d->tu, &o[0], &o[1], d->xn, H, n, nl, err, errlen);
 	if (paired < 0) return -1;
-	if (!paired && pv_cuda_gemv(st, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	if (!paired && pv_cuda_gemv(st, &d->tu, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	if (!shared && pv_prof_mark(d, G_GATEUP, *nl, err, errlen)) return -1;
 	struct gemv_out od[1] = { { down, out, H, NULL } };
 	pv_prof_weigh(d, od, 1, 1);
 	if (!paired) {
-		if (pv_cuda_swiglu(st, g, u, width, width, n, err, errlen)) return -1;
+		if (pv_cuda_swiglu(st, &d->tu, g, u, width, width, n, err, errlen)) return -1;
 		++*nl;
 	}
 	if (normed) {
 		if (fused_out(s, od, g, width, nn, n, nl, normed, err, errlen)) return -1;
-	} else if (pv_cuda_gemv(st, od, 1, g, NULL, width, PV_X_PLAIN, n, nl, err, errlen)) {
+	} else if (pv_cuda_gemv(st, &d->tu, od, 1, g, NULL, width, PV_X_PLAIN, n, nl, err, errlen)) {
 		return -1;
 	}
 	return pv_prof_mark(d, shared ? G_MSHARED : G_DOWN, *nl, err, errlen);
@@ -217,33 +217,33 @@ int enqueue_moe(struct pv_session* s, const struct dlayer* L, int n, int* nl, ch
 	}
 	struct gemv_out r[1] = { { &L->router, d->rlog, E, NULL } };
 	pv_prof_weigh(d, r, 1, 1);
-	if (pv_cuda_gemv(d->st, r, 1, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	if (pv_cuda_gemv(d->st, &d->tu, r, 1, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	if (pv_prof_mark(d, G_MROUTER, *nl, err, errlen)) return -1;
-	if (pv_cuda_moe_route(d->st, &a, err, errlen)) return -1;
+	if (pv_cuda_moe_route(d->st, &d->tu, &a, err, errlen)) return -1;
 	++*nl;
 	if (pv_prof_mark(d, G_MROUTE, *nl, err, errlen)) return -1;
 	struct gemv_gather ga = { d->top_idx, n * k, k, E, 0 };
 	struct gemv_out gu[2] = { { &L->ex_gate, d->eg, Ie, NULL }, { &L->ex_up, d->eu, Ie, NULL } };
 	pv_prof_weigh(d, gu, 2, (double)n * k / E);
 	/* one launch: each slot's gate and up rows with silu(g) * u in the epilogue (same bits) */
-	const int paired = n == 1 ? pv_cuda_gemv_swiglu_gather(d->st, &gu[0], &gu[1], d->xn, H, 1, &ga, nl, err, errlen) : 0;
+	const int paired = n == 1 ? pv_cuda_gemv_swiglu_gather(d->st, &d->tu, &gu[0], &gu[1], d->xn, H, 1, &ga, nl, err, errlen) : 0;
 	if (paired < 0) return -1;
-	if (!paired && pv_cuda_gemv_gather(d->st, gu, 2, d->xn, NULL, H, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
+	if (!paired && pv_cuda_gemv_gather(d->st, &d->tu, gu, 2, d->xn, NULL, H, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
 	ga.x_by_slot = 1;
 	struct gemv_out dn[1] = { { &L->ex_down, d->eo, H, NULL } };
 	pv_prof_weigh(d, dn, 1, (double)n * k / E);
 	if (!paired) {
-		if (pv_cuda_swiglu(d->st, d->eg, d->eu, Ie, Ie, n * k, err, errlen)) return -1;
+		if (pv_cuda_swiglu(d->st, &d->tu, d->eg, d->eu, Ie, Ie, n * k, err, errlen)) return -1;
 		++*nl;
 	}
-	if (pv_cuda_gemv_gather(d->st, dn, 1, d->eg, NULL, Ie, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
+	if (pv_cuda_gemv_gather(d->st, &d->tu, dn, 1, d->eg, NULL, Ie, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
 	if (pv_prof_mark(d, G_MEXPERTS, *nl, err, errlen)) return -1;
 	if (side) CU(cudaStreamWaitEvent(d->st, d->join_ev, 0), err, errlen);
 	if (a.shared && !side &&
 	    enqueue_swiglu(s, d->st, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n, nl, 1, err,
 	                   errlen))
 		return -1;
-	if (pv_cuda_moe_combine(d->st, &a, err, errlen)) return -1;
+	if (pv_cuda_moe_combine(d->st, &d->tu, &a, err, errlen)) return -1;
 	++*nl;
 	return pv_prof_mark(d, G_MCOMBINE, *nl, err, errlen);
 }
@@ -292,13 +292,13 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 	int normed = 0;
 
 	if (pv_prof_mark(d, G_START, nl, err, errlen)) goto out;
-	if (pv_cuda_embed(st, &dm->embed, step, d->x, H, n, err, errlen)) goto out;
+	if (pv_cuda_embed(st, &d->tu, &dm->embed, step, d->x, H, n, err, errlen)) goto out;
 	nl++;
 	if (pv_prof_mark(d, G_EMBED, nl, err, errlen)) goto out;
 	for (int l = 0; l < c->n_layers; l++) {
 		const struct dlayer* L = &dm->layers[l];
 		if (!normed) {
-			if (pv_cuda_add_rmsnorm(st, d->x, l ? d->delta : NULL, d->xn, L->attn_norm, H, c->rms_eps, n, err, errlen)) goto out;
+			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, l ? d->delta : NULL, d->xn, L->attn_norm, H, c->rms_eps, n, err, errlen)) goto out;
 			nl++;
 			if (pv_prof_mark(d, G_NORM, nl, err, errlen)) goto out;
 		}
@@ -309,7 +309,7 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 			goto out;
 		}
 		if (!normed) {
-			if (pv_cuda_add_rmsnorm(st, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen)) goto out;
+			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen)) goto out;
 			nl++;
 			if (pv_prof_mark(d, G_NORM, nl, err, errlen)) goto out;
 		}
@@ -326,7 +326,7 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 	if (lm) {
 		const int rows = n - lr0;
 		if (!normed) {
-			if (pv_cuda_add_rmsnorm(st, d->x + (size_t)lr0 * H, d->delta + (size_t)lr0 * H, d->xn, dm->final_norm, H, c->rms_eps,
+			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x + (size_t)lr0 * H, d->delta + (size_t)lr0 * H, d->xn, dm->final_norm, H, c->rms_eps,
 			                        rows, err, errlen))
 				goto out;
 			nl++;
@@ -334,9 +334,9 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 		}
 		struct gemv_out o[1] = { { &dm->lm_head, d->logits, c->vocab, NULL } };
 		pv_prof_weigh(d, o, 1, 1);
-		if (pv_cuda_gemv(st, o, 1, d->xn, NULL, H, PV_X_PLAIN, rows, &nl, err, errlen)) goto out;
+		if (pv_cuda_gemv(st, &d->tu, o, 1, d->xn, NULL, H, PV_X_PLAIN, rows, &nl, err, errlen)) goto out;
 		if (pv_prof_mark(d, G_LMHEAD, nl, err, errlen)) goto out;
-		if (pv_cuda_argmax(st, d->logits, c->vocab, rows, d->ids, err, errlen)) goto out;
+		if (pv_cuda_argmax(st, &d->tu, d->logits, c->vocab, rows, d->ids, err, errlen)) goto out;
 		nl++;
 		if (pv_prof_mark(d, G_ARGMAX, nl, err, errlen)) goto out;
 	}
@@ -396,7 +396,7 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 	int prefilled = 0, have_id = 0;
 	d->last_token = -1;
 
-	if (n == 1 && d->graphs_on) {
+	if (n == 1 && d->tu.graphs) {
 		/* the graph always runs the LM head and the argmax, and copies the id back */
 		if (!d->gexec && pv_cuda_capture(s, err, errlen)) goto failed;
 		d->gstep_host->pos0 = sp->pos0;
@@ -448,7 +448,7 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 	CU_OR(cudaStreamSynchronize(d->st), failed);
 	d->stats.syncs++;
 	if (prefilled) pv_prefill_account(s);
-	if (n == 1 && d->graphs_on) {
+	if (n == 1 && d->tu.graphs) {
 		have_id = 1;
 		if (sp->argmax && sp->argmax_row0 == 0) sp->argmax[0] = d->ids_host[0];
 	}

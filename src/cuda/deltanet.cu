@@ -68,8 +68,8 @@ __device__ float block_sum(float v, float* red)
  * S += k d^T; o_j = sum_i q_i S_ij (the same way); then the gated RMSNorm over the head,
  * w * rmsnorm(o) * pv_d_silu(z). Every order is fixed by dk and dv alone, rows run in order, so a row's
  * result does not depend on the call's row count (batch invariance). The dependent chains are
- * dk / 4 long (was dk, a thread per column with S in shared memory: ~30 us per layer on the H200
- * for Hv = 32, dk = dv = 128). */
+ * dk / 4 long (was dk, a thread per column with S in shared memory: twice slower, PERF.md
+ * session 2). */
 constexpr int RQ = 4;                   /* threads per column */
 constexpr int RTHREADS = RQ * DK_MAX;   /* 512: dv <= 128 columns */
 constexpr int RROWS = DK_MAX / RQ;      /* rows of S per thread */
@@ -182,11 +182,11 @@ int pv_cuda_delta_init(char* err, size_t errlen)
 	return 0; /* the state lives in registers: no shared-memory opt-in */
 }
 
-int pv_cuda_deltanet(cudaStream_t st, const struct delta_args* a, char* err, size_t errlen)
+int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, char* err, size_t errlen)
 {
 	if (pv_cuda_delta_check(a->dk, a->dv, a->Hk, a->Hv, a->Kc, err, errlen)) return -1;
 	const int cd = 2 * a->Hk * a->dk + a->Hv * a->dv;
-	PV_LAUNCH("deltanet conv", err, errlen, conv_kernel, dim3((unsigned)((cd + 127) / 128)), dim3(128), 0, st, *a);
-	PV_LAUNCH("deltanet recurrent", err, errlen, recurrent_kernel, dim3((unsigned)a->Hv), dim3(RTHREADS), 0, st, *a);
+	PV_LAUNCH("deltanet conv", tu, err, errlen, conv_kernel, dim3((unsigned)((cd + 127) / 128)), dim3(128), 0, st, *a);
+	PV_LAUNCH("deltanet recurrent", tu, err, errlen, recurrent_kernel, dim3((unsigned)a->Hv), dim3(RTHREADS), 0, st, *a);
 	return 0;
 }

@@ -332,24 +332,26 @@ int pv_prefill_deltanet_layer(struct pv_prefill_ctx* k, const struct dlayer* L, 
 	a.u = p->lu;
 	a.o = p->lo;
 	a.n = T;
-	const dcols_fn dc = p->delta_rec == 1 ? NULL : dcols_kernel_for(c->lin_k_dim, p->delta_rec == 0);
-	const int cols_per_block = p->delta_rec == 0 ? 8 : 32;
+	/* cuda.prefill_delta: 0 quad (four lanes per column), 1 the decode's kernels, 2 cols */
+	const int rule = v->tu.prefill_delta;
+	const dcols_fn dc = rule == 1 ? NULL : dcols_kernel_for(c->lin_k_dim, rule == 0);
+	const int cols_per_block = rule == 0 ? 8 : 32;
 	if (dc && c->lin_v_dim <= DNORM_THREADS) {
 		const int cd = pv_cfg_conv_dim(c);
 		char* err = k->err;
 		const size_t errlen = k->errlen;
-		PV_LAUNCH("prefill conv", err, errlen, dconv_kernel, dim3((unsigned)((cd + 127) / 128), (unsigned)T), dim3(128), 0, v->st, a);
-		PV_LAUNCH("prefill conv state", err, errlen, dconv_state_kernel, dim3((unsigned)((cd + 127) / 128)), dim3(128), 0, v->st, a);
-		PV_LAUNCH("prefill delta", err, errlen, dc, dim3((unsigned)((c->lin_v_dim + cols_per_block - 1) / cols_per_block), (unsigned)Hv),
+		PV_LAUNCH("prefill conv", &k->d->tu, err, errlen, dconv_kernel, dim3((unsigned)((cd + 127) / 128), (unsigned)T), dim3(128), 0, v->st, a);
+		PV_LAUNCH("prefill conv state", &k->d->tu, err, errlen, dconv_state_kernel, dim3((unsigned)((cd + 127) / 128)), dim3(128), 0, v->st, a);
+		PV_LAUNCH("prefill delta", &k->d->tu, err, errlen, dc, dim3((unsigned)((c->lin_v_dim + cols_per_block - 1) / cols_per_block), (unsigned)Hv),
 		          dim3(32), 0, v->st, a, p->lo);
-		PV_LAUNCH("prefill delta norm", err, errlen, dnorm_kernel, dim3((unsigned)T, (unsigned)Hv), dim3(DNORM_THREADS), 0, v->st, a,
+		PV_LAUNCH("prefill delta norm", &k->d->tu, err, errlen, dnorm_kernel, dim3((unsigned)T, (unsigned)Hv), dim3(DNORM_THREADS), 0, v->st, a,
 		          (const float*)p->lo, p->ob, pv_prefill_lo(p, p->ob), p->ldo);
 		p->nl += 4;
 	} else {
 		/* the decode's kernels: conv, then one block per head walking the rows (with the norm) */
-		if (pv_cuda_deltanet(v->st, &a, k->err, k->errlen)) return -1;
+		if (pv_cuda_deltanet(v->st, &v->tu, &a, k->err, k->errlen)) return -1;
 		p->nl += 2;
-		PV_LAUNCH("prefill cvt", k->err, k->errlen, cvt_kernel, dim3((unsigned)((vd + 255) / 256), (unsigned)T), dim3(256), 0, v->st,
+		PV_LAUNCH("prefill cvt", &k->d->tu, k->err, k->errlen, cvt_kernel, dim3((unsigned)((vd + 255) / 256), (unsigned)T), dim3(256), 0, v->st,
 		          p->lo, vd, p->ob, pv_prefill_lo(p, p->ob), p->ldo, vd);
 		p->nl++;
 	}

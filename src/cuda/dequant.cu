@@ -128,23 +128,23 @@ __global__ void dequant_k_kernel(pv_units::Planes m, int64_t rows, int cols, bf1
 
 /* out [rows][cols] = W as bf16 (the values dq_elem gives, rounded): by 32-element blocks for
  * Q8_0, Q4_K and Q6_K, else element by element */
-int pv_cuda_dequant_bf16(cudaStream_t st, const struct dmat* W, bf16* out, char* err, size_t errlen)
+int pv_cuda_dequant_bf16(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* W, bf16* out, char* err, size_t errlen)
 {
 	const int64_t total = W->rows * W->cols;
 	if (W->type == PV_Q8_0 && W->cols % 32 == 0) {
 		const int nb = (int)(W->cols / 32);
 		int64_t blocks = (W->rows * nb + 255) / 256;
 		if (blocks > 132 * 32) blocks = 132 * 32;
-		PV_LAUNCH("dequant q8_0", err, errlen, dequant_q8_kernel, dim3((unsigned)blocks), dim3(256), 0, st, pv_prefill_planes(W), W->rows, nb, out);
+		PV_LAUNCH("dequant q8_0", tu, err, errlen, dequant_q8_kernel, dim3((unsigned)blocks), dim3(256), 0, st, pv_prefill_planes(W), W->rows, nb, out);
 	} else if ((W->type == PV_Q4_K || W->type == PV_Q6_K) && W->cols % 256 == 0) {
 		int64_t blocks = (W->rows * (W->cols / 32) + 255) / 256;
 		if (blocks > 132 * 32) blocks = 132 * 32;
-		PV_LAUNCH("dequant k", err, errlen, dequant_k_kernel, dim3((unsigned)blocks), dim3(256), 0, st, pv_prefill_planes(W), W->rows, (int)W->cols,
+		PV_LAUNCH("dequant k", tu, err, errlen, dequant_k_kernel, dim3((unsigned)blocks), dim3(256), 0, st, pv_prefill_planes(W), W->rows, (int)W->cols,
 		          out);
 	} else {
 		int64_t blocks = (total + 255) / 256;
 		if (blocks > 132 * 32) blocks = 132 * 32;
-		PV_LAUNCH("dequant", err, errlen, dequant_kernel, dim3((unsigned)blocks), dim3(256), 0, st, pv_prefill_planes(W), W->rows, (int)W->cols, out);
+		PV_LAUNCH("dequant", tu, err, errlen, dequant_kernel, dim3((unsigned)blocks), dim3(256), 0, st, pv_prefill_planes(W), W->rows, (int)W->cols, out);
 	}
 	return 0;
 }
@@ -153,7 +153,8 @@ int pv_cuda_dequant_bf16(cudaStream_t st, const struct dmat* W, bf16* out, char*
 
 int pv_cuda_test_dequant(const struct pv_tensor* W, float* out, char* err, size_t errlen)
 {
-	if (pv_cuda_select_device(err, errlen)) return -1;
+	struct pv_cuda_tuning tu; /* the defaults and the environment: no model here */
+	if (pv_cuda_tuning_read(&tu, NULL, NULL, err, errlen) || pv_cuda_select_device(err, errlen)) return -1;
 	struct dmat d;
 	if (pv_cuda_plan_mat(W, &d, err, errlen)) return -1;
 	unsigned char* mem = NULL;
@@ -181,7 +182,7 @@ int pv_cuda_test_dequant(const struct pv_tensor* W, float* out, char* err, size_
 	if (pv_stager_new(&sg, st, d.bytes, err, errlen) || pv_stager_upload_mat(sg, W, &d, 0, err, errlen) ||
 	    pv_stager_finish(sg, err, errlen))
 		goto done;
-	if (pv_cuda_dequant_bf16(st, &d, dy, err, errlen)) goto done;
+	if (pv_cuda_dequant_bf16(st, &tu, &d, dy, err, errlen)) goto done;
 	CU_OR(cudaMemcpyAsync(host, dy, n * 2, cudaMemcpyDeviceToHost, st), done);
 	CU_OR(cudaStreamSynchronize(st), done);
 	for (size_t i = 0; i < n; i++) {

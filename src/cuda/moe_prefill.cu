@@ -221,26 +221,26 @@ int moe_layer(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 		a.xn = xg;
 		a.out = p->delta + (size_t)g0 * H;
 		struct gemv_out r[1] = { { &L->router, v->rlog, E, NULL } };
-		if (pv_cuda_gemv(v->st, r, 1, xg, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
-		if (pv_cuda_moe_route(v->st, &a, err, errlen)) return -1;
+		if (pv_cuda_gemv(v->st, &v->tu, r, 1, xg, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
+		if (pv_cuda_moe_route(v->st, &v->tu, &a, err, errlen)) return -1;
 		p->nl++;
 		struct gemv_gather ga = { v->top_idx, n * kk, kk, E, 0 };
 		struct gemv_out gu[2] = { { &L->ex_gate, v->eg, Ie, NULL }, { &L->ex_up, v->eu, Ie, NULL } };
-		if (pv_cuda_gemv_gather(v->st, gu, 2, xg, NULL, H, PV_X_PLAIN, 1, &ga, &p->nl, err, errlen)) return -1;
-		if (pv_cuda_swiglu(v->st, v->eg, v->eu, Ie, Ie, n * kk, err, errlen)) return -1;
+		if (pv_cuda_gemv_gather(v->st, &v->tu, gu, 2, xg, NULL, H, PV_X_PLAIN, 1, &ga, &p->nl, err, errlen)) return -1;
+		if (pv_cuda_swiglu(v->st, &v->tu, v->eg, v->eu, Ie, Ie, n * kk, err, errlen)) return -1;
 		p->nl++;
 		ga.x_by_slot = 1;
 		struct gemv_out dn[1] = { { &L->ex_down, v->eo, H, NULL } };
-		if (pv_cuda_gemv_gather(v->st, dn, 1, v->eg, NULL, Ie, PV_X_PLAIN, 1, &ga, &p->nl, err, errlen)) return -1;
+		if (pv_cuda_gemv_gather(v->st, &v->tu, dn, 1, v->eg, NULL, Ie, PV_X_PLAIN, 1, &ga, &p->nl, err, errlen)) return -1;
 		if (a.shared) {
 			struct gemv_out sgu[2] = { { &L->sh_gate, v->shg, Is, NULL }, { &L->sh_up, v->shu, Is, NULL } };
-			if (pv_cuda_gemv(v->st, sgu, 2, xg, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
-			if (pv_cuda_swiglu(v->st, v->shg, v->shu, Is, Is, n, err, errlen)) return -1;
+			if (pv_cuda_gemv(v->st, &v->tu, sgu, 2, xg, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
+			if (pv_cuda_swiglu(v->st, &v->tu, v->shg, v->shu, Is, Is, n, err, errlen)) return -1;
 			p->nl++;
 			struct gemv_out sd[1] = { { &L->sh_down, v->sho, H, NULL } };
-			if (pv_cuda_gemv(v->st, sd, 1, v->shg, NULL, Is, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
+			if (pv_cuda_gemv(v->st, &v->tu, sd, 1, v->shg, NULL, Is, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
 		}
-		if (pv_cuda_moe_combine(v->st, &a, err, errlen)) return -1;
+		if (pv_cuda_moe_combine(v->st, &v->tu, &a, err, errlen)) return -1;
 		p->nl++;
 	}
 	return 0;
@@ -270,7 +270,7 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 	for (int g0 = 0; g0 < T; g0 += PV_CUDA_ROWS) {
 		const int n = T - g0 < PV_CUDA_ROWS ? T - g0 : PV_CUDA_ROWS;
 		struct gemv_out r[1] = { { &L->router, p->rlog + (size_t)g0 * E, E, NULL } };
-		if (pv_cuda_gemv(st, r, 1, p->xn + (size_t)g0 * H, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
+		if (pv_cuda_gemv(st, &v->tu, r, 1, p->xn + (size_t)g0 * H, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
 	}
 	struct moe_args a;
 	pv_moe_args_layer(&a, c, L, T);
@@ -281,9 +281,9 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 	a.sh = p->so;
 	a.xn = p->xn;
 	a.out = p->delta;
-	if (pv_cuda_moe_route(st, &a, err, errlen)) return -1;
+	if (pv_cuda_moe_route(st, &v->tu, &a, err, errlen)) return -1;
 	p->nl++;
-	PV_LAUNCH("moe sort", err, errlen, moe_sort_kernel, dim3(1), dim3(SORT_THREADS), sizeof(int) * (size_t)(3 * E + 1), st, p->tidx,
+	PV_LAUNCH("moe sort", &k->d->tu, err, errlen, moe_sort_kernel, dim3(1), dim3(SORT_THREADS), sizeof(int) * (size_t)(3 * E + 1), st, p->tidx,
 	          nslots, E, p->eoff, p->perm, p->tiles, p->ntiles);
 	p->nl++;
 	const unsigned max_tiles = (unsigned)((nslots + GM - 1) / GM + E);
@@ -307,12 +307,12 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 		g.K = H;
 		g.wkind = wkind(&L->ex_gate, H);
 		if (wkind(&L->ex_up, H) != g.wkind) g.wkind = W_GENERIC;
-		PV_LAUNCH("moe gate/up", err, errlen, ggemm_kernel, dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+		PV_LAUNCH("moe gate/up", &k->d->tu, err, errlen, ggemm_kernel, dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
 		p->nl++;
 		if (pv_prefill_lo(p, p->xb)) { /* precise mode: += the low halves' product */
 			g.x = pv_prefill_lo(p, p->xb);
 			g.accumulate = 1;
-			PV_LAUNCH("moe gate/up lo", err, errlen, ggemm_kernel, dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+			PV_LAUNCH("moe gate/up lo", &k->d->tu, err, errlen, ggemm_kernel, dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
 			p->nl++;
 		}
 	}
@@ -336,12 +336,12 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 		g.N = H;
 		g.K = Ie;
 		g.wkind = wkind(&L->ex_down, Ie);
-		PV_LAUNCH("moe down", err, errlen, ggemm_kernel, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
+		PV_LAUNCH("moe down", &k->d->tu, err, errlen, ggemm_kernel, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
 		p->nl++;
 		if (pv_prefill_lo(p, p->ehb)) {
 			g.x = pv_prefill_lo(p, p->ehb);
 			g.accumulate = 1;
-			PV_LAUNCH("moe down lo", err, errlen, ggemm_kernel, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
+			PV_LAUNCH("moe down lo", &k->d->tu, err, errlen, ggemm_kernel, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
 			p->nl++;
 		}
 	}
@@ -350,7 +350,7 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 		if (pv_prefill_swiglu(k, p->sg, p->su, Is, p->shb, p->ldis, Is, T)) return -1;
 		if (pv_prefill_gemm(k, &L->sh_down, p->shb, p->ldis, p->so, H, T)) return -1;
 	}
-	if (pv_cuda_moe_combine(st, &a, err, errlen)) return -1;
+	if (pv_cuda_moe_combine(st, &v->tu, &a, err, errlen)) return -1;
 	p->nl++;
 	return 0;
 }

@@ -39,7 +39,6 @@
 
 namespace {
 
-constexpr int DEFAULT_CHUNK = 1024;
 constexpr size_t WS_BYTES = (size_t)32 << 20;
 
 int round8(int v) { return (v + 7) / 8 * 8; }
@@ -209,21 +208,7 @@ void free_scratch(struct pv_prefill* p)
 struct pv_prefill* get(struct pv_session* s)
 {
 	struct dsession* d = dsess(s);
-	if (!d->pre) {
-		struct pv_prefill* p = (struct pv_prefill*)pv_xcalloc(1, sizeof(*p));
-		const char* e = getenv("PV_CUDA_PREFILL");
-		p->on = !(e && !strcmp(e, "0"));
-		p->split = e && !strcmp(e, "2");
-		const char* ch = getenv("PV_CUDA_PREFILL_CHUNK");
-		p->chunk = p->chunk0 = ch && atoi(ch) > 0 ? atoi(ch) : DEFAULT_CHUNK;
-		const char* at = getenv("PV_CUDA_PREFILL_ATTN");
-		p->attn_f32 = at && !strcmp(at, "f32");
-		const char* mo = getenv("PV_CUDA_PREFILL_MOE");
-		p->moe_gemv = mo && !strcmp(mo, "gemv");
-		const char* dl = getenv("PV_CUDA_PREFILL_DELTA");
-		p->delta_rec = dl && !strcmp(dl, "decode") ? 1 : dl && !strcmp(dl, "cols") ? 2 : 0;
-		d->pre = p;
-	}
+	if (!d->pre) d->pre = (struct pv_prefill*)pv_xcalloc(1, sizeof(struct pv_prefill));
 	return d->pre;
 }
 
@@ -234,6 +219,8 @@ int ensure(struct pv_prefill* p, struct pv_session* s, char* err, size_t errlen)
 	const struct pv_config* c = &s->m->cfg;
 	const struct dmodel* dm = dmod(s);
 	struct dsession* d = dsess(s);
+	p->chunk = d->tu.prefill_chunk;
+	p->split = d->tu.prefill == 2;
 	p->R = p->chunk < s->max_batch ? p->chunk : s->max_batch;
 	if (p->R < 1) p->R = 1;
 	p->max_rows = s->max_batch;
@@ -258,7 +245,7 @@ int ensure(struct pv_prefill* p, struct pv_session* s, char* err, size_t errlen)
 	p->wbuf_elems = wb;
 	/* MoE FFNs: grouped expert GEMMs (else the decode's gathered GEMVs) */
 	p->moe_gemm = 0;
-	for (int l = 0; l < c->n_layers; l++) p->moe_gemm |= c->layer_moe[l] && !p->moe_gemv;
+	for (int l = 0; l < c->n_layers; l++) p->moe_gemm |= c->layer_moe[l] && d->tu.prefill_moe == 0;
 	p->ldie = round8(c->moe_inter > 0 ? c->moe_inter : 1);
 	p->ldis = round8(c->shared_inter > 0 ? c->shared_inter : 1);
 	struct carve cv = { 0, NULL };
@@ -303,7 +290,7 @@ int ensure(struct pv_prefill* p, struct pv_session* s, char* err, size_t errlen)
 int norm(struct pv_prefill_ctx* k, float* x, const float* delta, float* xn, bf16* xb, const float* w, int T)
 {
 	const int H = k->c->hidden;
-	PV_LAUNCH("prefill norm", k->err, k->errlen, norm_kernel, dim3((unsigned)T), dim3(NORM_THREADS), 0, k->d->st, x, delta, xn,
+	PV_LAUNCH("prefill norm", &k->d->tu, k->err, k->errlen, norm_kernel, dim3((unsigned)T), dim3(NORM_THREADS), 0, k->d->st, x, delta, xn,
 	          xb, pv_prefill_lo(k->p, xb), k->p->ldh, w, H, k->c->rms_eps);
 	k->p->nl++;
 	return 0;
@@ -335,7 +322,7 @@ int chunk(struct pv_prefill_ctx* k, int ci, int c0, int T, const struct pv_step*
 	const size_t errlen = k->errlen;
 	{
 		const struct dmat* E = &dm->embed;
-		PV_LAUNCH("prefill embed", err, errlen, embed_kernel, dim3((unsigned)((H + 255) / 256), (unsigned)T), dim3(256), 0, st,
+		PV_LAUNCH("prefill embed", &k->d->tu, err, errlen, embed_kernel, dim3((unsigned)((H + 255) / 256), (unsigned)T), dim3(256), 0, st,
 		          pv_prefill_planes(E), p->tok + c0, p->x, H);
 		p->nl++;
 	}
@@ -361,8 +348,8 @@ int chunk(struct pv_prefill_ctx* k, int ci, int c0, int T, const struct pv_step*
 	for (int g0 = r0; g0 < c0 + T; g0 += PV_CUDA_ROWS) {
 		const int rows = c0 + T - g0 < PV_CUDA_ROWS ? c0 + T - g0 : PV_CUDA_ROWS;
 		struct gemv_out o[1] = { { &dm->lm_head, d->logits, V, NULL } };
-		if (pv_cuda_gemv(st, o, 1, p->xn + (size_t)(g0 - r0) * H, NULL, H, PV_X_PLAIN, rows, &p->nl, err, errlen)) return -1;
-		if (pv_cuda_argmax(st, d->logits, V, rows, d->ids, err, errlen)) return -1;
+		if (pv_cuda_gemv(st, &d->tu, o, 1, p->xn + (size_t)(g0 - r0) * H, NULL, H, PV_X_PLAIN, rows, &p->nl, err, errlen)) return -1;
+		if (pv_cuda_argmax(st, &d->tu, d->logits, V, rows, d->ids, err, errlen)) return -1;
 		p->nl++;
 		if (pv_cuda_copy_outputs(sp, g0, rows, d->logits, d->ids, p->xn + (size_t)(g0 - r0) * H, V, H, st, &d->stats.memcpys,
 		                         err, errlen))
@@ -405,7 +392,7 @@ int pv_prefill_gemm(struct pv_prefill_ctx* k, const struct dmat* W, const bf16* 
 		if ((size_t)total > p->wbuf_elems || !p->wbuf)
 			return pv_errf(k->err, k->errlen, "CUDA backend: prefill: a [%lld, %lld] matrix exceeds the dequantization buffer",
 			               (long long)W->rows, (long long)W->cols);
-		if (pv_cuda_dequant_bf16(k->d->st, W, p->wbuf, k->err, k->errlen)) return -1;
+		if (pv_cuda_dequant_bf16(k->d->st, &k->d->tu, W, p->wbuf, k->err, k->errlen)) return -1;
 		p->nl++;
 		w = p->wbuf;
 		ldw = (int)W->cols;
@@ -423,7 +410,7 @@ int pv_prefill_gemm(struct pv_prefill_ctx* k, const struct dmat* W, const bf16* 
 int pv_prefill_bias(struct pv_prefill_ctx* k, float* y, int ld, const float* b, int w, int T)
 {
 	if (!b) return 0;
-	PV_LAUNCH("prefill bias", k->err, k->errlen, bias_kernel, dim3((unsigned)((w + 255) / 256), (unsigned)T), dim3(256), 0,
+	PV_LAUNCH("prefill bias", &k->d->tu, k->err, k->errlen, bias_kernel, dim3((unsigned)((w + 255) / 256), (unsigned)T), dim3(256), 0,
 	          k->d->st, y, ld, b, w);
 	k->p->nl++;
 	return 0;
@@ -431,7 +418,7 @@ int pv_prefill_bias(struct pv_prefill_ctx* k, float* y, int ld, const float* b, 
 
 int pv_prefill_swiglu(struct pv_prefill_ctx* k, const float* g, const float* u, int ld, bf16* h, int ldh, int w, int T)
 {
-	PV_LAUNCH("prefill swiglu", k->err, k->errlen, swiglu_kernel, dim3((unsigned)((w + 255) / 256), (unsigned)T), dim3(256), 0,
+	PV_LAUNCH("prefill swiglu", &k->d->tu, k->err, k->errlen, swiglu_kernel, dim3((unsigned)((w + 255) / 256), (unsigned)T), dim3(256), 0,
 	          k->d->st, g, u, ld, h, pv_prefill_lo(k->p, h), ldh, w);
 	k->p->nl++;
 	return 0;
@@ -444,7 +431,7 @@ int pv_cuda_prefill_available(void) { return pv_cublas_load(NULL); }
 int pv_prefill_wanted(struct pv_session* s, int n)
 {
 	struct pv_prefill* p = get(s);
-	if (!p->on || p->broken || n <= PV_CUDA_ROWS || n < s->chunk_min) return 0;
+	if (!dsess(s)->tu.prefill || p->broken || n <= PV_CUDA_ROWS || n < s->chunk_min) return 0;
 	const char* why = NULL;
 	if (!pv_cublas_load(&why)) {
 		if (!p->fallback[0]) {
@@ -498,7 +485,7 @@ int pv_prefill_forward(struct pv_session* s, const struct pv_step* sp, int* have
 void pv_prefill_prepare(struct pv_session* s)
 {
 	struct pv_prefill* p = get(s);
-	if (p->prepared || p->R || !p->on || s->max_batch <= PV_CUDA_ROWS || s->max_batch < s->chunk_min) return;
+	if (p->prepared || p->R || !dsess(s)->tu.prefill || s->max_batch <= PV_CUDA_ROWS || s->max_batch < s->chunk_min) return;
 	p->prepared = 1;
 	if (!pv_cublas_load(NULL)) return; /* pv_prefill_wanted says so once, at the first prompt */
 	char err[256];
@@ -509,8 +496,6 @@ void pv_prefill_prepare(struct pv_session* s)
 		pv_log(PV_LOG_WARN, "cuda: %s", p->fallback);
 	}
 }
-
-int pv_prefill_mode(const struct pv_prefill* p) { return !p || !p->on ? 0 : p->split ? 2 : 1; }
 
 const char* pv_prefill_fallback(const struct pv_prefill* p) { return p && p->fallback[0] ? p->fallback : NULL; }
 
@@ -526,11 +511,13 @@ void pv_prefill_account(struct pv_session* s)
 void pv_prefill_set(struct pv_session* s, int on, int chunk_rows)
 {
 	struct pv_prefill* p = get(s);
-	p->on = on != 0;
-	const int want = chunk_rows > 0 ? chunk_rows : p->chunk0, split = on == 2;
-	if (want != p->chunk || split != p->split) {
-		free_scratch(p); /* the scratch depends on both */
-		p->chunk = want;
+	struct dsession* d = dsess(s);
+	d->tu.prefill = on < 0 ? 0 : on > 2 ? 2 : on;
+	d->tu.prefill_chunk = chunk_rows > 0 ? chunk_rows : dmod(s)->tu.prefill_chunk;
+	const int split = d->tu.prefill == 2;
+	if (d->tu.prefill_chunk != p->chunk || split != p->split) {
+		free_scratch(p); /* the scratch depends on both: laid out again by the next ensure() */
+		p->chunk = d->tu.prefill_chunk;
 		p->split = split;
 		p->prepared = p->broken = 0;
 		p->fallback[0] = 0;

@@ -39,15 +39,12 @@ int pv_cublas_gemm(void* h, const __nv_bfloat16* W, int ldw, const __nv_bfloat16
 /* ---- the path's state (one per session) and the per-call context ------------------------------ */
 
 struct pv_prefill {
-	int on, chunk, chunk0;    /* settings; chunk0: the default (PV_CUDA_PREFILL_CHUNK or 1024)  */
+	/* what the scratch was laid out for (the session's cuda.prefill_chunk and cuda.prefill; the
+	 * other switches are read from the session's settings, d->tu, at each call) */
+	int chunk;                /* rows per chunk asked for (R is at most max_batch)             */
 	int split;                /* precise mode: every GEMM input as bf16 hi + lo (two GEMMs), the
-	                           * f32 attention (pv_cuda_set_prefill on = 2, PV_CUDA_PREFILL=2)   */
+	                           * f32 attention (cuda.prefill = 2, pv_cuda_set_prefill on = 2)   */
 	bf16 *xl, *ol, *hl, *ehl, *shl; /* the low halves of xb, ob, hb, ehb, shb (precise mode)   */
-	int attn_f32;             /* attention on the CUDA cores (PV_CUDA_PREFILL_ATTN=f32), else mma */
-	int moe_gemv;             /* MoE experts by the decode's gathered GEMVs (PV_CUDA_PREFILL_MOE=gemv) */
-	int delta_rec;            /* DeltaNet rule: 0 four lanes per column (default), 1 the decode's one-block-per-head
-	                           * kernels (PV_CUDA_PREFILL_DELTA=decode), 2 a lane per column, bitwise the decode's
-	                           * (PV_CUDA_PREFILL_DELTA=cols) */
 	int R, max_rows, n_steps; /* scratch rows (0: not allocated), tokens and steps it holds   */
 	unsigned char* mem;
 	size_t mem_bytes;
@@ -123,7 +120,7 @@ int pv_prefill_deltanet_layer(struct pv_prefill_ctx* k, const struct dlayer* L, 
 /* moe_prefill.cu: the MoE FFN over T rows into delta (grouped GEMMs, or the decode's GEMVs) */
 int pv_prefill_moe_layer(struct pv_prefill_ctx* k, const struct dlayer* L, int T);
 /* dequant.cu: out [rows][cols] = W as bf16 (the values dq_elem gives, rounded) */
-int pv_cuda_dequant_bf16(cudaStream_t st, const struct dmat* W, bf16* out, char* err, size_t errlen);
+int pv_cuda_dequant_bf16(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* W, bf16* out, char* err, size_t errlen);
 
 /* ---- device helpers of several prefill kernels ------------------------------------------------- */
 

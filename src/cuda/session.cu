@@ -129,12 +129,9 @@ void layout(struct pv_session* s, struct carve* cv)
 void dims(const struct pv_session* s, struct dsession* d)
 {
 	const struct pv_config* c = &s->m->cfg;
-	const char* g = getenv("PV_CUDA_GRAPHS"); /* 0: one-row calls use direct launches (diagnosis) */
-	d->graphs_on = !(g && !strcmp(g, "0"));
+	d->tu = dmod(s)->tu;
 	/* keys per attention split: a session constant (the layout of every row's sum depends on it) */
-	const char* as = getenv("PV_CUDA_ATT_SPLIT");
-	d->att_split = as && !strcmp(as, "64") ? 64 : as && !strcmp(as, "16") ? 16 : 32; /* 32: measured 214.5 vs 208.1 tok/s (8B bf16, H200) */
-	d->n_split = (s->n_ctx + d->att_split - 1) / d->att_split;
+	d->n_split = (s->n_ctx + d->tu.att_split - 1) / d->tu.att_split;
 	d->ldq = (c->attn_gate ? 2 : 1) * pv_cfg_q_dim(c);
 	d->ffn = c->intermediate > 0 ? c->intermediate : 1;
 	d->n_slots = (s->max_batch + PV_CUDA_ROWS - 1) / PV_CUDA_ROWS;
@@ -169,7 +166,7 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 
 	if (pv_cuda_gemv_tma_init(err, errlen)) return -1; /* before any graph capture */
 	CU(cudaStreamCreateWithFlags(&d->st, cudaStreamNonBlocking), err, errlen);
-	if (c->n_experts && c->shared_inter && pv_cuda_moe_side) {
+	if (c->n_experts && c->shared_inter && d->tu.moe_side) {
 		CU(cudaStreamCreateWithFlags(&d->st2, cudaStreamNonBlocking), err, errlen);
 		CU(cudaEventCreateWithFlags(&d->fork_ev, cudaEventDisableTiming), err, errlen);
 		CU(cudaEventCreateWithFlags(&d->join_ev, cudaEventDisableTiming), err, errlen);
@@ -210,7 +207,7 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 	/* what the first calls would otherwise set up (evaluation allocates nothing): the prefill
 	 * path's cuBLAS handle and scratch, and the one-row graph */
 	pv_prefill_prepare(s);
-	if (d->graphs_on && pv_cuda_capture(s, err, errlen)) return -1;
+	if (d->tu.graphs && pv_cuda_capture(s, err, errlen)) return -1;
 	CU(cudaMemGetInfo(&fr, &tot), err, errlen);
 	d->stats.used_after_init = tot - fr;
 	return 0;
@@ -315,7 +312,7 @@ void stats(const struct pv_session* s, struct pv_session_stats* st)
 	st->fast_ms = c->prefill_gpu_ms;
 	st->fast_kernels = c->prefill_kernels;
 	st->fast_gemms = c->prefill_gemms;
-	if (st->path_last && !strcmp(st->path_last, "fast") && pv_prefill_mode(d->pre) == 2) st->path_last = "precise";
+	if (st->path_last && !strcmp(st->path_last, "fast") && d->tu.prefill == 2) st->path_last = "precise";
 	st->fallback = pv_prefill_fallback(d->pre);
 }
 
@@ -344,14 +341,16 @@ uint64_t session_bytes(const struct pv_model* m, const struct pv_session_params*
 
 int backend_model_init(struct pv_model* m, const struct pv_model_params* p, char* err, size_t errlen)
 {
-	return pv_cuda_model_init(m, p, err, errlen) ? PV_E_DEVICE : PV_OK;
+	const int rc = pv_cuda_model_init(m, p, err, errlen);
+	return rc < 0 ? rc : rc ? PV_E_DEVICE : PV_OK;
 }
 
+/* the knobs in effect for this model's sessions (tuning.cu's table, read at open) */
 int model_knobs(const struct pv_model* m, const struct pv_knob** out)
 {
-	(void)m;
-	*out = NULL;
-	return 0;
+	const struct dmodel* dm = (const struct dmodel*)m->dev;
+	*out = dm ? dm->knobs : NULL;
+	return dm ? PV_CUDA_N_KNOBS : 0;
 }
 
 int model_device_stats(const struct pv_model* m, struct pv_model_device_stats* st)
@@ -418,7 +417,7 @@ int pv_cuda_last_token(const struct pv_session* s)
 
 void pv_cuda_set_graphs(struct pv_session* s, int on)
 {
-	if (s && s->be == pv_backend_cuda() && s->be_state) dsess(s)->graphs_on = on != 0;
+	if (s && s->be == pv_backend_cuda() && s->be_state) dsess(s)->tu.graphs = on != 0;
 }
 
 void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk)

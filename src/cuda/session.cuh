@@ -53,10 +53,12 @@ struct dsession {
 	struct dstep* gstep_host; /* pinned                                                      */
 	int* ids_host;            /* pinned, [PV_CUDA_ROWS]                                      */
 	int n_slots;
-	int n_split, att_split, ldq, ffn;
+	int n_split, ldq, ffn;    /* attention splits of cuda.att_split keys over n_ctx            */
 	cudaGraph_t graph;
 	cudaGraphExec_t gexec;
-	int graphs_on;
+	/* the model's tuning switches (tuning.cuh), this session's copy: pv_cuda_set_graphs and
+	 * pv_cuda_set_prefill change graphs and prefill / prefill_chunk here only */
+	struct pv_cuda_tuning tu;
 	struct pv_prefill* pre;   /* the prompt path (prefill.cu), set up in session_init         */
 	int failed;
 	int last_token;
@@ -139,8 +141,7 @@ void pv_prefill_account(struct pv_session* s);
 /* on: 0 off, 1 fast, 2 precise; chunk: rows per chunk (0: the default) */
 void pv_prefill_set(struct pv_session* s, int on, int chunk);
 void pv_prefill_free(struct pv_prefill* p);
-/* 0 off, 1 fast, 2 precise; and why the path is off for the session (NULL while it is on) */
-int pv_prefill_mode(const struct pv_prefill* p);
+/* why the path is off for the session (NULL while it is on) */
 const char* pv_prefill_fallback(const struct pv_prefill* p);
 
 #endif
