@@ -215,7 +215,11 @@ struct delta_args {
 	int Hk, Hv, dk, dv, Kc, v_tiled, n;
 	float eps;
 };
-int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, char* err, size_t errlen);
+/* snap (NULL: none): also keep the state after every row t < n in the snapshot slot t: snap is
+ * this layer's S in the slot of the call's row 0 (the layer's window follows its S, as in the
+ * checkpoint layout), snap_stride the floats from one slot to the next */
+int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, float* snap, size_t snap_stride,
+                     char* err, size_t errlen);
 
 /* The layer's weights, state and shapes in a (decode, deltanet.cu, and prefill, prefill.cu):
  * S is the layer's [Hv][dk][dv] state, its conv window follows it. The caller sets the row

@@ -37,8 +37,11 @@ int fused_out(struct pv_session* s, const struct gemv_out* o, const float* x, in
 	return 0;
 }
 
+/* One Gated DeltaNet mixer: projections, conv + recurrence + gated norm, out_proj into delta.
+ * snap (NULL: none): the step's snapshot slot of row 0 (all layers); this layer's part of every
+ * row's slot is written too (deltanet.cu). */
 int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n, const float* nn, int* normed, int* nl,
-                     char* err, size_t errlen)
+                     float* snap, char* err, size_t errlen)
 {
 	const struct pv_config* c = &s->m->cfg;
 	struct dsession* d = dsess(s);
@@ -74,8 +77,9 @@ int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n,
 	a.u = d->lin_u;
 	a.o = d->lin_o;
 	a.n = n;
-	if (pv_cuda_deltanet(d->st, &d->tu, &a, err, errlen)) return -1;
-	*nl += 2;
+	const size_t lofs = (size_t)d->lin_index[l] * pv_state_floats_per_layer(c); /* the layer within a state */
+	if (pv_cuda_deltanet(d->st, &d->tu, &a, snap ? snap + lofs : NULL, d->state_floats, err, errlen)) return -1;
+	*nl += snap ? 3 : 2;
 	if (pv_prof_mark(d, G_DREC, *nl, err, errlen)) return -1;
 	struct gemv_out o[1] = { { &L->out_proj, d->delta, H, NULL } };
 	pv_prof_weigh(d, o, 1, 1);
@@ -278,8 +282,9 @@ void fail_outputs(const struct pv_session* s, const struct pv_step* sp)
 } // namespace
 
 /* Rows [0, n) of one step at step->pos0: every layer, then (lm) the final norm, the LM head and
- * the argmax for rows [lr0, n). */
-int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, char* err, size_t errlen)
+ * the argmax for rows [lr0, n); snap: see session.cuh. */
+int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, float* snap, char* err,
+                         size_t errlen)
 {
 	const struct pv_config* c = &s->m->cfg;
 	const struct dmodel* dm = dmod(s);
@@ -304,7 +309,7 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 		}
 		normed = 0;
 		if (c->layer_kind[l] == PV_LAYER_LINEAR) {
-			if (enqueue_deltanet(s, L, l, n, L->ffn_norm, &normed, &nl, err, errlen)) goto out;
+			if (enqueue_deltanet(s, L, l, n, L->ffn_norm, &normed, &nl, snap, err, errlen)) goto out;
 		} else if (enqueue_attention(s, L, l, step, n, L->ffn_norm, &normed, &nl, err, errlen)) {
 			goto out;
 		}
@@ -355,7 +360,7 @@ int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen)
 	int rc = 0;
 	cudaError_t e = cudaMemcpyAsync(d->gstep_dev, d->gstep_host, sizeof(struct dstep), cudaMemcpyHostToDevice, d->st);
 	if (e != cudaSuccess) rc = pv_cuda_fail(err, errlen, "graph step copy", e);
-	if (!rc) rc = pv_cuda_enqueue_step(s, d->gstep_dev, 1, 1, 0, err, errlen);
+	if (!rc) rc = pv_cuda_enqueue_step(s, d->gstep_dev, 1, 1, 0, NULL, err, errlen);
 	if (!rc) {
 		e = cudaMemcpyAsync(d->ids_host, d->ids, sizeof(int), cudaMemcpyDeviceToHost, d->st);
 		if (e != cudaSuccess) rc = pv_cuda_fail(err, errlen, "graph id copy", e);
@@ -388,15 +393,19 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 		fail_outputs(s, sp);
 		return PV_E_DEVICE;
 	}
-	if (sp->snap_row0 >= 0)
-		return pv_session_fail(s, PV_E_UNSUPPORTED, "CUDA backend: per-row snapshots are not implemented yet");
+	/* snapshots: the state after row t goes to slot snap_row0 + t, written by the DeltaNet kernels
+	 * of exact steps with direct launches (the decode graph has no snapshot writes) */
+	const int snap = sp->snap_row0 >= 0 && d->state_floats;
+	if (snap && (sp->snap_row0 + n > s->n_snapshots || !d->snap))
+		return pv_session_fail(s, PV_E_INVALID, "CUDA backend: snapshot rows [%d, %d) outside the session's %d slots", sp->snap_row0,
+		                       sp->snap_row0 + n, s->n_snapshots);
 	d->stats.forwards++;
 	d->stats.tokens += (uint64_t)n;
 	const int r0 = pv_step_lm_row0(sp);
 	int prefilled = 0, have_id = 0;
 	d->last_token = -1;
 
-	if (n == 1 && d->tu.graphs) {
+	if (n == 1 && d->tu.graphs && !snap) {
 		/* the graph always runs the LM head and the argmax, and copies the id back */
 		if (!d->gexec && pv_cuda_capture(s, err, errlen)) goto failed;
 		d->gstep_host->pos0 = sp->pos0;
@@ -410,7 +419,7 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 		if (r0 == 0 && pv_cuda_copy_outputs(&o, 0, 1, d->logits, d->ids, d->xn, s->m->cfg.vocab, s->m->cfg.hidden, d->st,
 		                                     &d->stats.memcpys, err, errlen))
 			goto failed;
-	} else if (!sp->exact && pv_prefill_wanted(s, n)) {
+	} else if (!sp->exact && !snap && pv_prefill_wanted(s, n)) {
 		/* Prompt hook: long calls (>= chunk_min_tokens rows) go to the prefill path: bf16
 		 * tensor-core GEMMs in chunks, results within tolerance of the 16-row steps (like the
 		 * CPU's chunked DeltaNet), no host synchronisation until the one below. */
@@ -434,7 +443,8 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 			for (int i = 0; i < rows; i++) h->tokens[i] = tokens[c0 + i];
 			CU_OR(cudaMemcpyAsync(d->step_dev, h, sizeof(*h), cudaMemcpyHostToDevice, d->st), failed);
 			d->stats.memcpys++;
-			if (pv_cuda_enqueue_step(s, d->step_dev, rows, lm, lr0, err, errlen)) goto failed;
+			float* sn = snap ? d->snap + (size_t)(sp->snap_row0 + c0) * d->state_floats : NULL;
+			if (pv_cuda_enqueue_step(s, d->step_dev, rows, lm, lr0, sn, err, errlen)) goto failed;
 			if (lm && pv_cuda_copy_outputs(sp, c0 + lr0, rows - lr0, d->logits, d->ids, d->xn, s->m->cfg.vocab, s->m->cfg.hidden,
 			                               d->st, &d->stats.memcpys, err, errlen))
 				goto failed;
@@ -448,7 +458,7 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 	CU_OR(cudaStreamSynchronize(d->st), failed);
 	d->stats.syncs++;
 	if (prefilled) pv_prefill_account(s);
-	if (n == 1 && d->tu.graphs) {
+	if (n == 1 && d->tu.graphs && !snap) {
 		have_id = 1;
 		if (sp->argmax && sp->argmax_row0 == 0) sp->argmax[0] = d->ids_host[0];
 	}

@@ -349,7 +349,7 @@ int pv_prefill_deltanet_layer(struct pv_prefill_ctx* k, const struct dlayer* L, 
 		p->nl += 4;
 	} else {
 		/* the decode's kernels: conv, then one block per head walking the rows (with the norm) */
-		if (pv_cuda_deltanet(v->st, &v->tu, &a, k->err, k->errlen)) return -1;
+		if (pv_cuda_deltanet(v->st, &v->tu, &a, NULL, 0, k->err, k->errlen)) return -1;
 		p->nl += 2;
 		PV_LAUNCH("prefill cvt", &k->d->tu, k->err, k->errlen, cvt_kernel, dim3((unsigned)((vd + 255) / 256), (unsigned)T), dim3(256), 0, v->st,
 		          p->lo, vd, p->ob, pv_prefill_lo(p, p->ob), p->ldo, vd);

@@ -212,13 +212,12 @@ struct pv_prefill* get(struct pv_session* s)
 	return d->pre;
 }
 
-/* The scratch, pinned buffers, cuBLAS handle and events, once (p->R != 0 afterwards). */
-int ensure(struct pv_prefill* p, struct pv_session* s, char* err, size_t errlen)
+/* The scratch's dimensions for the session's settings (what layout() needs). */
+void plan(struct pv_prefill* p, const struct pv_session* s)
 {
-	if (p->R) return 0;
 	const struct pv_config* c = &s->m->cfg;
 	const struct dmodel* dm = dmod(s);
-	struct dsession* d = dsess(s);
+	const struct dsession* d = dsess(s);
 	p->chunk = d->tu.prefill_chunk;
 	p->split = d->tu.prefill == 2;
 	p->R = p->chunk < s->max_batch ? p->chunk : s->max_batch;
@@ -248,6 +247,15 @@ int ensure(struct pv_prefill* p, struct pv_session* s, char* err, size_t errlen)
 	for (int l = 0; l < c->n_layers; l++) p->moe_gemm |= c->layer_moe[l] && d->tu.prefill_moe == 0;
 	p->ldie = round8(c->moe_inter > 0 ? c->moe_inter : 1);
 	p->ldis = round8(c->shared_inter > 0 ? c->shared_inter : 1);
+}
+
+/* The scratch, pinned buffers, cuBLAS handle and events, once (p->R != 0 afterwards). */
+int ensure(struct pv_prefill* p, struct pv_session* s, char* err, size_t errlen)
+{
+	if (p->R) return 0;
+	const struct pv_config* c = &s->m->cfg;
+	struct dsession* d = dsess(s);
+	plan(p, s);
 	struct carve cv = { 0, NULL };
 	layout(p, s, &cv);
 	p->mem_bytes = cv.off;
@@ -280,7 +288,6 @@ int ensure(struct pv_prefill* p, struct pv_session* s, char* err, size_t errlen)
 		CU(cudaEventCreate(&p->ev1), err, errlen);
 	}
 	if (pv_prefill_attention_init(c->head_dim, err, errlen)) return -1;
-	d->stats.session_bytes += p->mem_bytes;
 	return 0;
 }
 
@@ -428,6 +435,25 @@ int pv_prefill_swiglu(struct pv_prefill_ctx* k, const float* g, const float* u, 
 
 int pv_cuda_prefill_available(void) { return pv_cublas_load(NULL); }
 
+/* the set-up happens at session creation when the settings and the session's rows call for it */
+static int set_up_wanted(const struct pv_session* s)
+{
+	return dsess(s)->tu.prefill && s->max_batch > PV_CUDA_ROWS && s->max_batch >= s->chunk_min;
+}
+
+uint64_t pv_prefill_bytes(const struct pv_session* s)
+{
+	if (!set_up_wanted(s)) return 0;
+	struct pv_prefill p;
+	memset(&p, 0, sizeof p);
+	plan(&p, s);
+	struct carve cv = { 0, NULL };
+	layout(&p, s, &cv);
+	return cv.off;
+}
+
+uint64_t pv_prefill_device_bytes(const struct pv_prefill* p) { return p && p->mem ? p->mem_bytes : 0; }
+
 int pv_prefill_wanted(struct pv_session* s, int n)
 {
 	struct pv_prefill* p = get(s);
@@ -485,7 +511,7 @@ int pv_prefill_forward(struct pv_session* s, const struct pv_step* sp, int* have
 void pv_prefill_prepare(struct pv_session* s)
 {
 	struct pv_prefill* p = get(s);
-	if (p->prepared || p->R || !dsess(s)->tu.prefill || s->max_batch <= PV_CUDA_ROWS || s->max_batch < s->chunk_min) return;
+	if (p->prepared || p->R || !set_up_wanted(s)) return;
 	p->prepared = 1;
 	if (!pv_cublas_load(NULL)) return; /* pv_prefill_wanted says so once, at the first prompt */
 	char err[256];

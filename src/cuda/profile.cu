@@ -84,7 +84,7 @@ int pv_cuda_profile(struct pv_session* s, int32_t token, int reps, struct pv_cud
 	d->pending_bytes = 0;
 	uint64_t before = d->stats.direct_kernels;
 	e = cudaMemcpyAsync(d->gstep_dev, d->gstep_host, sizeof(struct dstep), cudaMemcpyHostToDevice, d->st);
-	int erc = e != cudaSuccess ? pv_cuda_fail(err, errlen, "profile step copy", e) : pv_cuda_enqueue_step(s, d->gstep_dev, 1, 1, 0, err, errlen);
+	int erc = e != cudaSuccess ? pv_cuda_fail(err, errlen, "profile step copy", e) : pv_cuda_enqueue_step(s, d->gstep_dev, 1, 1, 0, NULL, err, errlen);
 	d->prof = 0;
 	d->stats.direct_kernels = before;
 	e = cudaStreamEndCapture(d->st, &g);

@@ -113,6 +113,7 @@ void layout(struct pv_session* s, struct carve* cv)
 		const size_t cd = (size_t)pv_cfg_conv_dim(c), vd = (size_t)pv_cfg_value_dim(c), Hv = (size_t)c->lin_v_heads;
 		d->state = take<float>(cv, d->state_floats);
 		d->ckpt = take<float>(cv, d->state_floats * (size_t)s->n_ckpt_slots);
+		d->snap = s->n_snapshots ? take<float>(cv, d->state_floats * (size_t)s->n_snapshots) : NULL;
 		d->lin_raw = take<float>(cv, B * (size_t)d->ld_raw);
 		d->lin_u = take<float>(cv, B * cd);
 		d->lin_z = take<float>(cv, B * vd);
@@ -200,7 +201,6 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 		CU(cudaMemcpyAsync(d->sin, s->rope_sin, nt * sizeof(float), cudaMemcpyHostToDevice, d->st), err, errlen);
 	}
 	CU(cudaStreamSynchronize(d->st), err, errlen);
-	d->stats.session_bytes = d->mem_bytes;
 	size_t fr = 0, tot = 0;
 	CU(cudaMemGetInfo(&fr, &tot), err, errlen);
 	d->stats.used_after_init = tot - fr;
@@ -219,35 +219,45 @@ int session_init_be(struct pv_session* s, const struct pv_session_params* p, cha
 	return session_init(s, err, errlen) ? PV_E_DEVICE : PV_OK;
 }
 
-/* The recurrent state (every linear layer's S and conv window) to / from checkpoint slot `slot`:
- * one device-to-device copy and a sync (session.c calls these only for models with DeltaNet
- * layers). A failure marks the session failed. */
-int state_copy(struct pv_session* s, int slot, int save)
+/* The recurrent state (every linear layer's S and conv window, state_floats floats) from src to
+ * dst, both device memory: one device-to-device copy and a sync (session.c calls these only for
+ * models with DeltaNet layers). A failure marks the session failed. */
+int state_copy(struct pv_session* s, float* dst, const float* src, const char* what)
 {
 	struct dsession* d = dsess(s);
 	if (d->failed) return PV_E_DEVICE;
 	if (!d->state_floats) return PV_OK;
-	float* ck = d->ckpt + (size_t)slot * d->state_floats;
-	const size_t bytes = d->state_floats * sizeof(float);
-	cudaError_t e = cudaMemcpyAsync(save ? ck : d->state, save ? d->state : ck, bytes, cudaMemcpyDeviceToDevice, d->st);
+	cudaError_t e = cudaMemcpyAsync(dst, src, d->state_floats * sizeof(float), cudaMemcpyDeviceToDevice, d->st);
 	if (e == cudaSuccess) e = cudaStreamSynchronize(d->st);
 	d->stats.memcpys++;
 	d->stats.syncs++;
 	if (e != cudaSuccess) {
-		pv_cuda_fail(s->err, sizeof(s->err), save ? "checkpoint save" : "checkpoint load", e);
+		pv_cuda_fail(s->err, sizeof(s->err), what, e);
 		pv_cuda_fail_session(s);
 		return PV_E_DEVICE;
 	}
 	return PV_OK;
 }
 
-int state_save(struct pv_session* s, int slot) { return state_copy(s, slot, 1); }
-int state_load(struct pv_session* s, int slot) { return state_copy(s, slot, 0); }
+int state_save(struct pv_session* s, int slot)
+{
+	struct dsession* d = dsess(s);
+	return state_copy(s, d->ckpt + (size_t)slot * d->state_floats, d->state, "checkpoint save");
+}
 
+int state_load(struct pv_session* s, int slot)
+{
+	struct dsession* d = dsess(s);
+	return state_copy(s, d->state, d->ckpt + (size_t)slot * d->state_floats, "checkpoint load");
+}
+
+/* the state after row `slot` of the last PV_EVAL_SNAPSHOT call becomes the current state */
 int snapshot_load(struct pv_session* s, int slot)
 {
-	(void)slot;
-	return pv_session_fail(s, PV_E_UNSUPPORTED, "CUDA backend: per-row snapshots are not implemented yet");
+	struct dsession* d = dsess(s);
+	if (!d->snap || slot < 0 || slot >= s->n_snapshots)
+		return pv_session_fail(s, PV_E_INVALID, "CUDA backend: snapshot slot %d outside [0, %d)", slot, s->n_snapshots);
+	return state_copy(s, d->state, d->snap + (size_t)slot * d->state_floats, "snapshot load");
 }
 
 int state_reset(struct pv_session* s)
@@ -283,9 +293,12 @@ int copy_prefix(struct pv_session* dst, const struct pv_session* src, int n, int
 		d->stats.memcpys += 2;
 	}
 	if (e == cudaSuccess && d->state_floats) {
-		if (from == PV_STATE_SNAPSHOT)
-			return pv_session_fail(dst, PV_E_UNSUPPORTED, "CUDA backend: per-row snapshots are not implemented yet");
-		const float* st = from == PV_STATE_CHECKPOINT ? sd->ckpt + (size_t)index * sd->state_floats : sd->state;
+		if (from == PV_STATE_SNAPSHOT && (!sd->snap || index < 0 || index >= src->n_snapshots))
+			return pv_session_fail(dst, PV_E_INVALID, "CUDA backend: the source's snapshot slot %d outside [0, %d)", index,
+			                       src->n_snapshots);
+		const float* st = from == PV_STATE_CHECKPOINT ? sd->ckpt + (size_t)index * sd->state_floats
+		                  : from == PV_STATE_SNAPSHOT ? sd->snap + (size_t)index * sd->state_floats
+		                                              : sd->state;
 		e = cudaMemcpyAsync(d->state, st, d->state_floats * sizeof(float), cudaMemcpyDeviceToDevice, d->st);
 		d->stats.memcpys++;
 	}
@@ -307,7 +320,7 @@ void stats(const struct pv_session* s, struct pv_session_stats* st)
 	st->kernels = c->direct_kernels + c->graph_launches * c->graph_kernels;
 	st->syncs = c->syncs;
 	st->memcpys = c->memcpys;
-	st->device_bytes = c->session_bytes;
+	st->device_bytes = d->mem_bytes + pv_prefill_device_bytes(d->pre);
 	st->device_used = c->used_after_init;
 	st->fast_ms = c->prefill_gpu_ms;
 	st->fast_kernels = c->prefill_kernels;
@@ -316,7 +329,9 @@ void stats(const struct pv_session* s, struct pv_session_stats* st)
 	st->fallback = pv_prefill_fallback(d->pre);
 }
 
-/* Device bytes of a session with these parameters: layout() over a session that is never made. */
+/* Device bytes of a session with these parameters: layout() over a session that is never made,
+ * plus the prefill scratch its creation sets up (pv_prefill_bytes: counted whenever the settings
+ * and max_batch call for it; a machine without cuBLAS skips it, so there this is an upper bound). */
 uint64_t session_bytes(const struct pv_model* m, const struct pv_session_params* p)
 {
 	struct pv_session s;
@@ -326,17 +341,20 @@ uint64_t session_bytes(const struct pv_model* m, const struct pv_session_params*
 	s.m = m;
 	s.n_ctx = p->n_ctx;
 	s.max_batch = p->max_batch;
+	s.chunk_min = p->chunk_min_tokens;
 	s.n_ckpt_slots = p->n_checkpoints;
 	for (int l = 0; l < m->cfg.n_layers; l++)
 		if (m->cfg.layer_kind[l] == PV_LAYER_LINEAR) s.state_floats += pv_state_floats_per_layer(&m->cfg);
+	s.n_snapshots = s.state_floats ? p->n_snapshots : 0; /* as session.c: attention-only models keep none */
 	s.be_state = &d;
 	dims(&s, &d);
 	struct carve cv = { 0, NULL };
 	layout(&s, &cv);
+	const uint64_t bytes = cv.off + pv_prefill_bytes(&s);
 	free(d.kc);
 	free(d.vc);
 	free(d.lin_index);
-	return cv.off;
+	return bytes;
 }
 
 int backend_model_init(struct pv_model* m, const struct pv_model_params* p, char* err, size_t errlen)
@@ -399,7 +417,9 @@ extern "C" const struct pv_backend* pv_backend_cuda(void) { return cuda_table();
 int pv_cuda_session_stats(const struct pv_session* s, struct pv_cuda_session_stats* st)
 {
 	if (!s || s->be != pv_backend_cuda() || !s->be_state) return -1;
-	*st = dsess(s)->stats;
+	const struct dsession* d = dsess(s);
+	*st = d->stats;
+	st->session_bytes = d->mem_bytes + pv_prefill_device_bytes(d->pre);
 	return 0;
 }
 

@@ -37,8 +37,9 @@ struct dsession {
 	int* ids;                 /* [B] argmax of the logits rows                               */
 	unsigned* ncnt;           /* the fused add+RMSNorm's completion counter (zero between uses) */
 	/* Gated DeltaNet: every linear layer's S then conv state, contiguous (the CPU's layout);
-	 * the checkpoint slots and the snapshot slots have the same size and layout */
-	float *state, *ckpt;
+	 * the checkpoint slots [n_ckpt_slots] and the per-row snapshot slots [n_snapshots]
+	 * (PV_EVAL_SNAPSHOT) have the same size and layout */
+	float *state, *ckpt, *snap;
 	size_t state_floats;
 	int* lin_index;           /* [n_layers]: position among the linear layers, or -1          */
 	float *lin_raw, *lin_u, *lin_z, *lin_b, *lin_a, *lin_ab, *lin_o; /* [B][ld_raw], [B][cd], [B][vd], [B][Hv] x2, [B][2Hv], [B][vd] */
@@ -106,8 +107,11 @@ void pv_cuda_fail_session(struct pv_session* s);
 int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp);
 int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen);
 /* decode.cu: rows [0, n) of one step at step->pos0: every layer, then (lm) the final norm, the
- * LM head and the argmax for rows [lr0, n) */
-int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, char* err, size_t errlen);
+ * LM head and the argmax for rows [lr0, n). snap (NULL: none): the snapshot slot that receives
+ * the recurrent state after row 0; row t's goes to the slot t after it (direct launches only:
+ * the graph never has snapshots). */
+int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, float* snap, char* err,
+                         size_t errlen);
 /* decode.cu: copies back the outputs of step rows [g0, g0 + rows) whose LM rows are on the
  * device (row g0 first): logits rows in d_logits, argmax ids in d_ids, final-norm rows in d_xn */
 int pv_cuda_copy_outputs(const struct pv_step* sp, int g0, int rows, const float* d_logits, const int* d_ids, const float* d_xn,
@@ -141,6 +145,10 @@ void pv_prefill_account(struct pv_session* s);
 /* on: 0 off, 1 fast, 2 precise; chunk: rows per chunk (0: the default) */
 void pv_prefill_set(struct pv_session* s, int on, int chunk);
 void pv_prefill_free(struct pv_prefill* p);
+/* device bytes of the scratch a session with these settings sets up (0: none), and of the one it
+ * holds now */
+uint64_t pv_prefill_bytes(const struct pv_session* s);
+uint64_t pv_prefill_device_bytes(const struct pv_prefill* p);
 /* why the path is off for the session (NULL while it is on) */
 const char* pv_prefill_fallback(const struct pv_prefill* p);
 
