@@ -257,6 +257,17 @@ __device__ __forceinline__ int pv_delta_src_col(const delta_args& a, int ch)
 	const int cc = ch - 2 * kd;
 	return (cc / (r * a.dv)) * gw + 2 * a.dk + cc % (r * a.dv);
 }
+/* the output gate z of row t, value head h, column j: from z, or from Qwen3-Next's key-group-major
+ * qkvz rows in mix (the same expression in deltanet.cu's recurrence and the prefill's gated
+ * norm); r = Hv / Hk, vd = Hv dv */
+__device__ __forceinline__ float pv_delta_z(const delta_args& a, int t, int h, int j, int dk, int dv, int r, int vd)
+{
+	if (a.qkvz) {
+		const int gw = 2 * dk + 2 * r * dv, e = h * dv + j;
+		return a.mix[(size_t)t * a.ld_mix + (e / (r * dv)) * gw + 2 * dk + r * dv + e % (r * dv)];
+	}
+	return a.z[(size_t)t * vd + (size_t)h * dv + j];
+}
 int pv_cuda_delta_check(int dk, int dv, int Hk, int Hv, int Kc, char* err, size_t errlen);
 int pv_cuda_delta_init(char* err, size_t errlen); /* once per session, before any capture */
 
@@ -394,6 +405,42 @@ __device__ __forceinline__ void pv_add_rmsnorm_row(float* x, const float* delta,
 		const float4 g = __ldg(w4 + i);
 		o4[i] = make_float4((v.x * r) * g.x, (v.y * r) * g.y, (v.z * r) * g.z, (v.w * r) * g.w);
 	}
+}
+
+/* The first half of an add+RMSNorm of row t by a block of NT threads (norm_rope.cu's kernel and
+ * the prefill's): x[t] += delta[t] (unless delta is NULL), thread-strided, in order; returns this
+ * thread's sum of squares of the new row. */
+template <int NT>
+__device__ __forceinline__ float pv_add_sumsq(float* xr, const float* delta, int t, int H)
+{
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < H; i += NT) {
+		float v = xr[i];
+		if (delta) {
+			v = v + delta[(size_t)t * H + i];
+			xr[i] = v;
+		}
+		ss = ss + v * v;
+	}
+	return ss;
+}
+
+/* Fixed-order block sum of NT threads, the same on every thread: warp butterflies, the warps in
+ * order on thread 0, broadcast through red[NT / 32] (red: NT / 32 + 1 floats). */
+template <int NT>
+__device__ __forceinline__ float pv_block_sum_all(float v, float* red)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	v = pv_warp_sum(v);
+	if (lane == 0) red[warp] = v;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		float s = red[0];
+		for (int i = 1; i < NT / 32; i++) s = s + red[i];
+		red[NT / 32] = s;
+	}
+	__syncthreads();
+	return red[NT / 32];
 }
 
 /* the add+RMSNorm a GEMV may do in its epilogue (pv_cuda_gemv_norm): after every block has

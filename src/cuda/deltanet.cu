@@ -192,13 +192,7 @@ __device__ __forceinline__ void recurrent_body(const delta_args& a, float* qs, f
 		if (col && r == 0) {
 			const float rn = 1.0f / sqrtf(ss / (float)dv + a.eps);
 			float y = (o * rn) * a.lin_norm[j];
-			float z;
-			if (a.qkvz) {
-				const int gw = 2 * dk + 2 * rr_ * dv, e = h * dv + j;
-				z = a.mix[(size_t)t * a.ld_mix + (e / (rr_ * dv)) * gw + 2 * dk + rr_ * dv + e % (rr_ * dv)];
-			} else {
-				z = a.z[(size_t)t * vd + (size_t)h * dv + j];
-			}
+			const float z = pv_delta_z(a, t, h, j, dk, dv, rr_, vd);
 			a.o[(size_t)t * vd + (size_t)h * dv + j] = y * pv_d_silu(z);
 		}
 		__syncthreads(); /* qs/ks are rewritten for the next row */

@@ -67,6 +67,21 @@ __global__ void dconv_state_kernel(const __grid_constant__ delta_args a)
 	}
 }
 
+/* The sums of squares of q and k by the decode's block_sum tree: warp butterflies over elements
+ * lane + 32 w, then w in order (the decode's warps past dk add zeros). */
+template <int NG>
+__device__ __forceinline__ void qk_sumsq(const float* qn, const float* kn, float& ssq, float& ssk)
+{
+	ssq = 0.0f;
+	ssk = 0.0f;
+#pragma unroll
+	for (int w = 0; w < NG; w++) {
+		const float sq = pv_warp_sum(qn[w] * qn[w]), sk = pv_warp_sum(kn[w] * kn[w]);
+		ssq = w ? ssq + sq : sq;
+		ssk = w ? ssk + sk : sk;
+	}
+}
+
 template <int DK>
 __global__ void __launch_bounds__(32) dcols_kernel(const __grid_constant__ delta_args a, float* oraw)
 {
@@ -84,7 +99,9 @@ __global__ void __launch_bounds__(32) dcols_kernel(const __grid_constant__ delta
 	for (int i = 0; i < DK; i++) st[i] = col ? S[(size_t)i * dv + j] : 0.0f;
 	const float qscale = 1.0f / sqrtf((float)dk);
 	const float sa = a.ssm_a[h], db = a.dt_bias[h];
-	/* inputs of row t: q, k elements lane + 32 w, v of column j, the beta and decay inputs */
+	/* inputs of row t: q, k elements lane + 32 w, v of column j, the beta and decay inputs (the
+	 * same loads as dquad_kernel's; a shared __forceinline__ function for them changed both
+	 * kernels' PTX, so each keeps its lambda) */
 	float qn[NG], kn[NG], vn = 0.0f, bn = 0.0f, gn = 0.0f;
 	auto load = [&](int t) {
 		const float* u = a.u + (size_t)t * cd;
@@ -108,13 +125,8 @@ __global__ void __launch_bounds__(32) dcols_kernel(const __grid_constant__ delta
 	for (int t = 0; t < a.n; t++) {
 		/* the decode's block_sum: warp butterflies over elements lane + 32 w, then w in order
 		 * (its warps past dk add zeros) */
-		float ssq = 0.0f, ssk = 0.0f;
-#pragma unroll
-		for (int w = 0; w < NG; w++) {
-			const float sq = pv_warp_sum(qn[w] * qn[w]), sk = pv_warp_sum(kn[w] * kn[w]);
-			ssq = w ? ssq + sq : sq;
-			ssk = w ? ssk + sk : sk;
-		}
+		float ssq, ssk;
+		qk_sumsq<NG>(qn, kn, ssq, ssk);
 		__syncwarp(); /* the previous row's qs/ks are consumed */
 #pragma unroll
 		for (int w = 0; w < NG; w++) {
@@ -199,13 +211,8 @@ __global__ void __launch_bounds__(32) dquad_kernel(const __grid_constant__ delta
 	};
 	if (a.n > 0) load(0);
 	for (int t = 0; t < a.n; t++) {
-		float ssq = 0.0f, ssk = 0.0f;
-#pragma unroll
-		for (int w = 0; w < NG; w++) {
-			const float sq = pv_warp_sum(qn[w] * qn[w]), sk = pv_warp_sum(kn[w] * kn[w]);
-			ssq = w ? ssq + sq : sq;
-			ssk = w ? ssk + sk : sk;
-		}
+		float ssq, ssk;
+		qk_sumsq<NG>(qn, kn, ssq, ssk);
 		__syncwarp(); /* the previous row's qs/ks are consumed */
 #pragma unroll
 		for (int w = 0; w < NG; w++) {
@@ -267,13 +274,7 @@ __global__ void __launch_bounds__(DNORM_THREADS) dnorm_kernel(const __grid_const
 	if (!col) return;
 	const float rr = 1.0f / sqrtf(ss / (float)dv + a.eps);
 	const float y = (o * rr) * a.lin_norm[j];
-	float z;
-	if (a.qkvz) {
-		const int gw = 2 * dk + 2 * r * dv, e = h * dv + j;
-		z = a.mix[(size_t)t * a.ld_mix + (e / (r * dv)) * gw + 2 * dk + r * dv + e % (r * dv)];
-	} else {
-		z = a.z[(size_t)t * vd + (size_t)h * dv + j];
-	}
+	const float z = pv_delta_z(a, t, h, j, dk, dv, r, vd);
 	put_bf16(ob, obl, (size_t)t * ldo + (size_t)h * dv + j, y * pv_d_silu(z));
 }
 

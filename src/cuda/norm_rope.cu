@@ -37,22 +37,6 @@ constexpr int NORM_THREADS = 512;  /* rows whose width is not a multiple of 4, o
 constexpr int NORM4_THREADS = 256; /* = the GEMV block: the fused epilogue runs the same code */
 
 /* sum over the block in a fixed order: per-warp butterflies, then the warps in order */
-template <int NT>
-__device__ float block_sum(float v, float* red)
-{
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	v = pv_warp_sum(v);
-	if (lane == 0) red[warp] = v;
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		float s = red[0];
-		for (int i = 1; i < NT / 32; i++) s = s + red[i];
-		red[NT / 32] = s;
-	}
-	__syncthreads();
-	return red[NT / 32];
-}
-
 __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(float* x, const float* delta, float* xn,
                                                                    const float* w, int H, float eps)
 {
@@ -60,16 +44,7 @@ __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(float* x, con
 	__shared__ float red[NORM_THREADS / 32 + 1];
 	const int t = blockIdx.x;
 	float* xr = x + (size_t)t * H;
-	float ss = 0.0f;
-	for (int i = threadIdx.x; i < H; i += NORM_THREADS) {
-		float v = xr[i];
-		if (delta) {
-			v = v + delta[(size_t)t * H + i];
-			xr[i] = v;
-		}
-		ss = ss + v * v;
-	}
-	ss = block_sum<NORM_THREADS>(ss, red);
+	const float ss = pv_block_sum_all<NORM_THREADS>(pv_add_sumsq<NORM_THREADS>(xr, delta, t, H), red);
 	const float r = 1.0f / sqrtf(ss / (float)H + eps); /* pv_rmsnorm */
 	for (int i = threadIdx.x; i < H; i += NORM_THREADS) xn[(size_t)t * H + i] = (xr[i] * r) * w[i];
 }

@@ -66,25 +66,8 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_kernel(float* x, const floa
 	__shared__ float red[NORM_THREADS / 32 + 1];
 	const int t = blockIdx.x;
 	float* xr = x + (size_t)t * H;
-	float ss = 0.0f;
-	for (int i = threadIdx.x; i < H; i += NORM_THREADS) {
-		float v = xr[i];
-		if (delta) {
-			v = v + delta[(size_t)t * H + i];
-			xr[i] = v;
-		}
-		ss = ss + v * v;
-	}
-	ss = pv_warp_sum(ss);
-	if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		float s = red[0];
-		for (int i = 1; i < NORM_THREADS / 32; i++) s = s + red[i];
-		red[NORM_THREADS / 32] = s;
-	}
-	__syncthreads();
-	const float r = 1.0f / sqrtf(red[NORM_THREADS / 32] / (float)H + eps);
+	const float ss = pv_block_sum_all<NORM_THREADS>(pv_add_sumsq<NORM_THREADS>(xr, delta, t, H), red);
+	const float r = 1.0f / sqrtf(ss / (float)H + eps);
 	for (int i = threadIdx.x; i < H; i += NORM_THREADS) {
 		const float y = (xr[i] * r) * w[i];
 		if (xn) xn[(size_t)t * H + i] = y;
