@@ -8,10 +8,12 @@
  *
  * What the backend does (src/cuda/README.md has the design and the exactness argument):
  *   - weights are uploaded once, in their stored types, when pv_model_params.backend is "cuda";
+ *     the tuning switches (pv_model_knobs) are read then, once per model;
  *   - every Qwen layer kind: attention (Qwen2 biases, q/k norm, partial RoPE, output gate),
  *     Gated DeltaNet (recurrent form), dense SwiGLU and MoE (routing on the GPU, shared expert);
- *   - a session holds the KV cache (f32, like the CPU), the DeltaNet states and checkpoint slots,
- *     rope tables computed on the host exactly as the CPU backend computes them, all scratch;
+ *   - a session holds the KV cache (f32, like the CPU), the DeltaNet states, checkpoint and
+ *     per-row snapshot slots (PV_EVAL_SNAPSHOT), the rope tables the engine computed, all scratch,
+ *     the prefill set-up and the decode graph: all made when the session is created;
  *   - every kernel reduces in an order fixed by the row length alone, so a row's logits never
  *     depend on how many rows share a call (batch invariance), on the graph or the direct path;
  *   - a one-token call replays a CUDA graph captured once per session: per token the host writes
@@ -100,13 +102,14 @@ struct pv_cuda_session_stats {
 int pv_cuda_session_stats(const struct pv_session* s, struct pv_cuda_session_stats* st);
 
 /* NULL while the session is healthy; else the CUDA error that stopped it. A failed step makes
- * pv_session_eval return -1 with this message (also in pv_session_error), fills the requested
+ * pv_session_eval return PV_E_DEVICE with this message (also in pv_session_error), fills the requested
  * logits with NaN, and every later step fails the same way. */
 const char* pv_cuda_session_error(const struct pv_session* s);
 
 /* Argmax (lowest index on ties, as pv_argmax) of the last logits row the last call computed on
- * the GPU; -1 if none. A one-row call always computes it, with or without host logits, so greedy
- * decoding can pass logits = NULL and read only this id. */
+ * the GPU; -1 if none. A one-row call on the decode graph always computes it, with or without
+ * host logits (other calls when an output asks for the last row); programs read argmax ids
+ * through pv_eval_out instead. */
 int pv_cuda_last_token(const struct pv_session* s);
 
 /* Where a decode token's time goes: a graph of the one-row step with timing events between its

@@ -221,7 +221,7 @@ struct delta_args {
 int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, float* snap, size_t snap_stride,
                      char* err, size_t errlen);
 
-/* The layer's weights, state and shapes in a (decode, deltanet.cu, and prefill, prefill.cu):
+/* The layer's weights, state and shapes in a (decode, deltanet.cu, and prefill, deltanet_prefill.cu):
  * S is the layer's [Hv][dk][dv] state, its conv window follows it. The caller sets the row
  * buffers (mix, z, b, a, ab, u, o), qkvz, ba_grouped and n. */
 static inline void pv_delta_args_layer(struct delta_args* a, const struct pv_config* c, const struct dlayer* L, float* S)
