@@ -58,15 +58,15 @@ int main(void)
 	}
 	refused("cuda.bogus=1", "bogus");
 	refused("bogus", "bogus");
-	refused("cuda.pdl", "cuda.pdl");              /* no value                    */
-	refused("cuda.pdl=2", "cuda.pdl");            /* out of range                */
-	refused("cuda.pdl=1x", "cuda.pdl");           /* trailing junk               */
-	refused("cuda.att_split=48", "cuda.att_split");/* not a power of two         */
+	refused("cuda.pdl", "cuda.pdl");                /* no value                    */
+	refused("cuda.pdl=2", "cuda.pdl");              /* out of range                */
+	refused("cuda.pdl=1x", "cuda.pdl");             /* trailing junk               */
+	refused("cuda.att_split=48", "cuda.att_split"); /* not a power of two         */
 	refused("cuda.att_split=128", "cuda.att_split");
 	refused("cuda.prefill_attn=f16", "cuda.prefill_attn");
 	refused("cuda.gemv_tma=4", "cuda.gemv_tma");
 	refused("cuda.prefill_chunk=0", "cuda.prefill_chunk");
-	refused("cuda.pdl=0,cuda.bogus=1", "bogus");  /* one bad entry fails the lot */
+	refused("cuda.pdl=0,cuda.bogus=1", "bogus"); /* one bad entry fails the lot */
 	/* the environment is read too, and a bad value there is refused with the variable's name */
 	setenv("PV_CUDA_ATT_SPLIT", "48", 1);
 	refused(NULL, "PV_CUDA_ATT_SPLIT");

@@ -259,7 +259,8 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
 	return 0;
 }
 
-int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err, size_t errlen)
+int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err,
+                      size_t errlen)
 {
 	if (pv_cuda_attention_check(a->nh, a->nkv, a->hd, a->n_split, err, errlen)) return -1;
 	if (a->split != 16 && a->split != 32 && a->split != 64) return pv_errf(err, errlen, "CUDA backend: attention split of %d keys", a->split);
@@ -269,7 +270,7 @@ int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const st
 	const unsigned gx = (unsigned)(a->n_split < MAX_GRID_X ? a->n_split : MAX_GRID_X);
 	PV_LAUNCH("attention", tu, err, errlen, attn_split_kernel, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
 	          split_smem(G, a->hd, a->fuse), st, *a);
-	PV_LAUNCH("attention combine", tu, err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS), 0, st,
-	          *a);
+	PV_LAUNCH("attention combine", tu, err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS),
+	          0, st, *a);
 	return 0;
 }

@@ -30,14 +30,17 @@ namespace {
 constexpr int AQ = 32, AK = 32, ATHREADS = 128, MAX_HD4 = 64;
 
 struct pattn_args {
-	const float* q;          /* [T][nh*hd]                                                     */
-	const float *kc, *vc;    /* [n_ctx][nkv*hd]                                                */
-	const float* gate;       /* [T][nh*hd] or NULL                                             */
-	bf16 *o, *ol;            /* [T][ldo]; ol: the low halves (precise mode) or NULL            */
+	const float* q;       /* [T][nh*hd]                                                     */
+	const float *kc, *vc; /* [n_ctx][nkv*hd]                                                */
+	const float* gate;    /* [T][nh*hd] or NULL                                             */
+	bf16 *o, *ol;         /* [T][ldo]; ol: the low halves (precise mode) or NULL            */
 	int ldo, T, pos0, nh, nkv, hd, bq;
 };
 
-size_t attn_smem(int hd) { return sizeof(float) * ((size_t)AQ * (hd + 4) + (size_t)AK * (hd + 4) + (size_t)AK * hd + (size_t)AQ * (AK + 1)); }
+size_t attn_smem(int hd)
+{
+	return sizeof(float) * ((size_t)AQ * (hd + 4) + (size_t)AK * (hd + 4) + (size_t)AK * hd + (size_t)AQ * (AK + 1));
+}
 
 __global__ void __launch_bounds__(ATHREADS) attn_kernel(const __grid_constant__ pattn_args a)
 {
@@ -268,7 +271,8 @@ __global__ void __launch_bounds__(MTHREADS) attn_mma_kernel(const __grid_constan
 #pragma unroll
 			for (int n2 = 0; n2 < 4; n2++) {
 				uint32_t kb[4];
-				ldsm_x4(kb, Ks + (16 * n2 + (lane & 7) + 8 * (lane >> 4)) * HS + 16 * kk + 8 * ((lane >> 3) & 1));
+				ldsm_x4(kb,
+				        Ks + (16 * n2 + (lane & 7) + 8 * (lane >> 4)) * HS + 16 * kk + 8 * ((lane >> 3) & 1));
 				mma16816(s[2 * n2], qa, kb[0], kb[1]);
 				mma16816(s[2 * n2 + 1], qa, kb[2], kb[3]);
 			}
@@ -320,11 +324,13 @@ __global__ void __launch_bounds__(MTHREADS) attn_mma_kernel(const __grid_constan
 #pragma unroll
 		for (int ks = 0; ks < MK / 16; ks++) {
 			uint32_t pf[4] = { pack_h2(s[2 * ks][0], s[2 * ks][1]), pack_h2(s[2 * ks][2], s[2 * ks][3]),
-				           pack_h2(s[2 * ks + 1][0], s[2 * ks + 1][1]), pack_h2(s[2 * ks + 1][2], s[2 * ks + 1][3]) };
+				           pack_h2(s[2 * ks + 1][0], s[2 * ks + 1][1]),
+				           pack_h2(s[2 * ks + 1][2], s[2 * ks + 1][3]) };
 #pragma unroll
 			for (int d2 = 0; d2 < NT; d2++) {
 				uint32_t vb[4];
-				ldsm_x4_t(vb, Vs + (16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1)) * HS + 16 * d2 + 8 * (lane >> 4));
+				ldsm_x4_t(vb,
+				          Vs + (16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1)) * HS + 16 * d2 + 8 * (lane >> 4));
 				mma16816(o[2 * d2], pf, vb[0], vb[1]);
 				mma16816(o[2 * d2 + 1], pf, vb[2], vb[3]);
 			}
@@ -376,10 +382,12 @@ attn_fn mma_kernel(int NT)
 
 int pv_prefill_attention_init(int head_dim, char* err, size_t errlen)
 {
-	CU(cudaFuncSetAttribute(attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attn_smem(head_dim)), err, errlen);
+	CU(cudaFuncSetAttribute(attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attn_smem(head_dim)), err,
+	   errlen);
 	const int NT = (head_dim + 15) / 16;
 	if (mma_kernel(NT))
-		CU(cudaFuncSetAttribute(mma_kernel(NT), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mma_smem(NT)), err, errlen);
+		CU(cudaFuncSetAttribute(mma_kernel(NT), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mma_smem(NT)), err,
+		   errlen);
 	return 0;
 }
 
@@ -389,7 +397,8 @@ int pv_prefill_attention_layer(struct pv_prefill_ctx* k, const struct dlayer* L,
 	struct dsession* v = k->d;
 	const struct pv_config* c = k->c;
 	const int H = c->hidden, kvd = pv_cfg_kv_dim(c);
-	if (pv_prefill_gemm(k, &L->wq, p->xb, p->ldh, p->qraw, v->ldq, T) || pv_prefill_gemm(k, &L->wk, p->xb, p->ldh, p->kraw, kvd, T) ||
+	if (pv_prefill_gemm(k, &L->wq, p->xb, p->ldh, p->qraw, v->ldq, T) ||
+	    pv_prefill_gemm(k, &L->wk, p->xb, p->ldh, p->kraw, kvd, T) ||
 	    pv_prefill_gemm(k, &L->wv, p->xb, p->ldh, p->vraw, kvd, T))
 		return -1;
 	if (pv_prefill_bias(k, p->qraw, v->ldq, L->bq, (int)L->wq.rows, T) || pv_prefill_bias(k, p->kraw, kvd, L->bk, kvd, T) ||
@@ -432,7 +441,8 @@ int pv_prefill_attention_layer(struct pv_prefill_ctx* k, const struct dlayer* L,
 	b.hd = c->head_dim;
 	const int G = c->n_heads / c->n_kv_heads, NT = (c->head_dim + 15) / 16;
 	if (AQ / G < 1 || c->head_dim % 4 || c->head_dim / 4 > MAX_HD4)
-		return pv_errf(k->err, k->errlen, "CUDA backend: prefill attention: %d heads per kv head, head dim %d", G, c->head_dim);
+		return pv_errf(k->err, k->errlen, "CUDA backend: prefill attention: %d heads per kv head, head dim %d", G,
+		               c->head_dim);
 	const attn_fn mk = v->tu.prefill_attn == 1 || p->split ? NULL : mma_kernel(NT);
 	if (mk) {
 		b.bq = MQ / G;
@@ -441,7 +451,8 @@ int pv_prefill_attention_layer(struct pv_prefill_ctx* k, const struct dlayer* L,
 	} else {
 		b.bq = AQ / G;
 		const dim3 grid((unsigned)((T + b.bq - 1) / b.bq), (unsigned)c->n_kv_heads);
-		PV_LAUNCH("prefill attention", &k->d->tu, k->err, k->errlen, attn_kernel, grid, dim3(ATHREADS), attn_smem(c->head_dim), v->st, b);
+		PV_LAUNCH("prefill attention", &k->d->tu, k->err, k->errlen, attn_kernel, grid, dim3(ATHREADS),
+		          attn_smem(c->head_dim), v->st, b);
 	}
 	p->nl++;
 	return pv_prefill_gemm(k, &L->wo, p->ob, p->ldo, p->delta, H, T);

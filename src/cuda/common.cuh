@@ -43,13 +43,13 @@ int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e);
 
 /* CU_OR(call, label): on failure, the message into the enclosing function's err / errlen and a
  * jump to label (functions with clean-up to do before they return). */
-#define CU_OR(call, label)                                           \
-	do {                                                         \
-		cudaError_t cu_e_ = (call);                           \
-		if (cu_e_ != cudaSuccess) {                           \
-			pv_cuda_fail(err, errlen, #call, cu_e_);      \
-			goto label;                                   \
-		}                                                     \
+#define CU_OR(call, label)                                       \
+	do {                                                     \
+		cudaError_t cu_e_ = (call);                      \
+		if (cu_e_ != cudaSuccess) {                      \
+			pv_cuda_fail(err, errlen, #call, cu_e_); \
+			goto label;                              \
+		}                                                \
 	} while (0)
 
 
@@ -102,8 +102,8 @@ struct dmodel {
 	const float* final_norm;
 	struct dlayer* layers;                  /* host array of device pointers               */
 	struct pv_cuda_model_stats st;
-	struct pv_cuda_tuning tu;               /* the knobs in effect, read once at open       */
-	struct pv_knob knobs[PV_CUDA_N_KNOBS];  /* the same as pv_model_knobs lists them        */
+	struct pv_cuda_tuning tu;              /* the knobs in effect, read once at open       */
+	struct pv_knob knobs[PV_CUDA_N_KNOBS]; /* the same as pv_model_knobs lists them        */
 };
 
 /* upload.cu */
@@ -139,8 +139,8 @@ struct gemv_out {
 	const float* bias;
 };
 enum { PV_X_PLAIN = 0, PV_X_SWIGLU = 1 };
-int pv_cuda_gemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
-                 int xmode, int T, int* n_launch, char* err, size_t errlen);
+int pv_cuda_gemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
+                 const float* x2, int ldx, int xmode, int T, int* n_launch, char* err, size_t errlen);
 /* Gathered (MoE): w holds n_experts stacked matrices; slot q < slots multiplies expert sel[q]
  * (device memory, so a graph can replay it) with activation row q / k (q with x_by_slot) and
  * writes output row q (y + q * ldy). T must be 1: each slot is one row's product. */
@@ -148,40 +148,43 @@ struct gemv_gather {
 	const int* sel;
 	int slots, k, n_experts, x_by_slot;
 };
-int pv_cuda_gemv_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
-                        int xmode, int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen);
+int pv_cuda_gemv_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out,
+                        const float* x, const float* x2, int ldx, int xmode, int T, const struct gemv_gather* ga, int* n_launch,
+                        char* err, size_t errlen);
 
 /* One-row gate/up GEMV with the SwiGLU product in its epilogue: gate->y = silu(gate x) * (up x),
  * bitwise what pv_cuda_gemv of both then pv_cuda_swiglu give. Returns 1 when it launched, 0 when
  * the shapes/types/alignment (or cuda.swiglu_pair=0) call for the two-kernel path, -1 on error. */
-int pv_cuda_gemv_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
-                        int T, int* n_launch, char* err, size_t errlen);
+int pv_cuda_gemv_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate,
+                        const struct gemv_out* up, const float* x, int ldx, int T, int* n_launch, char* err, size_t errlen);
 /* One activation row, one output (its y is delta) and the add+RMSNorm after it in the epilogue
  * (x += y; xn = rmsnorm(x) * w): 1 when launched, 0 when the shapes/types/alignment call for the
  * GEMV then pv_cuda_add_rmsnorm (same bits either way; also when cuda.norm_fuse is off), -1 on error. */
-int pv_cuda_gemv_norm(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* out, const float* x, int ldx, const struct norm_epi* ne,
-                      int* n_launch, char* err, size_t errlen);
+int pv_cuda_gemv_norm(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* out, const float* x, int ldx,
+                      const struct norm_epi* ne, int* n_launch, char* err, size_t errlen);
 /* The same over gathered experts (MoE): slot q's expert sel[q], written to gate->y + q * ldy. */
-int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
-                               int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen);
+int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate,
+                               const struct gemv_out* up, const float* x, int ldx, int T, const struct gemv_gather* ga,
+                               int* n_launch, char* err, size_t errlen);
 /* gemv_tma.cu: one activation row over BF16/F16/F32 rows whose weights come into shared memory
  * through the bulk copy engine (the first stages before the PDL wait); bitwise pv_cuda_gemv's
  * result. pair: outs = {gate, up}, writes silu(g) * u to gate's y. Returns 1 when it launched,
  * 0 when the shapes/types/alignment do not fit it (or cuda.gemv_tma is 0, the default), -1 on error.
  * pv_cuda_gemv_tma_init raises the kernels' shared-memory limit (once, before any capture). */
-int pv_cuda_gemv_tma(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x, int ldx, int pair,
-                     int* n_launch, char* err, size_t errlen);
+int pv_cuda_gemv_tma(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
+                     int ldx, int pair, int* n_launch, char* err, size_t errlen);
 int pv_cuda_gemv_tma_init(char* err, size_t errlen);
 /* g[t*ld + i] = silu(g[t*ld + i]) * u[t*ld + i] for i < width, t < n: the SwiGLU product, once, so
  * the down projection is a plain GEMV (one kernel) */
-int pv_cuda_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, float* g, const float* u, int ld, int width, int n, char* err, size_t errlen);
+int pv_cuda_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, float* g, const float* u, int ld, int width, int n,
+                   char* err, size_t errlen);
 
 /* norm_rope.cu */
-int pv_cuda_embed(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* E, const struct dstep* step, float* x, int H, int n,
-                  char* err, size_t errlen);
+int pv_cuda_embed(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* E, const struct dstep* step, float* x,
+                  int H, int n, char* err, size_t errlen);
 /* x[t] += delta[t] (unless delta is NULL); xn[t] = rmsnorm(x[t]) * w, rows t < n. */
-int pv_cuda_add_rmsnorm(cudaStream_t st, const struct pv_cuda_tuning* tu, float* x, const float* delta, float* xn, const float* w, int H, float eps,
-                        int n, char* err, size_t errlen);
+int pv_cuda_add_rmsnorm(cudaStream_t st, const struct pv_cuda_tuning* tu, float* x, const float* delta, float* xn,
+                        const float* w, int H, float eps, int n, char* err, size_t errlen);
 struct qkv_post_args {
 	const float *qraw, *kraw, *vraw;  /* projections (biases added): [n][ldq], [n][kvd], [n][kvd] */
 	int ldq;                          /* nh*hd, or nh*2*hd with the output gate                  */
@@ -194,9 +197,11 @@ struct qkv_post_args {
 	float eps;
 	const struct dstep* step;
 };
-int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct qkv_post_args* a, int n, char* err, size_t errlen);
+int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct qkv_post_args* a, int n, char* err,
+                     size_t errlen);
 /* ids[t] = argmax of logits[t][0..V) (lowest index on ties), t < n */
-int pv_cuda_argmax(cudaStream_t st, const struct pv_cuda_tuning* tu, const float* logits, int V, int n, int* ids, char* err, size_t errlen);
+int pv_cuda_argmax(cudaStream_t st, const struct pv_cuda_tuning* tu, const float* logits, int V, int n, int* ids, char* err,
+                   size_t errlen);
 
 /* deltanet.cu: conv + the recurrent delta rule + gated norm, rows in order */
 struct delta_args {
@@ -218,8 +223,8 @@ struct delta_args {
 /* snap (NULL: none): also keep the state after every row t < n in the snapshot slot t: snap is
  * this layer's S in the slot of the call's row 0 (the layer's window follows its S, as in the
  * checkpoint layout), snap_stride the floats from one slot to the next */
-int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, float* snap, size_t snap_stride,
-                     char* err, size_t errlen);
+int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, float* snap,
+                     size_t snap_stride, char* err, size_t errlen);
 
 /* The layer's weights, state and shapes in a (decode, deltanet.cu, and prefill, deltanet_prefill.cu):
  * S is the layer's [Hv][dk][dv] state, its conv window follows it. The caller sets the row
@@ -287,7 +292,7 @@ int pv_cuda_moe_route(cudaStream_t st, const struct pv_cuda_tuning* tu, const st
 int pv_cuda_moe_combine(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct moe_args* a, char* err, size_t errlen);
 
 /* attention.cu */
-#define PV_ATT_SPLIT 64        /* the largest keys per split (a session uses 16, 32 or 64)      */
+#define PV_ATT_SPLIT 64 /* the largest keys per split (a session uses 16, 32 or 64)      */
 struct attn_args {
 	const float* q;            /* [n][nh*hd]                                                    */
 	const float *kc, *vc;      /* [n_ctx][nkv*hd]                                               */
@@ -296,7 +301,7 @@ struct attn_args {
 	float* o;                  /* [n][nh*hd]                                                    */
 	float *part_o, *part_ml;   /* [n][nh][n_split][hd], [n][nh][n_split][2]                     */
 	int nh, nkv, hd, n_split;
-	int split;                 /* keys per split (cuda.att_split), the same for every call of a session */
+	int split; /* keys per split (cuda.att_split), the same for every call of a session */
 	const struct dstep* step;
 	/* fused input stage (one row only): q is computed from qraw (q/k norm + RoPE, pv_head_post)
 	 * by every block, and the block of the split holding the row's position writes its kv
@@ -305,7 +310,8 @@ struct attn_args {
 	int fuse;
 	struct qkv_post_args pa;
 };
-int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err, size_t errlen);
+int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err,
+                      size_t errlen);
 int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, size_t errlen);
 
 /* ---- launches: programmatic dependent launch (PDL) ------------------------------------------ */

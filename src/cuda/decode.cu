@@ -55,14 +55,17 @@ int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n,
 		a.qkvz = 1;
 		a.ba_grouped = 1;
 	} else if (L->in_ba.type >= 0) {
-		struct gemv_out o[3] = { { &L->in_qkv, d->lin_raw, d->ld_raw, NULL }, { &L->in_z, d->lin_z, vd, NULL },
+		struct gemv_out o[3] = { { &L->in_qkv, d->lin_raw, d->ld_raw, NULL },
+			                 { &L->in_z, d->lin_z, vd, NULL },
 			                 { &L->in_ba, d->lin_ab, 2 * Hv, NULL } };
 		pv_prof_weigh(d, o, 3, 1);
 		if (pv_cuda_gemv(d->st, &d->tu, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 		a.ba_grouped = 1;
 	} else {
-		struct gemv_out o[4] = { { &L->in_qkv, d->lin_raw, d->ld_raw, NULL }, { &L->in_z, d->lin_z, vd, NULL },
-			                 { &L->in_b, d->lin_b, Hv, NULL }, { &L->in_a, d->lin_a, Hv, NULL } };
+		struct gemv_out o[4] = { { &L->in_qkv, d->lin_raw, d->ld_raw, NULL },
+			                 { &L->in_z, d->lin_z, vd, NULL },
+			                 { &L->in_b, d->lin_b, Hv, NULL },
+			                 { &L->in_a, d->lin_a, Hv, NULL } };
 		pv_prof_weigh(d, o, 4, 1);
 		if (pv_cuda_gemv(d->st, &d->tu, o, 4, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	}
@@ -97,7 +100,9 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 	cudaStream_t st = d->st;
 	const int H = c->hidden, qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
 	{
-		struct gemv_out o[3] = { { &L->wq, d->qraw, d->ldq, L->bq }, { &L->wk, d->kraw, kvd, L->bk }, { &L->wv, d->vraw, kvd, L->bv } };
+		struct gemv_out o[3] = { { &L->wq, d->qraw, d->ldq, L->bq },
+			                 { &L->wk, d->kraw, kvd, L->bk },
+			                 { &L->wv, d->vraw, kvd, L->bv } };
 		pv_prof_weigh(d, o, 3, 1);
 		if (pv_cuda_gemv(st, &d->tu, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 		if (pv_prof_mark(d, G_QKV, *nl, err, errlen)) return -1;
@@ -166,9 +171,9 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 
 /* SwiGLU of xn: g = gate xn, u = up xn (one launch), out = down (silu(g) * u) (the product is
  * formed while the down projection stages its input). */
-int enqueue_swiglu(struct pv_session* s, cudaStream_t st, const struct dmat* gate, const struct dmat* up, const struct dmat* down,
-                   float* g, float* u, int width, float* out, int n, int* nl, int shared, char* err, size_t errlen,
-                   const float* nn = NULL, int* normed = NULL)
+int enqueue_swiglu(struct pv_session* s, cudaStream_t st, const struct dmat* gate, const struct dmat* up,
+                   const struct dmat* down, float* g, float* u, int width, float* out, int n, int* nl, int shared, char* err,
+                   size_t errlen, const float* nn = NULL, int* normed = NULL)
 {
 	struct dsession* d = dsess(s);
 	const int H = s->m->cfg.hidden;
@@ -214,8 +219,8 @@ int enqueue_moe(struct pv_session* s, const struct dlayer* L, int n, int* nl, ch
 	if (side) {
 		CU(cudaEventRecord(d->fork_ev, d->st), err, errlen);
 		CU(cudaStreamWaitEvent(d->st2, d->fork_ev, 0), err, errlen);
-		if (enqueue_swiglu(s, d->st2, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n, nl, 1, err,
-		                   errlen))
+		if (enqueue_swiglu(s, d->st2, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n,
+		                   nl, 1, err, errlen))
 			return -1;
 		CU(cudaEventRecord(d->join_ev, d->st2), err, errlen);
 	}
@@ -230,9 +235,11 @@ int enqueue_moe(struct pv_session* s, const struct dlayer* L, int n, int* nl, ch
 	struct gemv_out gu[2] = { { &L->ex_gate, d->eg, Ie, NULL }, { &L->ex_up, d->eu, Ie, NULL } };
 	pv_prof_weigh(d, gu, 2, (double)n * k / E);
 	/* one launch: each slot's gate and up rows with silu(g) * u in the epilogue (same bits) */
-	const int paired = n == 1 ? pv_cuda_gemv_swiglu_gather(d->st, &d->tu, &gu[0], &gu[1], d->xn, H, 1, &ga, nl, err, errlen) : 0;
+	const int paired =
+	        n == 1 ? pv_cuda_gemv_swiglu_gather(d->st, &d->tu, &gu[0], &gu[1], d->xn, H, 1, &ga, nl, err, errlen) : 0;
 	if (paired < 0) return -1;
-	if (!paired && pv_cuda_gemv_gather(d->st, &d->tu, gu, 2, d->xn, NULL, H, PV_X_PLAIN, 1, &ga, nl, err, errlen)) return -1;
+	if (!paired && pv_cuda_gemv_gather(d->st, &d->tu, gu, 2, d->xn, NULL, H, PV_X_PLAIN, 1, &ga, nl, err, errlen))
+		return -1;
 	ga.x_by_slot = 1;
 	struct gemv_out dn[1] = { { &L->ex_down, d->eo, H, NULL } };
 	pv_prof_weigh(d, dn, 1, (double)n * k / E);
@@ -244,8 +251,8 @@ int enqueue_moe(struct pv_session* s, const struct dlayer* L, int n, int* nl, ch
 	if (pv_prof_mark(d, G_MEXPERTS, *nl, err, errlen)) return -1;
 	if (side) CU(cudaStreamWaitEvent(d->st, d->join_ev, 0), err, errlen);
 	if (a.shared && !side &&
-	    enqueue_swiglu(s, d->st, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n, nl, 1, err,
-	                   errlen))
+	    enqueue_swiglu(s, d->st, &L->sh_gate, &L->sh_up, &L->sh_down, d->shg, d->shu, c->shared_inter, d->sho, n, nl, 1,
+	                   err, errlen))
 		return -1;
 	if (pv_cuda_moe_combine(d->st, &d->tu, &a, err, errlen)) return -1;
 	++*nl;
@@ -274,7 +281,8 @@ int count_kernels(cudaGraph_t g, uint64_t* out)
 void fail_outputs(const struct pv_session* s, const struct pv_step* sp)
 {
 	if (sp->logits)
-		for (size_t i = 0; i < (size_t)(sp->n - sp->logits_row0) * s->m->cfg.vocab; i++) sp->logits[i] = __builtin_nanf("");
+		for (size_t i = 0; i < (size_t)(sp->n - sp->logits_row0) * s->m->cfg.vocab; i++)
+			sp->logits[i] = __builtin_nanf("");
 	if (sp->argmax)
 		for (int i = 0; i < sp->n - sp->argmax_row0; i++) sp->argmax[i] = -1;
 }
@@ -303,7 +311,9 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 	for (int l = 0; l < c->n_layers; l++) {
 		const struct dlayer* L = &dm->layers[l];
 		if (!normed) {
-			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, l ? d->delta : NULL, d->xn, L->attn_norm, H, c->rms_eps, n, err, errlen)) goto out;
+			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, l ? d->delta : NULL, d->xn, L->attn_norm, H, c->rms_eps, n,
+			                        err, errlen))
+				goto out;
 			nl++;
 			if (pv_prof_mark(d, G_NORM, nl, err, errlen)) goto out;
 		}
@@ -314,7 +324,8 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 			goto out;
 		}
 		if (!normed) {
-			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen)) goto out;
+			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen))
+				goto out;
 			nl++;
 			if (pv_prof_mark(d, G_NORM, nl, err, errlen)) goto out;
 		}
@@ -323,16 +334,16 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 		const float* nn = l + 1 < c->n_layers ? dm->layers[l + 1].attn_norm : lm && lr0 == 0 ? dm->final_norm : NULL;
 		if (c->layer_moe[l]) {
 			if (enqueue_moe(s, L, n, &nl, err, errlen)) goto out;
-		} else if (enqueue_swiglu(s, st, &L->gate, &L->up, &L->down, d->ffg, d->ffu, d->ffn, d->delta, n, &nl, 0, err, errlen, nn,
-		                          &normed)) {
+		} else if (enqueue_swiglu(s, st, &L->gate, &L->up, &L->down, d->ffg, d->ffu, d->ffn, d->delta, n, &nl, 0, err,
+		                          errlen, nn, &normed)) {
 			goto out;
 		}
 	}
 	if (lm) {
 		const int rows = n - lr0;
 		if (!normed) {
-			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x + (size_t)lr0 * H, d->delta + (size_t)lr0 * H, d->xn, dm->final_norm, H, c->rms_eps,
-			                        rows, err, errlen))
+			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x + (size_t)lr0 * H, d->delta + (size_t)lr0 * H, d->xn,
+			                        dm->final_norm, H, c->rms_eps, rows, err, errlen))
 				goto out;
 			nl++;
 			if (pv_prof_mark(d, G_NORM, nl, err, errlen)) goto out;
@@ -375,7 +386,8 @@ int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen)
 	if (e != cudaSuccess) return pv_cuda_fail(err, errlen, "cudaStreamEndCapture", e);
 	d->graph = g;
 	CU(cudaGraphInstantiate(&d->gexec, g, 0), err, errlen);
-	if (count_kernels(g, &d->stats.graph_kernels)) return pv_errf(err, errlen, "CUDA backend: cannot read the graph's nodes");
+	if (count_kernels(g, &d->stats.graph_kernels))
+		return pv_errf(err, errlen, "CUDA backend: cannot read the graph's nodes");
 	d->stats.graph_captures++;
 	return 0;
 }
@@ -397,8 +409,8 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 	 * of exact steps with direct launches (the decode graph has no snapshot writes) */
 	const int snap = sp->snap_row0 >= 0 && d->state_floats;
 	if (snap && (sp->snap_row0 + n > s->n_snapshots || !d->snap))
-		return pv_session_fail(s, PV_E_INVALID, "CUDA backend: snapshot rows [%d, %d) outside the session's %d slots", sp->snap_row0,
-		                       sp->snap_row0 + n, s->n_snapshots);
+		return pv_session_fail(s, PV_E_INVALID, "CUDA backend: snapshot rows [%d, %d) outside the session's %d slots",
+		                       sp->snap_row0, sp->snap_row0 + n, s->n_snapshots);
 	d->stats.forwards++;
 	d->stats.tokens += (uint64_t)n;
 	const int r0 = pv_step_lm_row0(sp);
@@ -416,8 +428,8 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 		d->stats.graph_tokens++;
 		struct pv_step o = *sp;
 		o.argmax = NULL; /* from ids_host after the sync */
-		if (r0 == 0 && pv_cuda_copy_outputs(&o, 0, 1, d->logits, d->ids, d->xn, s->m->cfg.vocab, s->m->cfg.hidden, d->st,
-		                                     &d->stats.memcpys, err, errlen))
+		if (r0 == 0 && pv_cuda_copy_outputs(&o, 0, 1, d->logits, d->ids, d->xn, s->m->cfg.vocab, s->m->cfg.hidden,
+		                                    d->st, &d->stats.memcpys, err, errlen))
 			goto failed;
 	} else if (!sp->exact && !snap && pv_prefill_wanted(s, n)) {
 		/* Prompt hook: long calls (>= chunk_min_tokens rows) go to the prefill path: bf16
@@ -445,11 +457,13 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 			d->stats.memcpys++;
 			float* sn = snap ? d->snap + (size_t)(sp->snap_row0 + c0) * d->state_floats : NULL;
 			if (pv_cuda_enqueue_step(s, d->step_dev, rows, lm, lr0, sn, err, errlen)) goto failed;
-			if (lm && pv_cuda_copy_outputs(sp, c0 + lr0, rows - lr0, d->logits, d->ids, d->xn, s->m->cfg.vocab, s->m->cfg.hidden,
-			                               d->st, &d->stats.memcpys, err, errlen))
+			if (lm && pv_cuda_copy_outputs(sp, c0 + lr0, rows - lr0, d->logits, d->ids, d->xn, s->m->cfg.vocab,
+			                               s->m->cfg.hidden, d->st, &d->stats.memcpys, err, errlen))
 				goto failed;
 			if (lm && c0 + rows == n) { /* the last row's id, for pv_cuda_last_token */
-				CU_OR(cudaMemcpyAsync(d->ids_host, d->ids + (rows - lr0 - 1), sizeof(int), cudaMemcpyDeviceToHost, d->st), failed);
+				CU_OR(cudaMemcpyAsync(d->ids_host, d->ids + (rows - lr0 - 1), sizeof(int),
+				                      cudaMemcpyDeviceToHost, d->st),
+				      failed);
 				d->stats.memcpys++;
 				have_id = 1;
 			}

@@ -6,8 +6,9 @@
  *              then the state becomes the last Kc-1 inputs (deltanet.c conv_silu)
  *   recurrent: one block per value head; four threads per column j of the head's state S [dk][dv]
  *              (kept in registers for the call, rows i = r mod 4 each); rows in order: l2norm q
- *              (scaled 1/sqrt(dk)) and k, beta, decay, S = decay S; d = beta (v - S^T k); S += k d^T; o = S^T q; then the gated norm
- *              w * rmsnorm(o) * pv_d_silu(z) (deltanet.c delta_recurrent and the layer's epilogue)
+ *              (scaled 1/sqrt(dk)) and k, beta, decay, S = decay S; d = beta (v - S^T k);
+ *              S += k d^T; o = S^T q; then the gated norm w * rmsnorm(o) * pv_d_silu(z)
+ *              (deltanet.c delta_recurrent and the layer's epilogue)
  * The recurrent form is the decode form on the CPU too; every reduction (over dk for S^T k and
  * S^T q, over a head for the norms) runs in a fixed order, and rows are processed one after the
  * other, so a row's result is the same in a call of any size (batch invariance). Long prompts
@@ -72,7 +73,8 @@ __global__ void conv_window_kernel(const __grid_constant__ delta_args a, float* 
 		float* win = snap + (size_t)t * stride + (size_t)a.Hv * a.dk * a.dv;
 		for (int p = 0; p < P; p++) {
 			const int ci = t + 1 + p; /* row of [state ; mixed] */
-			win[(size_t)p * cd + ch] = ci < P ? a.conv_state[(size_t)ci * cd + ch] : a.mix[(size_t)(ci - P) * a.ld_mix + sc];
+			win[(size_t)p * cd + ch] =
+			        ci < P ? a.conv_state[(size_t)ci * cd + ch] : a.mix[(size_t)(ci - P) * a.ld_mix + sc];
 		}
 	}
 }
@@ -111,7 +113,8 @@ constexpr int RROWS = DK_MAX / RQ;      /* rows of S per thread */
  * layout [Hv][dk][dv]: the same registers the end of the call writes to S, so slot t holds the
  * bits a call that ended at row t leaves in S. */
 template <bool SNAP>
-__device__ __forceinline__ void recurrent_body(const delta_args& a, float* qs, float* ks, float* red, float* snap, size_t stride)
+__device__ __forceinline__ void recurrent_body(const delta_args& a, float* qs, float* ks, float* red, float* snap,
+                                               size_t stride)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	const int h = blockIdx.x, tid = threadIdx.x, j = tid / RQ, r = tid % RQ;
@@ -212,7 +215,8 @@ __global__ void __launch_bounds__(RTHREADS) recurrent_kernel(const __grid_consta
 }
 
 /* snap: this layer's S in the snapshot slot of the call's row 0; stride: floats per slot */
-__global__ void __launch_bounds__(RTHREADS) recurrent_snap_kernel(const __grid_constant__ delta_args a, float* snap, size_t stride)
+__global__ void __launch_bounds__(RTHREADS)
+        recurrent_snap_kernel(const __grid_constant__ delta_args a, float* snap, size_t stride)
 {
 	__shared__ float qs[DK_MAX], ks[DK_MAX], red[RTHREADS / 32];
 	recurrent_body<true>(a, qs, ks, red, snap, stride);
@@ -235,16 +239,18 @@ int pv_cuda_delta_init(char* err, size_t errlen)
 	return 0; /* the state lives in registers: no shared-memory opt-in */
 }
 
-int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, float* snap, size_t snap_stride,
-                     char* err, size_t errlen)
+int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, float* snap,
+                     size_t snap_stride, char* err, size_t errlen)
 {
 	if (pv_cuda_delta_check(a->dk, a->dv, a->Hk, a->Hv, a->Kc, err, errlen)) return -1;
 	const int cd = 2 * a->Hk * a->dk + a->Hv * a->dv;
 	const dim3 cgrid((unsigned)((cd + 127) / 128)), rgrid((unsigned)a->Hv);
 	if (snap) {
-		PV_LAUNCH("deltanet windows", tu, err, errlen, conv_window_kernel, cgrid, dim3(128), 0, st, *a, snap, snap_stride);
+		PV_LAUNCH("deltanet windows", tu, err, errlen, conv_window_kernel, cgrid, dim3(128), 0, st, *a, snap,
+		          snap_stride);
 		PV_LAUNCH("deltanet conv", tu, err, errlen, conv_kernel, cgrid, dim3(128), 0, st, *a);
-		PV_LAUNCH("deltanet recurrent", tu, err, errlen, recurrent_snap_kernel, rgrid, dim3(RTHREADS), 0, st, *a, snap, snap_stride);
+		PV_LAUNCH("deltanet recurrent", tu, err, errlen, recurrent_snap_kernel, rgrid, dim3(RTHREADS), 0, st, *a, snap,
+		          snap_stride);
 	} else {
 		PV_LAUNCH("deltanet conv", tu, err, errlen, conv_kernel, cgrid, dim3(128), 0, st, *a);
 		PV_LAUNCH("deltanet recurrent", tu, err, errlen, recurrent_kernel, rgrid, dim3(RTHREADS), 0, st, *a);

@@ -63,7 +63,8 @@ __global__ void dconv_state_kernel(const __grid_constant__ delta_args a)
 	const int sc = pv_delta_src_col(a, ch);
 	for (int p = 0; p < P; p++) { /* row p is written after it is read (ci >= p) */
 		const int ci = a.n + p;
-		a.conv_state[(size_t)p * cd + ch] = ci < P ? a.conv_state[(size_t)ci * cd + ch] : a.mix[(size_t)(ci - P) * a.ld_mix + sc];
+		a.conv_state[(size_t)p * cd + ch] =
+		        ci < P ? a.conv_state[(size_t)ci * cd + ch] : a.mix[(size_t)(ci - P) * a.ld_mix + sc];
 	}
 }
 
@@ -257,8 +258,8 @@ __global__ void __launch_bounds__(32) dquad_kernel(const __grid_constant__ delta
 
 constexpr int DNORM_THREADS = 128; /* deltanet.cu's THREADS: the same block-sum tree */
 
-__global__ void __launch_bounds__(DNORM_THREADS) dnorm_kernel(const __grid_constant__ delta_args a, const float* oraw, bf16* ob, bf16* obl,
-                                                               int ldo)
+__global__ void __launch_bounds__(DNORM_THREADS)
+        dnorm_kernel(const __grid_constant__ delta_args a, const float* oraw, bf16* ob, bf16* obl, int ldo)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ float red[DNORM_THREADS / 32];
@@ -310,17 +311,22 @@ int pv_prefill_deltanet_layer(struct pv_prefill_ctx* k, const struct dlayer* L, 
 	struct delta_args a;
 	memset(&a, 0, sizeof a);
 	if (L->in_qkvz.type >= 0) {
-		if (pv_prefill_gemm(k, &L->in_qkvz, p->xb, p->ldh, p->mix, v->ld_raw, T) || pv_prefill_gemm(k, &L->in_ba, p->xb, p->ldh, p->lab, 2 * Hv, T)) return -1;
+		if (pv_prefill_gemm(k, &L->in_qkvz, p->xb, p->ldh, p->mix, v->ld_raw, T) ||
+		    pv_prefill_gemm(k, &L->in_ba, p->xb, p->ldh, p->lab, 2 * Hv, T))
+			return -1;
 		a.qkvz = 1;
 		a.ba_grouped = 1;
 	} else if (L->in_ba.type >= 0) {
-		if (pv_prefill_gemm(k, &L->in_qkv, p->xb, p->ldh, p->mix, v->ld_raw, T) || pv_prefill_gemm(k, &L->in_z, p->xb, p->ldh, p->lz, vd, T) ||
+		if (pv_prefill_gemm(k, &L->in_qkv, p->xb, p->ldh, p->mix, v->ld_raw, T) ||
+		    pv_prefill_gemm(k, &L->in_z, p->xb, p->ldh, p->lz, vd, T) ||
 		    pv_prefill_gemm(k, &L->in_ba, p->xb, p->ldh, p->lab, 2 * Hv, T))
 			return -1;
 		a.ba_grouped = 1;
 	} else {
-		if (pv_prefill_gemm(k, &L->in_qkv, p->xb, p->ldh, p->mix, v->ld_raw, T) || pv_prefill_gemm(k, &L->in_z, p->xb, p->ldh, p->lz, vd, T) ||
-		    pv_prefill_gemm(k, &L->in_b, p->xb, p->ldh, p->lb, Hv, T) || pv_prefill_gemm(k, &L->in_a, p->xb, p->ldh, p->la, Hv, T))
+		if (pv_prefill_gemm(k, &L->in_qkv, p->xb, p->ldh, p->mix, v->ld_raw, T) ||
+		    pv_prefill_gemm(k, &L->in_z, p->xb, p->ldh, p->lz, vd, T) ||
+		    pv_prefill_gemm(k, &L->in_b, p->xb, p->ldh, p->lb, Hv, T) ||
+		    pv_prefill_gemm(k, &L->in_a, p->xb, p->ldh, p->la, Hv, T))
 			return -1;
 	}
 	pv_delta_args_layer(&a, c, L, v->state + (size_t)v->lin_index[l] * pv_state_floats_per_layer(c));
@@ -341,19 +347,23 @@ int pv_prefill_deltanet_layer(struct pv_prefill_ctx* k, const struct dlayer* L, 
 		const int cd = pv_cfg_conv_dim(c);
 		char* err = k->err;
 		const size_t errlen = k->errlen;
-		PV_LAUNCH("prefill conv", &k->d->tu, err, errlen, dconv_kernel, dim3((unsigned)((cd + 127) / 128), (unsigned)T), dim3(128), 0, v->st, a);
-		PV_LAUNCH("prefill conv state", &k->d->tu, err, errlen, dconv_state_kernel, dim3((unsigned)((cd + 127) / 128)), dim3(128), 0, v->st, a);
-		PV_LAUNCH("prefill delta", &k->d->tu, err, errlen, dc, dim3((unsigned)((c->lin_v_dim + cols_per_block - 1) / cols_per_block), (unsigned)Hv),
-		          dim3(32), 0, v->st, a, p->lo);
-		PV_LAUNCH("prefill delta norm", &k->d->tu, err, errlen, dnorm_kernel, dim3((unsigned)T, (unsigned)Hv), dim3(DNORM_THREADS), 0, v->st, a,
-		          (const float*)p->lo, p->ob, pv_prefill_lo(p, p->ob), p->ldo);
+		PV_LAUNCH("prefill conv", &k->d->tu, err, errlen, dconv_kernel, dim3((unsigned)((cd + 127) / 128), (unsigned)T),
+		          dim3(128), 0, v->st, a);
+		PV_LAUNCH("prefill conv state", &k->d->tu, err, errlen, dconv_state_kernel, dim3((unsigned)((cd + 127) / 128)),
+		          dim3(128), 0, v->st, a);
+		PV_LAUNCH("prefill delta", &k->d->tu, err, errlen, dc,
+		          dim3((unsigned)((c->lin_v_dim + cols_per_block - 1) / cols_per_block), (unsigned)Hv), dim3(32), 0,
+		          v->st, a, p->lo);
+		PV_LAUNCH("prefill delta norm", &k->d->tu, err, errlen, dnorm_kernel, dim3((unsigned)T, (unsigned)Hv),
+		          dim3(DNORM_THREADS), 0, v->st, a, (const float*)p->lo, p->ob, pv_prefill_lo(p, p->ob), p->ldo);
 		p->nl += 4;
 	} else {
 		/* the decode's kernels: conv, then one block per head walking the rows (with the norm) */
 		if (pv_cuda_deltanet(v->st, &v->tu, &a, NULL, 0, k->err, k->errlen)) return -1;
 		p->nl += 2;
-		PV_LAUNCH("prefill cvt", &k->d->tu, k->err, k->errlen, cvt_kernel, dim3((unsigned)((vd + 255) / 256), (unsigned)T), dim3(256), 0, v->st,
-		          p->lo, vd, p->ob, pv_prefill_lo(p, p->ob), p->ldo, vd);
+		PV_LAUNCH("prefill cvt", &k->d->tu, k->err, k->errlen, cvt_kernel,
+		          dim3((unsigned)((vd + 255) / 256), (unsigned)T), dim3(256), 0, v->st, p->lo, vd, p->ob,
+		          pv_prefill_lo(p, p->ob), p->ldo, vd);
 		p->nl++;
 	}
 	return pv_prefill_gemm(k, &L->out_proj, p->ob, p->ldo, p->delta, H, T);

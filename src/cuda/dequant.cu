@@ -100,7 +100,8 @@ __global__ void dequant_k_kernel(pv_units::Planes m, int64_t rows, int cols, bf1
 			const uint4* ql = reinterpret_cast<const uint4*>(r0 + (size_t)sb * 192 + 64 * h + 32 * (k & 1));
 			const uint4* qh = reinterpret_cast<const uint4*>(r0 + (size_t)sb * 192 + 128 + 32 * h);
 			const uint4 l0 = __ldg(ql), l1 = __ldg(ql + 1), h0 = __ldg(qh), h1 = __ldg(qh + 1);
-			const signed char* scp = reinterpret_cast<const signed char*>(m.p1 + (size_t)r * m.s1 + (size_t)sb * 16 + 8 * h);
+			const signed char* scp =
+			        reinterpret_cast<const signed char*>(m.p1 + (size_t)r * m.s1 + (size_t)sb * 16 + 8 * h);
 			const float d = pv_units::f16f(pv_units::u16at(m.p2 + (size_t)r * m.s2 + (size_t)sb * 2));
 			const float ds0 = __fmul_rn(d, (float)scp[2 * k]), ds1 = __fmul_rn(d, (float)scp[2 * k + 1]);
 #pragma unroll
@@ -128,23 +129,26 @@ __global__ void dequant_k_kernel(pv_units::Planes m, int64_t rows, int cols, bf1
 
 /* out [rows][cols] = W as bf16 (the values dq_elem gives, rounded): by 32-element blocks for
  * Q8_0, Q4_K and Q6_K, else element by element */
-int pv_cuda_dequant_bf16(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* W, bf16* out, char* err, size_t errlen)
+int pv_cuda_dequant_bf16(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* W, bf16* out, char* err,
+                         size_t errlen)
 {
 	const int64_t total = W->rows * W->cols;
 	if (W->type == PV_Q8_0 && W->cols % 32 == 0) {
 		const int nb = (int)(W->cols / 32);
 		int64_t blocks = (W->rows * nb + 255) / 256;
 		if (blocks > 132 * 32) blocks = 132 * 32;
-		PV_LAUNCH("dequant q8_0", tu, err, errlen, dequant_q8_kernel, dim3((unsigned)blocks), dim3(256), 0, st, pv_prefill_planes(W), W->rows, nb, out);
+		PV_LAUNCH("dequant q8_0", tu, err, errlen, dequant_q8_kernel, dim3((unsigned)blocks), dim3(256), 0, st,
+		          pv_prefill_planes(W), W->rows, nb, out);
 	} else if ((W->type == PV_Q4_K || W->type == PV_Q6_K) && W->cols % 256 == 0) {
 		int64_t blocks = (W->rows * (W->cols / 32) + 255) / 256;
 		if (blocks > 132 * 32) blocks = 132 * 32;
-		PV_LAUNCH("dequant k", tu, err, errlen, dequant_k_kernel, dim3((unsigned)blocks), dim3(256), 0, st, pv_prefill_planes(W), W->rows, (int)W->cols,
-		          out);
+		PV_LAUNCH("dequant k", tu, err, errlen, dequant_k_kernel, dim3((unsigned)blocks), dim3(256), 0, st,
+		          pv_prefill_planes(W), W->rows, (int)W->cols, out);
 	} else {
 		int64_t blocks = (total + 255) / 256;
 		if (blocks > 132 * 32) blocks = 132 * 32;
-		PV_LAUNCH("dequant", tu, err, errlen, dequant_kernel, dim3((unsigned)blocks), dim3(256), 0, st, pv_prefill_planes(W), W->rows, (int)W->cols, out);
+		PV_LAUNCH("dequant", tu, err, errlen, dequant_kernel, dim3((unsigned)blocks), dim3(256), 0, st,
+		          pv_prefill_planes(W), W->rows, (int)W->cols, out);
 	}
 	return 0;
 }

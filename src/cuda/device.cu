@@ -66,7 +66,8 @@ int pv_cuda_membw(size_t bytes, int reps, double* gb_s, char* err, size_t errlen
 	for (int r = 0; r < reps; r++) {
 		CU_OR(cudaEventRecord(e0, 0), done);
 		CU_OR(r & 1 ? cudaMemcpyAsync(a, b, bytes, cudaMemcpyDeviceToDevice, 0)
-		           : cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0), done);
+		            : cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0),
+		      done);
 		CU_OR(cudaEventRecord(e1, 0), done);
 		CU_OR(cudaEventSynchronize(e1), done);
 		CU_OR(cudaEventElapsedTime(&ms[r], e0, e1), done);

@@ -353,14 +353,15 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 
 } // namespace
 
-int pv_cuda_gemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
-                 int xmode, int T, int* n_launch, char* err, size_t errlen)
+int pv_cuda_gemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
+                 const float* x2, int ldx, int xmode, int T, int* n_launch, char* err, size_t errlen)
 {
 	return pv_cuda_gemv_gather(st, tu, outs, n_out, x, x2, ldx, xmode, T, NULL, n_launch, err, errlen);
 }
 
-int pv_cuda_gemv_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
-                        int xmode, int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen)
+int pv_cuda_gemv_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out,
+                        const float* x, const float* x2, int ldx, int xmode, int T, const struct gemv_gather* ga, int* n_launch,
+                        char* err, size_t errlen)
 {
 	if (T < 1 || T > PV_CUDA_ROWS || n_out < 1 || (ga && (T != 1 || ga->slots < 1 || ga->k < 1 || ga->n_experts < 1)))
 		return pv_errf(err, errlen, "CUDA backend: gemv called with %d rows, %d outputs", T, n_out);
@@ -398,8 +399,8 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const 
 	return 0;
 }
 
-int pv_cuda_gemv_norm(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* out, const float* x, int ldx, const struct norm_epi* ne,
-                      int* n_launch, char* err, size_t errlen)
+int pv_cuda_gemv_norm(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* out, const float* x, int ldx,
+                      const struct norm_epi* ne, int* n_launch, char* err, size_t errlen)
 {
 	const struct dmat* w = out->w;
 	const int kind = kind_of(w);
@@ -413,21 +414,22 @@ int pv_cuda_gemv_norm(cudaStream_t st, const struct pv_cuda_tuning* tu, const st
 	return 1;
 }
 
-int pv_cuda_gemv_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
-                        int T, int* n_launch, char* err, size_t errlen)
+int pv_cuda_gemv_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate,
+                        const struct gemv_out* up, const float* x, int ldx, int T, int* n_launch, char* err, size_t errlen)
 {
 	return pv_cuda_gemv_swiglu_gather(st, tu, gate, up, x, ldx, T, NULL, n_launch, err, errlen);
 }
 
-int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
-                               int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen)
+int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate,
+                               const struct gemv_out* up, const float* x, int ldx, int T, const struct gemv_gather* ga,
+                               int* n_launch, char* err, size_t errlen)
 {
 	const struct dmat *g = gate->w, *u = up->w;
 	if (ga && (ga->slots < 1 || ga->k < 1 || ga->n_experts < 1 || g->rows % ga->n_experts)) return 0;
 	const int kind = kind_of(g);
-	if (!tu->swiglu_pair || !tu->gemv_direct || tu->gemv_rows == 2 || T != 1 || kind < 0 || kind != kind_of(u) || g->type != u->type ||
-	    g->rows != u->rows || g->cols != u->cols || g->rows > INT32_MAX / 2 || g->cols > INT32_MAX / 2 || ((uintptr_t)x & 15) ||
-	    ldx % 4)
+	if (!tu->swiglu_pair || !tu->gemv_direct || tu->gemv_rows == 2 || T != 1 || kind < 0 || kind != kind_of(u) ||
+	    g->type != u->type || g->rows != u->rows || g->cols != u->cols || g->rows > INT32_MAX / 2 ||
+	    g->cols > INT32_MAX / 2 || ((uintptr_t)x & 15) || ldx % 4)
 		return 0;
 	struct gemv_out o[2] = { *gate, *up };
 	if (!ga) {
@@ -439,11 +441,12 @@ int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct pv_cuda_tuning* tu,
 	return 1;
 }
 
-int pv_cuda_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, float* g, const float* u, int ld, int width, int n, char* err, size_t errlen)
+int pv_cuda_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, float* g, const float* u, int ld, int width, int n,
+                   char* err, size_t errlen)
 {
 	if (width < 1 || n < 1) return 0;
-	PV_LAUNCH("swiglu", tu, err, errlen, swiglu_kernel, dim3((unsigned)((width + 255) / 256), (unsigned)n), dim3(256), 0, st, g, u,
-	          ld, width, n);
+	PV_LAUNCH("swiglu", tu, err, errlen, swiglu_kernel, dim3((unsigned)((width + 255) / 256), (unsigned)n), dim3(256), 0,
+	          st, g, u, ld, width, n);
 	return 0;
 }
 
@@ -482,7 +485,9 @@ int pv_cuda_test_matmul(const struct pv_tensor* W, const float* x, int T, float*
 	for (int t0 = 0; t0 < T; t0 += PV_CUDA_ROWS) {
 		const int rows = T - t0 < PV_CUDA_ROWS ? T - t0 : PV_CUDA_ROWS;
 		struct gemv_out o = { &d, dy + (size_t)t0 * W->rows, (int)W->rows, NULL };
-		if (pv_cuda_gemv(st, tu, &o, 1, dx + (size_t)t0 * W->cols, NULL, (int)W->cols, PV_X_PLAIN, rows, NULL, err, errlen)) goto done;
+		if (pv_cuda_gemv(st, tu, &o, 1, dx + (size_t)t0 * W->cols, NULL, (int)W->cols, PV_X_PLAIN, rows, NULL, err,
+		                 errlen))
+			goto done;
 	}
 	CU_OR(cudaMemcpyAsync(y, dy, yb, cudaMemcpyDeviceToHost, st), done);
 	CU_OR(cudaStreamSynchronize(st), done);

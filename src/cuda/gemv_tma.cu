@@ -191,8 +191,8 @@ int pv_cuda_gemv_tma_init(char* err, size_t errlen)
 	return 0;
 }
 
-int pv_cuda_gemv_tma(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x, int ldx, int pair, int* n_launch,
-                     char* err, size_t errlen)
+int pv_cuda_gemv_tma(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
+                     int ldx, int pair, int* n_launch, char* err, size_t errlen)
 {
 	if (!tu->gemv_tma) return 0;
 	if (!ready) {
@@ -232,7 +232,9 @@ int pv_cuda_gemv_tma(cudaStream_t st, const struct pv_cuda_tuning* tu, const str
 	}
 	if (blocks <= 0 || blocks > INT32_MAX) return 0;
 	const int v = tu->gemv_tma;
-	void (*kern)(TParams) = v == 3 ? kernel_of<8192, 2>(kind) : v == 2 ? kernel_of<4096, 3>(kind) : kernel_of<2048, 4>(kind);
+	void (*kern)(TParams) = v == 3   ? kernel_of<8192, 2>(kind)
+	                        : v == 2 ? kernel_of<4096, 3>(kind)
+	                                 : kernel_of<2048, 4>(kind);
 	const int smem = v == 3 ? smem_of<8192, 2>() : v == 2 ? smem_of<4096, 3>() : smem_of<2048, 4>();
 	PV_LAUNCH("gemv tma", tu, err, errlen, kern, dim3((unsigned)blocks), dim3(THREADS), (size_t)smem, st, p);
 	if (n_launch) ++*n_launch;

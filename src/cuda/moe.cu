@@ -146,7 +146,7 @@ int pv_cuda_moe_route(cudaStream_t st, const struct pv_cuda_tuning* tu, const st
 
 int pv_cuda_moe_combine(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct moe_args* a, char* err, size_t errlen)
 {
-	PV_LAUNCH("moe combine", tu, err, errlen, combine_kernel, dim3((unsigned)a->n, (unsigned)((a->H + THREADS - 1) / THREADS)),
-	          dim3(THREADS), 0, st, *a);
+	PV_LAUNCH("moe combine", tu, err, errlen, combine_kernel,
+	          dim3((unsigned)a->n, (unsigned)((a->H + THREADS - 1) / THREADS)), dim3(THREADS), 0, st, *a);
 	return 0;
 }

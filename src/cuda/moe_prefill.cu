@@ -20,13 +20,13 @@ namespace {
  */
 constexpr int SORT_THREADS = 1024;
 
-__global__ void __launch_bounds__(SORT_THREADS) moe_sort_kernel(const int* idx, int nslots, int E, int* off, int* perm,
-                                                                int2* tiles, int* ntiles)
+__global__ void __launch_bounds__(SORT_THREADS)
+        moe_sort_kernel(const int* idx, int nslots, int E, int* off, int* perm, int2* tiles, int* ntiles)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	extern __shared__ int si[];
-	int* cnt = si;         /* [E]     */
-	int* soff = si + E;    /* [E + 1] */
+	int* cnt = si;            /* [E]     */
+	int* soff = si + E;       /* [E + 1] */
 	int* toff = soff + E + 1; /* [E]  */
 	for (int e = threadIdx.x; e < E; e += SORT_THREADS) {
 		int n = 0;
@@ -69,13 +69,13 @@ constexpr int GM = 64, GN = 64, GK = 32, GS = GK + 8; /* GS: shared row stride (
 enum { W_GENERIC = 0, W_BF16, W_Q8_0 };
 
 struct ggemm_args {
-	const bf16* x;             /* activation rows, ld ldx (a multiple of 8)                   */
+	const bf16* x; /* activation rows, ld ldx (a multiple of 8)                   */
 	int ldx, by_slot, k;
-	int accumulate;            /* Y += the product (the precise mode's second, low-half pass) */
+	int accumulate; /* Y += the product (the precise mode's second, low-half pass) */
 	const int *perm, *off, *ntiles;
 	const int2* tiles;
-	pv_units::Planes w[2];     /* stacked expert matrices [E N][K]; blockIdx.z picks one      */
-	float* y[2];               /* [slots][ldy]                                                */
+	pv_units::Planes w[2]; /* stacked expert matrices [E N][K]; blockIdx.z picks one      */
+	float* y[2];           /* [slots][ldy]                                                */
 	int ldy, N, K, wkind;
 };
 __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1)
@@ -124,9 +124,10 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 					v = *reinterpret_cast<const uint4*>(src);
 				} else {
 					unsigned short h[8];
-					for (int i = 0; i < 8; i++) h[i] = k0 + cc + i < K ? reinterpret_cast<const unsigned short*>(src)[i] : 0;
-					v = make_uint4(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16, h[4] | (uint32_t)h[5] << 16,
-					               h[6] | (uint32_t)h[7] << 16);
+					for (int i = 0; i < 8; i++)
+						h[i] = k0 + cc + i < K ? reinterpret_cast<const unsigned short*>(src)[i] : 0;
+					v = make_uint4(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16,
+					               h[4] | (uint32_t)h[5] << 16, h[6] | (uint32_t)h[7] << 16);
 				}
 			}
 			*reinterpret_cast<uint4*>(As + r * GS + cc) = v;
@@ -137,15 +138,19 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 			uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
 			if (n0 + r < N) {
 				const int64_t row = (int64_t)e * N + n0 + r;
-				const uint4 qv = __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)row * W.s0 + k0 + 16 * hh));
-				const float d = pv_units::f16f(pv_units::u16at(W.p1 + (size_t)row * W.s1 + (size_t)(k0 / 32) * 2));
+				const uint4 qv =
+				        __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)row * W.s0 + k0 + 16 * hh));
+				const float d =
+				        pv_units::f16f(pv_units::u16at(W.p1 + (size_t)row * W.s1 + (size_t)(k0 / 32) * 2));
 				float f[16];
 				for (int i = 0; i < 16; i++) {
 					const uint32_t wd = pv_units::word(qv, i >> 2);
 					f[i] = __fmul_rn((float)(int)(signed char)((wd >> (8 * (i & 3))) & 0xffu), d);
 				}
-				lo = make_uint4(pack_bf2(f[0], f[1]), pack_bf2(f[2], f[3]), pack_bf2(f[4], f[5]), pack_bf2(f[6], f[7]));
-				hi = make_uint4(pack_bf2(f[8], f[9]), pack_bf2(f[10], f[11]), pack_bf2(f[12], f[13]), pack_bf2(f[14], f[15]));
+				lo = make_uint4(pack_bf2(f[0], f[1]), pack_bf2(f[2], f[3]), pack_bf2(f[4], f[5]),
+				                pack_bf2(f[6], f[7]));
+				hi = make_uint4(pack_bf2(f[8], f[9]), pack_bf2(f[10], f[11]), pack_bf2(f[12], f[13]),
+				                pack_bf2(f[14], f[15]));
 			}
 			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh) = lo;
 			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh + 8) = hi;
@@ -154,7 +159,8 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 				const int r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
 				uint4 v = make_uint4(0u, 0u, 0u, 0u);
 				if (n0 + r < N && k0 + cc < K) /* K % 8 == 0: the piece is whole */
-					v = __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)((int64_t)e * N + n0 + r) * W.s0 + (size_t)(k0 + cc) * 2));
+					v = __ldg(reinterpret_cast<const uint4*>(
+					        W.p0 + (size_t)((int64_t)e * N + n0 + r) * W.s0 + (size_t)(k0 + cc) * 2));
 				*reinterpret_cast<uint4*>(Bs + r * GS + cc) = v;
 			}
 		} else {
@@ -169,11 +175,13 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 #pragma unroll
 		for (int kk = 0; kk < GK; kk += 16) {
 			uint32_t af[4];
-			ldsm_x4(af, reinterpret_cast<const __half*>(As + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * GS + kk + 8 * (lane >> 4)));
+			ldsm_x4(af, reinterpret_cast<const __half*>(As + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * GS +
+			                                            kk + 8 * (lane >> 4)));
 #pragma unroll
 			for (int n2 = 0; n2 < 4; n2++) {
 				uint32_t bf[4];
-				ldsm_x4(bf, reinterpret_cast<const __half*>(Bs + (16 * n2 + (lane & 7) + 8 * (lane >> 4)) * GS + kk + 8 * ((lane >> 3) & 1)));
+				ldsm_x4(bf, reinterpret_cast<const __half*>(Bs + (16 * n2 + (lane & 7) + 8 * (lane >> 4)) * GS +
+				                                            kk + 8 * ((lane >> 3) & 1)));
 				mma_bf16(acc[2 * n2], af, bf[0], bf[1]);
 				mma_bf16(acc[2 * n2 + 1], af, bf[2], bf[3]);
 			}
@@ -231,7 +239,8 @@ int moe_layer(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 		p->nl++;
 		ga.x_by_slot = 1;
 		struct gemv_out dn[1] = { { &L->ex_down, v->eo, H, NULL } };
-		if (pv_cuda_gemv_gather(v->st, &v->tu, dn, 1, v->eg, NULL, Ie, PV_X_PLAIN, 1, &ga, &p->nl, err, errlen)) return -1;
+		if (pv_cuda_gemv_gather(v->st, &v->tu, dn, 1, v->eg, NULL, Ie, PV_X_PLAIN, 1, &ga, &p->nl, err, errlen))
+			return -1;
 		if (a.shared) {
 			struct gemv_out sgu[2] = { { &L->sh_gate, v->shg, Is, NULL }, { &L->sh_up, v->shu, Is, NULL } };
 			if (pv_cuda_gemv(v->st, &v->tu, sgu, 2, xg, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
@@ -270,7 +279,8 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 	for (int g0 = 0; g0 < T; g0 += PV_CUDA_ROWS) {
 		const int n = T - g0 < PV_CUDA_ROWS ? T - g0 : PV_CUDA_ROWS;
 		struct gemv_out r[1] = { { &L->router, p->rlog + (size_t)g0 * E, E, NULL } };
-		if (pv_cuda_gemv(st, &v->tu, r, 1, p->xn + (size_t)g0 * H, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
+		if (pv_cuda_gemv(st, &v->tu, r, 1, p->xn + (size_t)g0 * H, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen))
+			return -1;
 	}
 	struct moe_args a;
 	pv_moe_args_layer(&a, c, L, T);
@@ -283,8 +293,8 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 	a.out = p->delta;
 	if (pv_cuda_moe_route(st, &v->tu, &a, err, errlen)) return -1;
 	p->nl++;
-	PV_LAUNCH("moe sort", &k->d->tu, err, errlen, moe_sort_kernel, dim3(1), dim3(SORT_THREADS), sizeof(int) * (size_t)(3 * E + 1), st, p->tidx,
-	          nslots, E, p->eoff, p->perm, p->tiles, p->ntiles);
+	PV_LAUNCH("moe sort", &k->d->tu, err, errlen, moe_sort_kernel, dim3(1), dim3(SORT_THREADS),
+	          sizeof(int) * (size_t)(3 * E + 1), st, p->tidx, nslots, E, p->eoff, p->perm, p->tiles, p->ntiles);
 	p->nl++;
 	const unsigned max_tiles = (unsigned)((nslots + GM - 1) / GM + E);
 	{
@@ -307,12 +317,14 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 		g.K = H;
 		g.wkind = wkind(&L->ex_gate, H);
 		if (wkind(&L->ex_up, H) != g.wkind) g.wkind = W_GENERIC;
-		PV_LAUNCH("moe gate/up", &k->d->tu, err, errlen, ggemm_kernel, dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+		PV_LAUNCH("moe gate/up", &k->d->tu, err, errlen, ggemm_kernel,
+		          dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
 		p->nl++;
 		if (pv_prefill_lo(p, p->xb)) { /* precise mode: += the low halves' product */
 			g.x = pv_prefill_lo(p, p->xb);
 			g.accumulate = 1;
-			PV_LAUNCH("moe gate/up lo", &k->d->tu, err, errlen, ggemm_kernel, dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+			PV_LAUNCH("moe gate/up lo", &k->d->tu, err, errlen, ggemm_kernel,
+			          dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
 			p->nl++;
 		}
 	}
@@ -336,17 +348,21 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 		g.N = H;
 		g.K = Ie;
 		g.wkind = wkind(&L->ex_down, Ie);
-		PV_LAUNCH("moe down", &k->d->tu, err, errlen, ggemm_kernel, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
+		PV_LAUNCH("moe down", &k->d->tu, err, errlen, ggemm_kernel, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1),
+		          dim3(128), 0, st, g);
 		p->nl++;
 		if (pv_prefill_lo(p, p->ehb)) {
 			g.x = pv_prefill_lo(p, p->ehb);
 			g.accumulate = 1;
-			PV_LAUNCH("moe down lo", &k->d->tu, err, errlen, ggemm_kernel, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
+			PV_LAUNCH("moe down lo", &k->d->tu, err, errlen, ggemm_kernel,
+			          dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
 			p->nl++;
 		}
 	}
 	if (a.shared) {
-		if (pv_prefill_gemm(k, &L->sh_gate, p->xb, p->ldh, p->sg, Is, T) || pv_prefill_gemm(k, &L->sh_up, p->xb, p->ldh, p->su, Is, T)) return -1;
+		if (pv_prefill_gemm(k, &L->sh_gate, p->xb, p->ldh, p->sg, Is, T) ||
+		    pv_prefill_gemm(k, &L->sh_up, p->xb, p->ldh, p->su, Is, T))
+			return -1;
 		if (pv_prefill_swiglu(k, p->sg, p->su, Is, p->shb, p->ldis, Is, T)) return -1;
 		if (pv_prefill_gemm(k, &L->sh_down, p->shb, p->ldis, p->so, H, T)) return -1;
 	}

@@ -128,8 +128,8 @@ __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_kernel(const float* log
 
 } // namespace
 
-int pv_cuda_embed(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* E, const struct dstep* step, float* x, int H, int n, char* err,
-                  size_t errlen)
+int pv_cuda_embed(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* E, const struct dstep* step, float* x,
+                  int H, int n, char* err, size_t errlen)
 {
 	EmbArgs a = { { E->p[0], E->p[1], E->p[2], E->stride[0], E->stride[1], E->stride[2], E->type }, H, step, x };
 	dim3 grid((unsigned)((H + 255) / 256), (unsigned)n);
@@ -137,20 +137,21 @@ int pv_cuda_embed(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 	return 0;
 }
 
-int pv_cuda_add_rmsnorm(cudaStream_t st, const struct pv_cuda_tuning* tu, float* x, const float* delta, float* xn, const float* w, int H, float eps, int n,
-                        char* err, size_t errlen)
+int pv_cuda_add_rmsnorm(cudaStream_t st, const struct pv_cuda_tuning* tu, float* x, const float* delta, float* xn,
+                        const float* w, int H, float eps, int n, char* err, size_t errlen)
 {
 	const int vec = H % 4 == 0 && !(((uintptr_t)x | (uintptr_t)delta | (uintptr_t)xn | (uintptr_t)w) & 15);
 	if (vec)
-		PV_LAUNCH("add_rmsnorm", tu, err, errlen, add_rmsnorm4_kernel, dim3((unsigned)n), dim3(NORM4_THREADS), 0, st, x, delta, xn,
-		          w, H, eps);
+		PV_LAUNCH("add_rmsnorm", tu, err, errlen, add_rmsnorm4_kernel, dim3((unsigned)n), dim3(NORM4_THREADS), 0, st, x,
+		          delta, xn, w, H, eps);
 	else
-		PV_LAUNCH("add_rmsnorm", tu, err, errlen, add_rmsnorm_kernel, dim3((unsigned)n), dim3(NORM_THREADS), 0, st, x, delta, xn, w,
-		          H, eps);
+		PV_LAUNCH("add_rmsnorm", tu, err, errlen, add_rmsnorm_kernel, dim3((unsigned)n), dim3(NORM_THREADS), 0, st, x,
+		          delta, xn, w, H, eps);
 	return 0;
 }
 
-int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct qkv_post_args* a, int n, char* err, size_t errlen)
+int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct qkv_post_args* a, int n, char* err,
+                     size_t errlen)
 {
 	if (a->hd > 256 || a->R > a->hd) return pv_errf(err, errlen, "CUDA backend: head dim %d (rope %d) above 256", a->hd, a->R);
 	const int items = a->nh + 2 * a->nkv;
@@ -159,7 +160,8 @@ int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const str
 	return 0;
 }
 
-int pv_cuda_argmax(cudaStream_t st, const struct pv_cuda_tuning* tu, const float* logits, int V, int n, int* ids, char* err, size_t errlen)
+int pv_cuda_argmax(cudaStream_t st, const struct pv_cuda_tuning* tu, const float* logits, int V, int n, int* ids, char* err,
+                   size_t errlen)
 {
 	PV_LAUNCH("argmax", tu, err, errlen, argmax_kernel, dim3((unsigned)n), dim3(ARGMAX_THREADS), 0, st, logits, V, ids);
 	return 0;

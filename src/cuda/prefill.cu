@@ -280,8 +280,8 @@ int ensure(struct pv_prefill* p, struct pv_session* s, char* err, size_t errlen)
 int norm(struct pv_prefill_ctx* k, float* x, const float* delta, float* xn, bf16* xb, const float* w, int T)
 {
 	const int H = k->c->hidden;
-	PV_LAUNCH("prefill norm", &k->d->tu, k->err, k->errlen, norm_kernel, dim3((unsigned)T), dim3(NORM_THREADS), 0, k->d->st, x, delta, xn,
-	          xb, pv_prefill_lo(k->p, xb), k->p->ldh, w, H, k->c->rms_eps);
+	PV_LAUNCH("prefill norm", &k->d->tu, k->err, k->errlen, norm_kernel, dim3((unsigned)T), dim3(NORM_THREADS), 0, k->d->st,
+	          x, delta, xn, xb, pv_prefill_lo(k->p, xb), k->p->ldh, w, H, k->c->rms_eps);
 	k->p->nl++;
 	return 0;
 }
@@ -292,8 +292,10 @@ int ffn_dense(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 	struct pv_prefill* p = k->p;
 	const int H = k->c->hidden, I = (int)L->gate.rows;
 	const int ldg = k->c->intermediate;
-	if (I != ldg || L->up.rows != I) return pv_errf(k->err, k->errlen, "CUDA backend: prefill: FFN width %d, config %d", I, ldg);
-	if (pv_prefill_gemm(k, &L->gate, p->xb, p->ldh, p->g, ldg, T) || pv_prefill_gemm(k, &L->up, p->xb, p->ldh, p->u, ldg, T) ||
+	if (I != ldg || L->up.rows != I)
+		return pv_errf(k->err, k->errlen, "CUDA backend: prefill: FFN width %d, config %d", I, ldg);
+	if (pv_prefill_gemm(k, &L->gate, p->xb, p->ldh, p->g, ldg, T) ||
+	    pv_prefill_gemm(k, &L->up, p->xb, p->ldh, p->u, ldg, T) ||
 	    pv_prefill_swiglu(k, p->g, p->u, ldg, p->hb, p->ldf, I, T))
 		return -1;
 	return pv_prefill_gemm(k, &L->down, p->hb, p->ldf, p->delta, H, T);
@@ -312,8 +314,8 @@ int chunk(struct pv_prefill_ctx* k, int ci, int c0, int T, const struct pv_step*
 	const size_t errlen = k->errlen;
 	{
 		const struct dmat* E = &dm->embed;
-		PV_LAUNCH("prefill embed", &k->d->tu, err, errlen, embed_kernel, dim3((unsigned)((H + 255) / 256), (unsigned)T), dim3(256), 0, st,
-		          pv_prefill_planes(E), p->tok + c0, p->x, H);
+		PV_LAUNCH("prefill embed", &k->d->tu, err, errlen, embed_kernel, dim3((unsigned)((H + 255) / 256), (unsigned)T),
+		          dim3(256), 0, st, pv_prefill_planes(E), p->tok + c0, p->x, H);
 		p->nl++;
 	}
 	for (int l = 0; l < c->n_layers; l++) {
@@ -338,14 +340,17 @@ int chunk(struct pv_prefill_ctx* k, int ci, int c0, int T, const struct pv_step*
 	for (int g0 = r0; g0 < c0 + T; g0 += PV_CUDA_ROWS) {
 		const int rows = c0 + T - g0 < PV_CUDA_ROWS ? c0 + T - g0 : PV_CUDA_ROWS;
 		struct gemv_out o[1] = { { &dm->lm_head, d->logits, V, NULL } };
-		if (pv_cuda_gemv(st, &d->tu, o, 1, p->xn + (size_t)(g0 - r0) * H, NULL, H, PV_X_PLAIN, rows, &p->nl, err, errlen)) return -1;
+		if (pv_cuda_gemv(st, &d->tu, o, 1, p->xn + (size_t)(g0 - r0) * H, NULL, H, PV_X_PLAIN, rows, &p->nl, err,
+		                 errlen))
+			return -1;
 		if (pv_cuda_argmax(st, &d->tu, d->logits, V, rows, d->ids, err, errlen)) return -1;
 		p->nl++;
-		if (pv_cuda_copy_outputs(sp, g0, rows, d->logits, d->ids, p->xn + (size_t)(g0 - r0) * H, V, H, st, &d->stats.memcpys,
-		                         err, errlen))
+		if (pv_cuda_copy_outputs(sp, g0, rows, d->logits, d->ids, p->xn + (size_t)(g0 - r0) * H, V, H, st,
+		                         &d->stats.memcpys, err, errlen))
 			return -1;
 		if (g0 + rows == n) {
-			CU(cudaMemcpyAsync(d->ids_host, d->ids + (rows - 1), sizeof(int), cudaMemcpyDeviceToHost, st), err, errlen);
+			CU(cudaMemcpyAsync(d->ids_host, d->ids + (rows - 1), sizeof(int), cudaMemcpyDeviceToHost, st), err,
+			   errlen);
 			d->stats.memcpys++;
 			*have_id = 1;
 		}
@@ -400,16 +405,16 @@ int pv_prefill_gemm(struct pv_prefill_ctx* k, const struct dmat* W, const bf16* 
 int pv_prefill_bias(struct pv_prefill_ctx* k, float* y, int ld, const float* b, int w, int T)
 {
 	if (!b) return 0;
-	PV_LAUNCH("prefill bias", &k->d->tu, k->err, k->errlen, bias_kernel, dim3((unsigned)((w + 255) / 256), (unsigned)T), dim3(256), 0,
-	          k->d->st, y, ld, b, w);
+	PV_LAUNCH("prefill bias", &k->d->tu, k->err, k->errlen, bias_kernel, dim3((unsigned)((w + 255) / 256), (unsigned)T),
+	          dim3(256), 0, k->d->st, y, ld, b, w);
 	k->p->nl++;
 	return 0;
 }
 
 int pv_prefill_swiglu(struct pv_prefill_ctx* k, const float* g, const float* u, int ld, bf16* h, int ldh, int w, int T)
 {
-	PV_LAUNCH("prefill swiglu", &k->d->tu, k->err, k->errlen, swiglu_kernel, dim3((unsigned)((w + 255) / 256), (unsigned)T), dim3(256), 0,
-	          k->d->st, g, u, ld, h, pv_prefill_lo(k->p, h), ldh, w);
+	PV_LAUNCH("prefill swiglu", &k->d->tu, k->err, k->errlen, swiglu_kernel, dim3((unsigned)((w + 255) / 256), (unsigned)T),
+	          dim3(256), 0, k->d->st, g, u, ld, h, pv_prefill_lo(k->p, h), ldh, w);
 	k->p->nl++;
 	return 0;
 }
@@ -472,7 +477,8 @@ int pv_prefill_forward(struct pv_session* s, const struct pv_step* sp, int* have
 	}
 	CU(cudaEventRecord(p->ev0, d->st), err, errlen);
 	CU(cudaMemcpyAsync(p->tok, p->tok_host, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice, d->st), err, errlen);
-	CU(cudaMemcpyAsync(p->steps, p->steps_host, sizeof(struct dstep) * (size_t)nch, cudaMemcpyHostToDevice, d->st), err, errlen);
+	CU(cudaMemcpyAsync(p->steps, p->steps_host, sizeof(struct dstep) * (size_t)nch, cudaMemcpyHostToDevice, d->st), err,
+	   errlen);
 	d->stats.memcpys += 2;
 	struct pv_prefill_ctx k = { p, s, d, &s->m->cfg, err, errlen };
 	int rc = 0;

@@ -120,7 +120,8 @@ int pv_prefill_deltanet_layer(struct pv_prefill_ctx* k, const struct dlayer* L, 
 /* moe_prefill.cu: the MoE FFN over T rows into delta (grouped GEMMs, or the decode's GEMVs) */
 int pv_prefill_moe_layer(struct pv_prefill_ctx* k, const struct dlayer* L, int T);
 /* dequant.cu: out [rows][cols] = W as bf16 (the values dq_elem gives, rounded) */
-int pv_cuda_dequant_bf16(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* W, bf16* out, char* err, size_t errlen);
+int pv_cuda_dequant_bf16(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* W, bf16* out, char* err,
+                         size_t errlen);
 
 /* ---- device helpers of several prefill kernels ------------------------------------------------- */
 

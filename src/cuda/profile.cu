@@ -12,10 +12,12 @@
 
 namespace {
 
-const char* const group_name[G_COUNT] = { "start", "embedding", "add+rmsnorm", "gemv q/k/v", "qk norm+rope+kv", "attention",
-	                                  "gemv o_proj", "gemv deltanet in", "deltanet conv+rec", "gemv deltanet out",
-	                                  "gemv gate/up", "gemv down", "gemv router", "moe route", "gemv experts",
-	                                  "shared expert", "moe combine", "gemv lm_head", "argmax" };
+const char* const group_name[G_COUNT] = {
+	"start",       "embedding",        "add+rmsnorm",       "gemv q/k/v",        "qk norm+rope+kv", "attention",
+	"gemv o_proj", "gemv deltanet in", "deltanet conv+rec", "gemv deltanet out", "gemv gate/up",    "gemv down",
+	"gemv router", "moe route",        "gemv experts",      "shared expert",     "moe combine",     "gemv lm_head",
+	"argmax"
+};
 
 } // namespace
 
@@ -84,7 +86,8 @@ int pv_cuda_profile(struct pv_session* s, int32_t token, int reps, struct pv_cud
 	d->pending_bytes = 0;
 	uint64_t before = d->stats.direct_kernels;
 	e = cudaMemcpyAsync(d->gstep_dev, d->gstep_host, sizeof(struct dstep), cudaMemcpyHostToDevice, d->st);
-	int erc = e != cudaSuccess ? pv_cuda_fail(err, errlen, "profile step copy", e) : pv_cuda_enqueue_step(s, d->gstep_dev, 1, 1, 0, NULL, err, errlen);
+	int erc = e != cudaSuccess ? pv_cuda_fail(err, errlen, "profile step copy", e)
+	                           : pv_cuda_enqueue_step(s, d->gstep_dev, 1, 1, 0, NULL, err, errlen);
 	d->prof = 0;
 	d->stats.direct_kernels = before;
 	e = cudaStreamEndCapture(d->st, &g);

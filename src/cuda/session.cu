@@ -147,15 +147,18 @@ void dims(const struct pv_session* s, struct dsession* d)
 	}
 }
 
-int session_init(struct pv_session* s, char* err, size_t errlen)
+/* 0, or -1 with the message in err and the status in *code (PV_E_DEVICE unless said otherwise) */
+int session_init(struct pv_session* s, int* code, char* err, size_t errlen)
 {
 	const struct pv_config* c = &s->m->cfg;
+	*code = PV_E_DEVICE;
 	if (!s->m->dev) return pv_errf(err, errlen, "CUDA backend: the model's weights are not on the GPU");
 	if (pv_cuda_select_device(err, errlen)) return -1;
 	struct dsession* d = (struct dsession*)pv_xcalloc(1, sizeof(*d));
 	s->be_state = d;
 	d->last_token = -1;
 	dims(s, d);
+	*code = PV_E_UNSUPPORTED; /* shapes the kernels do not take */
 	if (c->head_dim > 256 || c->rope_dim > c->head_dim || c->rope_dim < 2)
 		return pv_errf(err, errlen, "CUDA backend: head dim %d / rope dim %d not supported", c->head_dim, c->rope_dim);
 	if (pv_cuda_attention_check(c->n_heads, c->n_kv_heads, c->head_dim, d->n_split, err, errlen)) return -1;
@@ -164,6 +167,7 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 		    pv_cuda_delta_init(err, errlen))
 			return -1;
 	}
+	*code = PV_E_DEVICE;
 
 	if (pv_cuda_gemv_tma_init(err, errlen)) return -1; /* before any graph capture */
 	CU(cudaStreamCreateWithFlags(&d->st, cudaStreamNonBlocking), err, errlen);
@@ -180,6 +184,8 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 		d->mem = NULL;
 		size_t fr = 0, tot = 0;
 		cudaMemGetInfo(&fr, &tot);
+		cudaGetLastError(); /* the failed allocation must not fail the next call */
+		*code = PV_E_NOMEM;
 		return pv_errf(err, errlen, "CUDA backend: cannot allocate %.2f GiB for a session of context %d (%.2f GiB free): %s",
 		               d->mem_bytes / 1073741824.0, s->n_ctx, fr / 1073741824.0, cudaGetErrorString(e));
 	}
@@ -216,7 +222,8 @@ int session_init(struct pv_session* s, char* err, size_t errlen)
 int session_init_be(struct pv_session* s, const struct pv_session_params* p, char* err, size_t errlen)
 {
 	(void)p;
-	return session_init(s, err, errlen) ? PV_E_DEVICE : PV_OK;
+	int code = PV_E_DEVICE;
+	return session_init(s, &code, err, errlen) ? code : PV_OK;
 }
 
 /* The recurrent state (every linear layer's S and conv window, state_floats floats) from src to
@@ -294,8 +301,8 @@ int copy_prefix(struct pv_session* dst, const struct pv_session* src, int n, int
 	}
 	if (e == cudaSuccess && d->state_floats) {
 		if (from == PV_STATE_SNAPSHOT && (!sd->snap || index < 0 || index >= src->n_snapshots))
-			return pv_session_fail(dst, PV_E_INVALID, "CUDA backend: the source's snapshot slot %d outside [0, %d)", index,
-			                       src->n_snapshots);
+			return pv_session_fail(dst, PV_E_INVALID, "CUDA backend: the source's snapshot slot %d outside [0, %d)",
+			                       index, src->n_snapshots);
 		const float* st = from == PV_STATE_CHECKPOINT ? sd->ckpt + (size_t)index * sd->state_floats
 		                  : from == PV_STATE_SNAPSHOT ? sd->snap + (size_t)index * sd->state_floats
 		                                              : sd->state;
@@ -454,6 +461,7 @@ void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk)
 
 namespace {
 
+/* in engine/backend.h's order */
 const struct pv_backend cuda_backend = {
 	"cuda",
 	backend_model_init,

@@ -42,7 +42,8 @@ struct dsession {
 	float *state, *ckpt, *snap;
 	size_t state_floats;
 	int* lin_index;           /* [n_layers]: position among the linear layers, or -1          */
-	float *lin_raw, *lin_u, *lin_z, *lin_b, *lin_a, *lin_ab, *lin_o; /* [B][ld_raw], [B][cd], [B][vd], [B][Hv] x2, [B][2Hv], [B][vd] */
+	/* [B][ld_raw] projections, [B][cd] conv output, [B][vd] z, [B][Hv] b and a, [B][2Hv] ba, [B][vd] o */
+	float *lin_raw, *lin_u, *lin_z, *lin_b, *lin_a, *lin_ab, *lin_o;
 	int ld_raw;
 	/* MoE: router logits [B][E], top-k ids and weights [B][k], per-slot gate/up [B k][Ie] and
 	 * outputs [B k][H], the shared expert's gate/up [B][Is] and output [B][H] */

@@ -29,10 +29,10 @@ struct knob_def {
 const knob_def table[PV_CUDA_N_KNOBS] = {
 	{ "cuda.pdl", "PV_CUDA_PDL", 1, 0, 1, NULL, 0,
 	  "programmatic dependent launch: a kernel's blocks start while the previous kernel drains", F(pdl) },
-	{ "cuda.prefetch", "PV_CUDA_PREFETCH", 0, 0, 1, NULL, 0, "one-row GEMVs prefetch their weight rows into L2 before the PDL wait",
-	  F(prefetch) },
-	{ "cuda.gemv_rows", "PV_CUDA_GEMV_R", 1, 1, 2, NULL, 0, "weight rows per warp of a one-row GEMV (2: the activation loads shared)",
-	  F(gemv_rows) },
+	{ "cuda.prefetch", "PV_CUDA_PREFETCH", 0, 0, 1, NULL, 0,
+	  "one-row GEMVs prefetch their weight rows into L2 before the PDL wait", F(prefetch) },
+	{ "cuda.gemv_rows", "PV_CUDA_GEMV_R", 1, 1, 2, NULL, 0,
+	  "weight rows per warp of a one-row GEMV (2: the activation loads shared)", F(gemv_rows) },
 	{ "cuda.gemv_direct", "PV_CUDA_GEMV_DIRECT", 1, 0, 1, NULL, 0,
 	  "one-row GEMVs read the activation in place (0: staged through shared memory)", F(gemv_direct) },
 	{ "cuda.gemv_pipe", "PV_CUDA_GEMV_PIPE", 0, 0, 1, NULL, 0, "one-row GEMVs: the software-pipelined in-place walk",
@@ -41,20 +41,20 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "one-row BF16/F16/F32 GEMVs fed by the bulk copy engine (gemv_tma.cu), ring variant 1-3; 0 off", F(gemv_tma) },
 	{ "cuda.swiglu_pair", "PV_CUDA_SWIGLU_PAIR", 1, 0, 1, NULL, 0, "one-row gate/up GEMV with silu(g) * u in its epilogue",
 	  F(swiglu_pair) },
-	{ "cuda.attn_fuse", "PV_CUDA_ATTN_FUSE", 1, 0, 1, NULL, 0, "one-row attention does the q/k norm, RoPE and KV write itself",
-	  F(attn_fuse) },
-	{ "cuda.moe_side", "PV_CUDA_MOE_SIDE", 1, 0, 1, NULL, 0, "MoE: the shared expert on a second stream beside the routed experts",
-	  F(moe_side) },
-	{ "cuda.norm_fuse", "PV_CUDA_NORM_FUSE", 0, 0, 1, NULL, 0, "one row: the add+RMSNorm done by the last block of the GEMV before it",
-	  F(norm_fuse) },
-	{ "cuda.graphs", "PV_CUDA_GRAPHS", 1, 0, 1, NULL, 0, "one-row calls replay the decode graph (0: direct launches, for diagnosis)",
-	  F(graphs) },
-	{ "cuda.att_split", "PV_CUDA_ATT_SPLIT", 32, 16, 64, NULL, 1, "keys per attention split (16, 32 or 64), fixed per session",
-	  F(att_split) },
+	{ "cuda.attn_fuse", "PV_CUDA_ATTN_FUSE", 1, 0, 1, NULL, 0,
+	  "one-row attention does the q/k norm, RoPE and KV write itself", F(attn_fuse) },
+	{ "cuda.moe_side", "PV_CUDA_MOE_SIDE", 1, 0, 1, NULL, 0,
+	  "MoE: the shared expert on a second stream beside the routed experts", F(moe_side) },
+	{ "cuda.norm_fuse", "PV_CUDA_NORM_FUSE", 0, 0, 1, NULL, 0,
+	  "one row: the add+RMSNorm done by the last block of the GEMV before it", F(norm_fuse) },
+	{ "cuda.graphs", "PV_CUDA_GRAPHS", 1, 0, 1, NULL, 0,
+	  "one-row calls replay the decode graph (0: direct launches, for diagnosis)", F(graphs) },
+	{ "cuda.att_split", "PV_CUDA_ATT_SPLIT", 32, 16, 64, NULL, 1,
+	  "keys per attention split (16, 32 or 64), fixed per session", F(att_split) },
 	{ "cuda.prefill", "PV_CUDA_PREFILL", 1, 0, 2, NULL, 0,
 	  "prompt path: 0 off (16-row steps), 1 bf16 GEMMs, 2 precise (bf16 hi + lo inputs, f32 attention)", F(prefill) },
-	{ "cuda.prefill_chunk", "PV_CUDA_PREFILL_CHUNK", 1024, 1, 1 << 20, NULL, 0, "rows per prefill chunk (at most max_batch)",
-	  F(prefill_chunk) },
+	{ "cuda.prefill_chunk", "PV_CUDA_PREFILL_CHUNK", 1024, 1, 1 << 20, NULL, 0,
+	  "rows per prefill chunk (at most max_batch)", F(prefill_chunk) },
 	{ "cuda.prefill_attn", "PV_CUDA_PREFILL_ATTN", 0, 0, 1, "mma|f32", 0,
 	  "prefill attention: 0 mma (tensor cores, f16 inputs), 1 f32 (CUDA cores)", F(prefill_attn) },
 	{ "cuda.prefill_moe", "PV_CUDA_PREFILL_MOE", 0, 0, 1, "gemm|gemv", 0,
@@ -64,7 +64,8 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  F(prefill_delta) },
 };
 #undef F
-static_assert(sizeof(struct pv_cuda_tuning) == PV_CUDA_N_KNOBS * sizeof(int), "a knob of struct pv_cuda_tuning without its table row");
+static_assert(sizeof(struct pv_cuda_tuning) == PV_CUDA_N_KNOBS * sizeof(int),
+              "a knob of struct pv_cuda_tuning without its table row");
 
 int* field(struct pv_cuda_tuning* tu, const knob_def& k) { return (int*)((char*)tu + k.off); }
 
@@ -137,7 +138,10 @@ int pv_cuda_tuning_read(struct pv_cuda_tuning* tu, struct pv_knob* knobs, const 
 		const char* ne = eq ? eq : e;
 		while (ne > p && isspace((unsigned char)ne[-1])) ne--;
 		const int i = find(p, (size_t)(ne - p));
-		if (i < 0) return pv_errf(err, errlen, "CUDA backend: unknown knob \"%.*s\" (pv_model_knobs lists them)", (int)(ne - p), p), PV_E_INVALID;
+		if (i < 0)
+			return pv_errf(err, errlen, "CUDA backend: unknown knob \"%.*s\" (pv_model_knobs lists them)",
+			               (int)(ne - p), p),
+			       PV_E_INVALID;
 		const knob_def& k = table[i];
 		const char* vs = eq ? eq + 1 : e;
 		const char* ve = e;
@@ -145,7 +149,8 @@ int pv_cuda_tuning_read(struct pv_cuda_tuning* tu, struct pv_knob* knobs, const 
 		while (ve > vs && isspace((unsigned char)ve[-1])) ve--;
 		if (!eq || parse_value(k, vs, (size_t)(ve - vs), field(tu, k))) {
 			accepted(k, acc, sizeof acc);
-			return pv_errf(err, errlen, "CUDA backend: knob \"%.*s\": %s takes %s", (int)(e - p), p, k.name, acc), PV_E_INVALID;
+			return pv_errf(err, errlen, "CUDA backend: knob \"%.*s\": %s takes %s", (int)(e - p), p, k.name, acc),
+			       PV_E_INVALID;
 		}
 		p = e;
 	}

@@ -31,7 +31,7 @@
 #include "proven_dev.h"
 
 #define TOL_CPU 1e-4 /* against the CPU engine (summation order only), as tests/cuda/test_cuda.c */
-#define NP 24        /* prompt rows used here (the fixtures' prompts are longer)               */
+#define NP      24   /* prompt rows used here (the fixtures' prompts are longer)               */
 
 static int32_t* g_toks; /* the fixture's first prompt */
 static int g_ntok;
@@ -115,8 +115,8 @@ static void test_outputs(pv_model* m, const char* name)
 	struct pv_session_stats st;
 	pv_session_get_stats(s, &st);
 	CHECK(st.logits_rows == 3 && st.hidden_rows == 1 && st.argmax_rows == 0 && st.rows == NP && st.exact_rows == NP,
-	      "%s: stats rows %llu logits %llu hidden %llu", name, (unsigned long long)st.rows, (unsigned long long)st.logits_rows,
-	      (unsigned long long)st.hidden_rows);
+	      "%s: stats rows %llu logits %llu hidden %llu", name, (unsigned long long)st.rows,
+	      (unsigned long long)st.logits_rows, (unsigned long long)st.hidden_rows);
 	pv_session_free(s);
 	/* one-row calls (the decode graph): every output, and argmax alone */
 	s = new_session(m, 0);
@@ -131,8 +131,8 @@ static void test_outputs(pv_model* m, const char* name)
 	}
 	CHECK(ok, "%s: one-row calls: argmax, logits or hidden differ from the 24-row call's rows", name);
 	pv_session_get_stats(s, &st);
-	CHECK(st.graph_launches >= 6 || getenv("PV_CUDA_GRAPHS"), "%s: one-row calls did not replay the graph (%llu launches)", name,
-	      (unsigned long long)st.graph_launches);
+	CHECK(st.graph_launches >= 6 || getenv("PV_CUDA_GRAPHS"), "%s: one-row calls did not replay the graph (%llu launches)",
+	      name, (unsigned long long)st.graph_launches);
 	pv_session_free(s);
 	pv_session_free(s2);
 	free(lg);
@@ -164,8 +164,8 @@ static void test_exact(pv_model* m, const char* name)
 	pv_session* s4 = new_session(m, 0);
 	CHECK(pv_session_run(s4, g_toks, n, 0, NULL) == PV_OK, "%s: fast call: %s", name, pv_session_error(s4));
 	pv_session_get_stats(s4, &st);
-	CHECK(st.fast_rows == (uint64_t)n && (!strcmp(st.path_last, "fast") || !strcmp(st.path_last, "precise")), "%s: fast stats",
-	      name);
+	CHECK(st.fast_rows == (uint64_t)n && (!strcmp(st.path_last, "fast") || !strcmp(st.path_last, "precise")),
+	      "%s: fast stats", name);
 	pv_session_free(s1);
 	pv_session_free(s2);
 	pv_session_free(s3);
@@ -176,7 +176,8 @@ static void test_exact(pv_model* m, const char* name)
 }
 
 /* A session at prefix P (row by row), then `rows` exact continuation rows: their logits into ref. */
-static void reference(pv_model* m, const int32_t* prefix, int P, const int32_t* cont, int C, float* ref, int V, const char* name)
+static void reference(pv_model* m, const int32_t* prefix, int P, const int32_t* cont, int C, float* ref, int V,
+                      const char* name)
 {
 	pv_session* r = new_session(m, 0);
 	CHECK(run_exact(r, prefix, P, 1, NULL, V) == 0 && run_exact(r, cont, C, C, ref, V) == 0, "%s: reference", name);
@@ -198,24 +199,27 @@ static void test_snapshots(pv_model* m, const char* name)
 	for (int j = 1; j <= K; j++) {
 		CHECK(pv_session_truncate(s, P) == PV_OK, "%s: back to the prefix", name);
 		struct pv_eval_out o = { got, 0, NULL, 0, NULL, 0 };
-		CHECK(pv_session_run(s, g_toks + P, K, PV_EVAL_SNAPSHOT, &o) == PV_OK, "%s: snapshot call: %s", name, pv_session_error(s));
+		CHECK(pv_session_run(s, g_toks + P, K, PV_EVAL_SNAPSHOT, &o) == PV_OK, "%s: snapshot call: %s", name,
+		      pv_session_error(s));
 		if (j == 1) { /* the snapshot call's logits are the exact call's */
 			pv_session* e = new_session(m, 0);
-			CHECK(run_exact(e, g_toks, P, P, NULL, V) == 0 && run_exact(e, g_toks + P, K, K, ref, V) == 0, "%s: exact call", name);
+			CHECK(run_exact(e, g_toks, P, P, NULL, V) == 0 && run_exact(e, g_toks + P, K, K, ref, V) == 0,
+			      "%s: exact call", name);
 			CHECK(same(ref, got, (size_t)V * K), "%s: a snapshot call's logits differ from the exact call's", name);
 			pv_session_free(e);
 		}
 		struct pv_session_stats st0, st1;
 		pv_session_get_stats(s, &st0);
-		CHECK(pv_session_truncate(s, P + j) == PV_OK && pv_session_length(s) == P + j, "%s: truncate to %d: %s", name, P + j,
-		      pv_session_error(s));
+		CHECK(pv_session_truncate(s, P + j) == PV_OK && pv_session_length(s) == P + j, "%s: truncate to %d: %s", name,
+		      P + j, pv_session_error(s));
 		pv_session_get_stats(s, &st1);
 		if (hybrid)
 			CHECK(st1.snapshot_loads == st0.snapshot_loads + (j < K) && st1.rollbacks == st0.rollbacks,
 			      "%s: truncation to row %d of the snapshot call did not load a snapshot", name, j);
 		CHECK(run_exact(s, cont, C, C, got, V) == 0, "%s: continuation", name);
 		reference(m, seq, P + j, cont, C, ref, V, name);
-		CHECK(same(ref, got, (size_t)V * C), "%s: snapshot truncation to %d is not bitwise the shorter session", name, P + j);
+		CHECK(same(ref, got, (size_t)V * C), "%s: snapshot truncation to %d is not bitwise the shorter session", name,
+		      P + j);
 		CHECK(pv_session_truncate(s, P + j) == PV_OK, "%s: drop the continuation", name);
 	}
 	/* a 20-row snapshot call is two device steps (16 + 4 rows): rows of both */
@@ -223,16 +227,18 @@ static void test_snapshots(pv_model* m, const char* name)
 	for (size_t i = 0; i < sizeof rows2 / sizeof rows2[0]; i++) {
 		const int j = rows2[i];
 		CHECK(pv_session_truncate(s, P) == PV_OK, "%s: back to the prefix", name);
-		CHECK(pv_session_run(s, g_toks + P, K2, PV_EVAL_SNAPSHOT, NULL) == PV_OK, "%s: %d-row snapshot call: %s", name, K2,
-		      pv_session_error(s));
+		CHECK(pv_session_run(s, g_toks + P, K2, PV_EVAL_SNAPSHOT, NULL) == PV_OK, "%s: %d-row snapshot call: %s", name,
+		      K2, pv_session_error(s));
 		CHECK(pv_session_truncate(s, P + j) == PV_OK, "%s: truncate to %d", name, P + j);
 		CHECK(run_exact(s, cont, C, C, got, V) == 0, "%s: continuation", name);
 		reference(m, seq, P + j, cont, C, ref, V, name);
-		CHECK(same(ref, got, (size_t)V * C), "%s: truncation to row %d of a %d-row snapshot call is not bitwise", name, j, K2);
+		CHECK(same(ref, got, (size_t)V * C), "%s: truncation to row %d of a %d-row snapshot call is not bitwise", name,
+		      j, K2);
 	}
 	/* a one-row snapshot call (direct launches, not the graph), then two more rows, then back */
 	CHECK(pv_session_truncate(s, P) == PV_OK, "%s: back to the prefix", name);
-	CHECK(pv_session_run(s, g_toks + P, 1, PV_EVAL_SNAPSHOT, NULL) == PV_OK && run_exact(s, g_toks + P + 1, 2, 2, NULL, V) == 0,
+	CHECK(pv_session_run(s, g_toks + P, 1, PV_EVAL_SNAPSHOT, NULL) == PV_OK &&
+	              run_exact(s, g_toks + P + 1, 2, 2, NULL, V) == 0,
 	      "%s: one-row snapshot call", name);
 	struct pv_session_stats st0, st1;
 	pv_session_get_stats(s, &st0);
@@ -245,8 +251,8 @@ static void test_snapshots(pv_model* m, const char* name)
 	/* a snapshot call longer than n_snapshots is refused, the session unchanged */
 	int len = pv_session_length(s);
 	int rc = pv_session_run(s, g_toks, K2 + 1, PV_EVAL_SNAPSHOT, NULL);
-	CHECK(hybrid ? rc == PV_E_INVALID && pv_session_length(s) == len : rc == PV_OK, "%s: %d-row snapshot call gave %s", name, K2 + 1,
-	      pv_status_name(rc));
+	CHECK(hybrid ? rc == PV_E_INVALID && pv_session_length(s) == len : rc == PV_OK, "%s: %d-row snapshot call gave %s",
+	      name, K2 + 1, pv_status_name(rc));
 	CHECK(pv_session_ok(s), "%s: the session failed", name);
 	pv_session_free(s);
 	free(ref);
@@ -270,19 +276,20 @@ static void test_copy_prefix(pv_model* m, const char* name)
 	pv_session* dst = new_session(m, 0);
 	/* src: 16 tokens, a checkpoint, a 4-row snapshot call to 20, then 2 more */
 	CHECK(run_exact(src, g_toks, 16, 16, NULL, V) == 0 && pv_session_checkpoint(src) == PV_OK &&
-	              pv_session_run(src, g_toks + 16, 4, PV_EVAL_SNAPSHOT, NULL) == PV_OK && run_exact(src, g_toks + 20, 2, 2, NULL, V) == 0,
+	              pv_session_run(src, g_toks + 16, 4, PV_EVAL_SNAPSHOT, NULL) == PV_OK &&
+	              run_exact(src, g_toks + 20, 2, 2, NULL, V) == 0,
 	      "%s: source", name);
 	CHECK(pv_session_copy_prefix(dst, src, 22) == PV_OK && pv_session_length(dst) == 22 &&
 	              !memcmp(pv_session_tokens(dst), g_toks, 22 * sizeof(int32_t)),
 	      "%s: copy at the current length: %s", name, pv_session_error(dst));
-	CHECK(run_exact(dst, cont, C, C, got, V) == 0 && same(ref22, got, (size_t)V * C), "%s: continuation after a current-state copy",
-	      name);
+	CHECK(run_exact(dst, cont, C, C, got, V) == 0 && same(ref22, got, (size_t)V * C),
+	      "%s: continuation after a current-state copy", name);
 	CHECK(pv_session_copy_prefix(dst, src, 16) == PV_OK, "%s: copy from the checkpoint: %s", name, pv_session_error(dst));
-	CHECK(run_exact(dst, cont, C, C, got, V) == 0 && same(ref16, got, (size_t)V * C), "%s: continuation after a checkpoint copy",
-	      name);
+	CHECK(run_exact(dst, cont, C, C, got, V) == 0 && same(ref16, got, (size_t)V * C),
+	      "%s: continuation after a checkpoint copy", name);
 	CHECK(pv_session_copy_prefix(dst, src, 20) == PV_OK, "%s: copy from a snapshot row: %s", name, pv_session_error(dst));
-	CHECK(run_exact(dst, cont, C, C, got, V) == 0 && same(ref20, got, (size_t)V * C), "%s: continuation after a snapshot copy",
-	      name);
+	CHECK(run_exact(dst, cont, C, C, got, V) == 0 && same(ref20, got, (size_t)V * C),
+	      "%s: continuation after a snapshot copy", name);
 	int rc = pv_session_copy_prefix(dst, src, 14);
 	CHECK(hybrid ? rc == PV_E_UNSUPPORTED : rc == PV_OK, "%s: copy at 14 gave %s", name, pv_status_name(rc));
 	/* the source is untouched by the copies: its own continuation is still the reference's */
@@ -300,17 +307,19 @@ static void test_copy_prefix(pv_model* m, const char* name)
 	struct pv_eval_out o = { a, 0, NULL, 0, NULL, 0 };
 	CHECK(pv_session_sync(s, seq, 30, PV_EVAL_EXACT, &o, &reused) == PV_OK && reused == 0, "%s: first sync", name);
 	CHECK(pv_session_checkpoint(s) == PV_OK, "%s: checkpoint", name);
-	CHECK(pv_session_sync(s, seq, 40, PV_EVAL_EXACT, &o, &reused) == PV_OK && reused == 30, "%s: extending sync reused %d", name,
-	      reused);
+	CHECK(pv_session_sync(s, seq, 40, PV_EVAL_EXACT, &o, &reused) == PV_OK && reused == 30, "%s: extending sync reused %d",
+	      name, reused);
 	pv_session* r = new_session(m, 0);
 	struct pv_eval_out ob = { b, 39, NULL, 0, NULL, 0 };
-	CHECK(pv_session_run(r, seq, 40, PV_EVAL_EXACT, &ob) == PV_OK && same(a, b, (size_t)V), "%s: sync's last row differs", name);
+	CHECK(pv_session_run(r, seq, 40, PV_EVAL_EXACT, &ob) == PV_OK && same(a, b, (size_t)V), "%s: sync's last row differs",
+	      name);
 	pv_session_free(r);
 	seq[30] = (seq[30] + 1) % V;
 	CHECK(pv_session_sync(s, seq, 35, PV_EVAL_EXACT, &o, &reused) == PV_OK && reused == 30, "%s: diverging sync", name);
 	r = new_session(m, 0);
 	ob.logits_row0 = 34;
-	CHECK(pv_session_run(r, seq, 35, PV_EVAL_EXACT, &ob) == PV_OK && same(a, b, (size_t)V), "%s: diverging sync's last row", name);
+	CHECK(pv_session_run(r, seq, 35, PV_EVAL_EXACT, &ob) == PV_OK && same(a, b, (size_t)V), "%s: diverging sync's last row",
+	      name);
 	pv_session_free(r);
 	pv_session_free(s);
 	free(a);
@@ -333,18 +342,20 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 {
 	const struct pv_knob* k = NULL;
 	const int n = pv_model_knobs(m, &k);
-	static const char* const want[] = { "cuda.pdl", "cuda.prefetch", "cuda.gemv_rows", "cuda.gemv_direct", "cuda.gemv_pipe",
-		                            "cuda.gemv_tma", "cuda.swiglu_pair", "cuda.attn_fuse", "cuda.moe_side", "cuda.norm_fuse",
-		                            "cuda.graphs", "cuda.att_split", "cuda.prefill", "cuda.prefill_chunk", "cuda.prefill_attn",
-		                            "cuda.prefill_moe", "cuda.prefill_delta" };
+	static const char* const want[] = { "cuda.pdl",          "cuda.prefetch",      "cuda.gemv_rows",    "cuda.gemv_direct",
+		                            "cuda.gemv_pipe",    "cuda.gemv_tma",      "cuda.swiglu_pair",  "cuda.attn_fuse",
+		                            "cuda.moe_side",     "cuda.norm_fuse",     "cuda.graphs",       "cuda.att_split",
+		                            "cuda.prefill",      "cuda.prefill_chunk", "cuda.prefill_attn", "cuda.prefill_moe",
+		                            "cuda.prefill_delta" };
 	const int nw = (int)(sizeof want / sizeof want[0]);
 	CHECK(n == nw && k, "%s: %d knobs listed, want %d", name, n, nw);
 	for (int i = 0; i < nw; i++) {
 		const struct pv_knob* kk = find_knob(k, n, want[i]);
-		CHECK(kk && kk->env && !strncmp(kk->env, "PV_CUDA_", 8) && kk->doc && kk->doc[0], "%s: knob %s missing or undocumented", name,
-		      want[i]);
+		CHECK(kk && kk->env && !strncmp(kk->env, "PV_CUDA_", 8) && kk->doc && kk->doc[0],
+		      "%s: knob %s missing or undocumented", name, want[i]);
 		/* without its variable set, a knob has its default */
-		if (kk && kk->env && !getenv(kk->env)) CHECK(kk->value == kk->def, "%s: %s = %d, default %d", name, want[i], kk->value, kk->def);
+		if (kk && kk->env && !getenv(kk->env))
+			CHECK(kk->value == kk->def, "%s: %s = %d, default %d", name, want[i], kk->value, kk->def);
 	}
 	const struct pv_knob* split = find_knob(k, n, "cuda.att_split");
 	CHECK(split && split->def == 32, "%s: cuda.att_split's default", name);
@@ -359,7 +370,8 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		const int n2 = pv_model_knobs(m2, &k2);
 		const struct pv_knob *a = find_knob(k2, n2, "cuda.pdl"), *g = find_knob(k2, n2, "cuda.graphs"),
 		                     *d = find_knob(k2, n2, "cuda.gemv_direct");
-		CHECK(a && g && d && a->value == 0 && g->value == 0 && d->value == 0, "%s: the knobs string did not change the values", name);
+		CHECK(a && g && d && a->value == 0 && g->value == 0 && d->value == 0,
+		      "%s: the knobs string did not change the values", name);
 		const int V = pv_model_get_info(m)->vocab;
 		float* x = malloc(sizeof(float) * V * NP);
 		float* y = malloc(sizeof(float) * V * NP);
@@ -369,7 +381,8 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		CHECK(same(x, y, (size_t)V * NP), "%s: cuda.pdl=0, cuda.graphs=0, cuda.gemv_direct=0 changed the logits", name);
 		struct pv_session_stats st;
 		pv_session_get_stats(s2, &st);
-		CHECK(st.graph_launches == 0, "%s: cuda.graphs=0 still launched %llu graphs", name, (unsigned long long)st.graph_launches);
+		CHECK(st.graph_launches == 0, "%s: cuda.graphs=0 still launched %llu graphs", name,
+		      (unsigned long long)st.graph_launches);
 		pv_session_free(s1);
 		pv_session_free(s2);
 		free(x);
@@ -400,8 +413,9 @@ static void test_bytes(pv_model* m, const char* name)
 			CHECK(host + st.device_bytes <= want, "%s: device bytes %llu above session_bytes %llu", name,
 			      (unsigned long long)(host + st.device_bytes), (unsigned long long)want);
 		else
-			CHECK(host + st.device_bytes == want, "%s (%d snapshots): session_bytes %llu, the session holds %llu + host %llu", name,
-			      ns, (unsigned long long)want, (unsigned long long)st.device_bytes, (unsigned long long)host);
+			CHECK(host + st.device_bytes == want,
+			      "%s (%d snapshots): session_bytes %llu, the session holds %llu + host %llu", name, ns,
+			      (unsigned long long)want, (unsigned long long)st.device_bytes, (unsigned long long)host);
 		pv_session_free(s);
 	}
 }
