@@ -149,6 +149,13 @@ void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk);
  * GPU and rounded to bf16), as floats. */
 int pv_cuda_test_dequant(const struct pv_tensor* W, float* out, char* err, size_t errlen);
 
+/* Tests: changes this session's copy of the model's knobs ("name=value,...", tuning.cu's names),
+ * for A/B runs inside one process; the next call uses them (the prefill scratch is set up again
+ * when its layout changes, the decode graph captured again when a decode switch changes).
+ * cuda.att_split and cuda.moe_side are fixed per session. Returns PV_OK, or PV_E_INVALID with a
+ * message (PV_E_DEVICE if the new capture fails). */
+int pv_cuda_set_knobs(struct pv_session* s, const char* spec, char* err, size_t errlen);
+
 /* Tests: y[t*W->rows + o] = sum_i x[t*W->cols + i] * W[o, i] for t < T (any T >= 1), through the
  * same upload and GEMV kernels as the forward pass (T is split into steps of at most 16 rows). */
 int pv_cuda_test_matmul(const struct pv_tensor* W, const float* x, int T, float* y, char* err, size_t errlen);

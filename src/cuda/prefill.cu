@@ -523,17 +523,17 @@ void pv_prefill_account(struct pv_session* s)
 	if (cudaEventElapsedTime(&ms, p->ev0, p->ev1) == cudaSuccess) dsess(s)->stats.prefill_gpu_ms += ms;
 }
 
-void pv_prefill_set(struct pv_session* s, int on, int chunk_rows)
+void pv_prefill_retune(struct pv_session* s)
 {
 	struct pv_prefill* p = get(s);
-	struct dsession* d = dsess(s);
-	d->tu.prefill = on < 0 ? 0 : on > 2 ? 2 : on;
-	d->tu.prefill_chunk = chunk_rows > 0 ? chunk_rows : dmod(s)->tu.prefill_chunk;
-	const int split = d->tu.prefill == 2;
-	if (d->tu.prefill_chunk != p->chunk || split != p->split) {
-		free_scratch(p); /* the scratch depends on both: laid out again by the next ensure() */
-		p->chunk = d->tu.prefill_chunk;
-		p->split = split;
+	struct pv_prefill want;
+	memset(&want, 0, sizeof want);
+	plan(&want, s);
+	if (want.chunk != p->chunk || want.split != p->split || want.moe_gemm != p->moe_gemm) {
+		free_scratch(p); /* laid out again by the next ensure() */
+		p->chunk = want.chunk;
+		p->split = want.split;
+		p->moe_gemm = want.moe_gemm;
 		p->prepared = p->broken = 0;
 		p->fallback[0] = 0;
 	}

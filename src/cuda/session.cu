@@ -452,8 +452,46 @@ void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk)
 	if (!s || s->be != pv_backend_cuda() || !s->be_state) return;
 	struct dsession* d = dsess(s);
 	if (d->st) cudaStreamSynchronize(d->st); /* a chunk change frees the prefill scratch */
-	pv_prefill_set(s, on, chunk);
+	d->tu.prefill = on < 0 ? 0 : on > 2 ? 2 : on;
+	d->tu.prefill_chunk = chunk > 0 ? chunk : dmod(s)->tu.prefill_chunk;
+	pv_prefill_retune(s);
 	pv_prefill_prepare(s); /* set up again now, not at the next call */
+}
+
+int pv_cuda_set_knobs(struct pv_session* s, const char* spec, char* err, size_t errlen)
+{
+	if (!s || s->be != pv_backend_cuda() || !s->be_state) return pv_errf(err, errlen, "not a CUDA session"), PV_E_INVALID;
+	struct dsession* d = dsess(s);
+	struct pv_cuda_tuning tu = d->tu;
+	if (pv_cuda_tuning_apply(&tu, spec, err, errlen)) return PV_E_INVALID;
+	/* fixed when the session was made: the attention splits (its memory layout) and the MoE side
+	 * stream (created at session creation when on) */
+	if (tu.att_split != d->tu.att_split || tu.moe_side != d->tu.moe_side)
+		return pv_errf(err, errlen, "CUDA backend: cuda.att_split and cuda.moe_side are fixed per session (open the "
+		                            "model with them)"),
+		       PV_E_INVALID;
+	if (d->failed) return PV_E_DEVICE;
+	/* a switch of the decode path (all but the prefill's and cuda.graphs): the graph is captured again */
+	struct pv_cuda_tuning a = d->tu, b = tu;
+	a.graphs = b.graphs = 0;
+	a.prefill = b.prefill = a.prefill_chunk = b.prefill_chunk = 0;
+	a.prefill_attn = b.prefill_attn = a.prefill_moe = b.prefill_moe = a.prefill_delta = b.prefill_delta = 0;
+	const int recapture = memcmp(&a, &b, sizeof a) != 0;
+	if (d->st) cudaStreamSynchronize(d->st); /* the graph and the prefill scratch may be freed */
+	d->tu = tu;
+	if (recapture && d->gexec) {
+		cudaGraphExecDestroy(d->gexec);
+		cudaGraphDestroy(d->graph);
+		d->gexec = NULL;
+		d->graph = NULL;
+	}
+	if (d->tu.graphs && !d->gexec && pv_cuda_capture(s, err, errlen)) {
+		pv_cuda_fail_session(s);
+		return PV_E_DEVICE;
+	}
+	pv_prefill_retune(s);
+	pv_prefill_prepare(s);
+	return PV_OK;
 }
 
 

@@ -143,8 +143,9 @@ int pv_prefill_forward(struct pv_session* s, const struct pv_step* sp, int* have
 void pv_prefill_prepare(struct pv_session* s);
 /* After the caller's synchronisation: adds the call's GPU time (CUDA events) to the stats. */
 void pv_prefill_account(struct pv_session* s);
-/* on: 0 off, 1 fast, 2 precise; chunk: rows per chunk (0: the default) */
-void pv_prefill_set(struct pv_session* s, int on, int chunk);
+/* after a change of the session's settings (d->tu): drops the scratch when it was laid out for
+ * other settings (chunk, precise mode, MoE kernels); pv_prefill_prepare sets it up again */
+void pv_prefill_retune(struct pv_session* s);
 void pv_prefill_free(struct pv_prefill* p);
 /* device bytes of the scratch a session with these settings sets up (0: none), and of the one it
  * holds now */

@@ -116,19 +116,9 @@ int find(const char* name, size_t n)
 
 } // namespace
 
-int pv_cuda_tuning_read(struct pv_cuda_tuning* tu, struct pv_knob* knobs, const char* spec, char* err, size_t errlen)
+int pv_cuda_tuning_apply(struct pv_cuda_tuning* tu, const char* spec, char* err, size_t errlen)
 {
 	char acc[64];
-	for (int i = 0; i < PV_CUDA_N_KNOBS; i++) {
-		const knob_def& k = table[i];
-		*field(tu, k) = k.def;
-		const char* v = getenv(k.env);
-		if (!v || !*v) continue;
-		if (parse_value(k, v, strlen(v), field(tu, k))) {
-			accepted(k, acc, sizeof acc);
-			return pv_errf(err, errlen, "CUDA backend: %s=%s: %s takes %s", k.env, v, k.name, acc), PV_E_INVALID;
-		}
-	}
 	for (const char* p = spec; p && *p;) {
 		while (*p == ',' || isspace((unsigned char)*p)) p++;
 		if (!*p) break;
@@ -154,6 +144,23 @@ int pv_cuda_tuning_read(struct pv_cuda_tuning* tu, struct pv_knob* knobs, const 
 		}
 		p = e;
 	}
+	return 0;
+}
+
+int pv_cuda_tuning_read(struct pv_cuda_tuning* tu, struct pv_knob* knobs, const char* spec, char* err, size_t errlen)
+{
+	char acc[64];
+	for (int i = 0; i < PV_CUDA_N_KNOBS; i++) {
+		const knob_def& k = table[i];
+		*field(tu, k) = k.def;
+		const char* v = getenv(k.env);
+		if (!v || !*v) continue;
+		if (parse_value(k, v, strlen(v), field(tu, k))) {
+			accepted(k, acc, sizeof acc);
+			return pv_errf(err, errlen, "CUDA backend: %s=%s: %s takes %s", k.env, v, k.name, acc), PV_E_INVALID;
+		}
+	}
+	if (pv_cuda_tuning_apply(tu, spec, err, errlen)) return PV_E_INVALID;
 	for (int i = 0; knobs && i < PV_CUDA_N_KNOBS; i++) {
 		knobs[i].name = table[i].name;
 		knobs[i].env = table[i].env;

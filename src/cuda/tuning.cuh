@@ -41,5 +41,7 @@ struct pv_cuda_tuning {
  * receives [PV_CUDA_N_KNOBS] records of the result (static names and docs). Returns 0, or
  * PV_E_INVALID with a message naming the variable or knob on an unknown name or a bad value. */
 int pv_cuda_tuning_read(struct pv_cuda_tuning* tu, struct pv_knob* knobs, const char* spec, char* err, size_t errlen);
+/* spec ("name=value,...") over the values already in tu: 0, or PV_E_INVALID with a message */
+int pv_cuda_tuning_apply(struct pv_cuda_tuning* tu, const char* spec, char* err, size_t errlen);
 
 #endif

@@ -16,7 +16,9 @@
  *              rows == the source's continuation, bitwise; sync
  *   knobs:     pv_model_knobs lists every switch (names, variables, docs, defaults); a knobs
  *              string changes the values; switches that keep the arithmetic (cuda.pdl,
- *              cuda.graphs, cuda.gemv_direct) keep the bits; an unknown name fails the open
+ *              cuda.graphs, cuda.gemv_direct) keep the bits; an unknown name fails the open;
+ *              pv_cuda_set_knobs changes a session's copy (decode switches: the graph captured
+ *              again, the same bits), refuses cuda.att_split
  *   bytes:     pv_session_bytes == the engine's host part + the session's device_bytes
  *   cpu:       the CUDA logits vs the CPU backend's within TOL_CPU (tests/cuda/test_cuda.c's)
  *
@@ -24,6 +26,7 @@
  * rests on, not tolerances.
  */
 #include "cpu/ops.h"
+#include "cuda/backend.h"
 #include "fixture.h"
 #include "harness.h"
 #include "model/model.h"
@@ -388,6 +391,32 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		free(x);
 		free(y);
 		pv_model_close(m2);
+	}
+	/* a session's own copy (pv_cuda_set_knobs, the A/B hook): decode switches that keep the
+	 * arithmetic keep the bits, the graph captured again with them; fixed ones are refused */
+	{
+		const int V = pv_model_get_info(m)->vocab;
+		float* x = malloc(sizeof(float) * V * NP);
+		float* y = malloc(sizeof(float) * V * NP);
+		pv_session* s1 = new_session(m, 0);
+		pv_session* s2 = new_session(m, 0);
+		CHECK(pv_cuda_set_knobs(s2, "cuda.att_split=64", err, sizeof err) == PV_E_INVALID, "%s: att_split changed in a session",
+		      name);
+		CHECK(pv_cuda_set_knobs(s2, "cuda.no_such_switch=0", err, sizeof err) == PV_E_INVALID, "%s: an unknown knob accepted",
+		      name);
+		CHECK(pv_cuda_set_knobs(s2, "cuda.swiglu_pair=0,cuda.attn_fuse=0,cuda.pdl=0", err, sizeof err) == PV_OK,
+		      "%s: set_knobs: %s", name, err);
+		CHECK(run_exact(s1, g_toks, NP, 1, x, V) == 0 && run_exact(s2, g_toks, NP, 1, y, V) == 0, "%s: runs", name);
+		CHECK(same(x, y, (size_t)V * NP), "%s: swiglu_pair=0, attn_fuse=0, pdl=0 in a session changed the logits", name);
+		struct pv_cuda_session_stats cs;
+		pv_cuda_session_stats(s2, &cs);
+		CHECK(getenv("PV_CUDA_GRAPHS") || (cs.graph_captures == 2 && cs.graph_launches == NP),
+		      "%s: %llu captures, %llu launches after set_knobs (want 2, %d)", name, (unsigned long long)cs.graph_captures,
+		      (unsigned long long)cs.graph_launches, NP);
+		pv_session_free(s1);
+		pv_session_free(s2);
+		free(x);
+		free(y);
 	}
 	m2 = NULL;
 	struct pv_model_params bad = { .backend = "cuda", .knobs = "cuda.no_such_switch=1" };
