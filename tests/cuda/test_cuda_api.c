@@ -194,8 +194,7 @@ static void test_snapshots(pv_model* m, const char* name)
 	const int P = 12, K = 6, C = 3, K2 = 20; /* prefix, verified rows, continuation, a two-step call */
 	float* ref = malloc(sizeof(float) * V * (K2 > C ? K2 : C));
 	float* got = malloc(sizeof(float) * V * (K2 > C ? K2 : C));
-	int32_t seq[64];
-	memcpy(seq, g_toks, sizeof seq);
+	const int32_t* seq = g_toks;       /* the reference's rows: the prompt's first P + j (<= 32 of >= 48) */
 	const int32_t* cont = g_toks + 40; /* what follows the accepted rows */
 	pv_session* s = new_session(m, K2);
 	CHECK(run_exact(s, g_toks, P, P, NULL, V) == 0 && pv_session_checkpoint(s) == PV_OK, "%s: prefix", name);
