@@ -172,6 +172,13 @@ def main():
                 print("          " + l)
             if len(d) > a.diff:
                 print("          ... %d more diff lines" % (len(d) - a.diff))
+    # per file (base -> current, where kernels moved): how many kernels of each kind
+    per = {}
+    for kind, key, where, rule in rows:
+        per.setdefault(where, {}).setdefault(kind, 0)
+        per[where][kind] += 1
+    for where in sorted(per):
+        print("file      %-44s %s" % (where, ", ".join("%d %s" % (n, k) for k, n in sorted(per[where].items()))))
     hb = set(bh.values()) | set(ch.values())
     if len(hb - {""}) > 1:
         print("header    the PTX headers differ (.version / .target / .address_size): %s" % sorted(hb))
