@@ -37,8 +37,8 @@ TOOLS    := $(TOOL_SRC:tools/bench/%.c=$(BUILD)/tools/%)
 # CUDA backend (src/cuda/*.cu, sm_90a): built when nvcc is on PATH (CUDA=auto) or with CUDA=1;
 # CUDA=0 leaves it out (src/cuda/stub.c answers "no CUDA backend"). With CUDA the binaries link
 # the CUDA runtime and jansson/pcre2/utf8proc statically, so they run on a GPU machine that has
-# only glibc and the driver. Its tests are one program, build/cuda/test_cuda, run by
-# `make test-cuda` on a GPU machine (never by `make test`).
+# only glibc and the driver. Its GPU tests are build/cuda/test_cuda and build/cuda/test_cuda_api,
+# run by `make test-cuda` on a GPU machine (never by `make test`).
 CUDA    ?= auto
 NVCC    ?= nvcc
 ifeq ($(CUDA),auto)
@@ -56,7 +56,7 @@ LIB_OBJ     += $(CU_SRC:%.cu=$(BUILD)/%.o)
 CFLAGS_BASE += -DPV_HAVE_CUDA
 LDLIBS       = -Wl,-Bstatic -ljansson -lpcre2-8 -lutf8proc -lstdc++ -Wl,-Bdynamic \
                -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lm -pthread
-CUDA_TEST   := $(BUILD)/cuda/test_cuda
+CUDA_TEST   := $(BUILD)/cuda/test_cuda $(BUILD)/cuda/test_cuda_api
 TESTS       += $(BUILD)/tests/test_cuda_host
 BUILD_NVCC   = $(strip $(NVCCFLAGS_BASE))
 else
@@ -113,6 +113,10 @@ $(BUILD)/cuda/test_cuda: tests/cuda/test_cuda.c $(BUILD)/libproven.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
 
+$(BUILD)/cuda/test_cuda_api: tests/cuda/test_cuda_api.c $(BUILD)/libproven.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
+
 # The CUDA decoders on the host (no GPU): part of `make test` when the backend is built.
 $(BUILD)/tests/test_cuda_host.o: tests/cuda/test_cuda_host.cu
 	@mkdir -p $(dir $@)
@@ -129,8 +133,8 @@ $(BUILD)/tools/%: tools/bench/%.c $(BUILD)/libproven.a
 # T=name runs the cases whose names contain it (test_cuda --list).
 test-cuda:
 	@[ "$(CUDA_ON)" = 1 ] || { echo "make test-cuda: this build has no CUDA backend (no nvcc; CUDA=$(CUDA))"; exit 1; }
-	$(MAKE) $(BUILD)/cuda/test_cuda
-	PV_TEST_FILTER='$(T)' ./$(BUILD)/cuda/test_cuda
+	$(MAKE) $(CUDA_TEST)
+	PV_TEST_FILTER='$(T)' ./$(BUILD)/cuda/test_cuda; a=$$?; PV_TEST_FILTER='$(T)' ./$(BUILD)/cuda/test_cuda_api; b=$$?; [ $$a = 0 ] && [ $$b = 0 ]
 
 # Debian packages the build needs; installed only when missing.
 deps:
