@@ -3,7 +3,9 @@
 #ifndef PV_CLI_H
 #define PV_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "proven.h"
 
@@ -27,6 +29,13 @@ double cli_now(void);
 /* --backend of command cmd: 0 for NULL (not given), "cpu" or "cuda"; otherwise -1 with
  * `proven CMD: --backend must be cpu or cuda (got "NAME")` on stderr (the command exits 2). */
 int cli_check_backend(const char* cmd, const char* name);
+/* Opens an input file named by an option of command cmd: a regular file or a pipe (a FIFO,
+ * /dev/stdin on a pipe). A directory, a device (/dev/zero would never end) or a socket is refused;
+ * NULL with "proven CMD: ..." on stderr. */
+FILE* cli_open_input(const char* cmd, const char* path);
+/* The whole input file (as cli_open_input) of at most max bytes, NUL-terminated; NULL with a
+ * message on stderr. */
+char* cli_read_input(const char* cmd, const char* path, size_t max, size_t* len);
 /* Opens the model at path (a directory or a GGUF file); NULL with a message on stderr, also when
  * path is NULL (--model not given). */
 pv_model* cli_open_model(const char* path, int verbose, const char* backend);

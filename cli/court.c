@@ -156,11 +156,8 @@ int cmd_court(int argc, char** argv)
 		return 2;
 	}
 	if (cli_check_backend("court", backend)) return 2;
-	FILE* f = fopen(cases, "r");
-	if (!f) {
-		perror(cases);
-		return 1;
-	}
+	FILE* f = cli_open_input("court", cases);
+	if (!f) return 1;
 	pv_model* m = cli_open_model(model, 0, backend);
 	if (!m) {
 		fclose(f);

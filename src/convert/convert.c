@@ -7,6 +7,7 @@
 #include "model/config.h"
 #include "format/gguf.h"
 #include "format/gguf_write.h"
+#include "format/json_util.h"
 #include "model/model.h"
 #include "base/pool.h"
 #include "quant/quant.h"
@@ -347,11 +348,14 @@ static void build_plan(struct plan* p, const struct pv_model* m)
 
 /* ------------------------------------------------------------------ JSON side files --- */
 
-static json_t* load_json(const char* dir, const char* file)
+#define MAX_JSON_BYTES ((size_t)256 << 20)
+
+/* Read like the model loader reads them (a FIFO or a device fails, never blocks). */
+static json_t* load_json(const char* dir, const char* file, char* err, size_t errlen)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/%s", dir, file);
-	return json_load_file(path, 0, NULL);
+	return pv_json_read_file(path, MAX_JSON_BYTES, 0, err, errlen);
 }
 
 static int file_exists(const char* dir, const char* file)
@@ -889,23 +893,16 @@ int pv_convert(const struct pv_convert_params* p, struct pv_convert_stats* st, c
 				                     "architectures require every layer to be MoE";
 	if (pv_arch_is_hybrid(c->arch) && c->lin_k_dim != c->lin_v_dim)
 		st->llama_cpp_note = "linear_key_head_dim != linear_value_head_dim, but llama.cpp uses ssm.state_size for both";
-	cfg = load_json(p->model_dir, "config.json");
-	if (!cfg) {
-		pv_errf(err, errlen, "%s/config.json: cannot read", p->model_dir);
+	if (!(cfg = load_json(p->model_dir, "config.json", err, errlen))) goto out;
+	if (file_exists(p->model_dir, "tokenizer_config.json") &&
+	    !(tcfg = load_json(p->model_dir, "tokenizer_config.json", err, errlen)))
 		goto out;
-	}
-	if (file_exists(p->model_dir, "tokenizer_config.json")) tcfg = load_json(p->model_dir, "tokenizer_config.json");
 
 	/* the vocabulary */
 	if (m->tok && file_exists(p->model_dir, "tokenizer.json")) {
 		char path[4096];
-		json_error_t je;
 		snprintf(path, sizeof path, "%s/tokenizer.json", p->model_dir);
-		tj = json_load_file(path, 0, &je);
-		if (!tj) {
-			pv_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
-			goto out;
-		}
+		if (!(tj = load_json(p->model_dir, "tokenizer.json", err, errlen))) goto out;
 		if (json_vocab(&voc, tj, m->tok, V, path, err, errlen)) goto out;
 	} else {
 		if (synthetic_vocab(&voc, V, err, errlen)) goto out;

@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include "base/clock.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "base/sha256.h"
 #include "model/config.h"
@@ -134,15 +135,19 @@ int pv_model_load(struct pv_model* m, const char* path, const struct pv_model_pa
 	const int verbose = p->verbose;
 	const double t0 = pv_now_s();
 	m->path = pv_xstrdup(path);
-	struct stat sb;
-	int rc;
-	if (stat(path, &sb)) return pv_errf(err, errlen, "%s: %s", path, strerror(errno)), PV_E_IO;
-	if (S_ISREG(sb.st_mode)) {
+	int rc, e, kind = pv_path_kind(path, &e);
+	if (kind == PV_PATH_FILE) {
 		/* a single file: GGUF */
 		if (verbose) pv_log(PV_LOG_INFO, "%s: mapping GGUF", path);
 		rc = pv_gguf_model_load(m, path, &st, err, errlen);
-	} else {
+	} else if (kind == PV_PATH_DIR) {
 		rc = load_hf(m, path, verbose, &st, err, errlen);
+	} else if (kind == PV_PATH_OTHER) {
+		/* never opened: a FIFO would block, a device would stream */
+		return pv_errf(err, errlen, "%s: not a regular file or directory (a model is a GGUF file or a Hugging Face directory)",
+		               path), PV_E_IO;
+	} else {
+		return pv_path_err(path, kind, e, err, errlen), PV_E_IO;
 	}
 	if (rc) return PV_E_FORMAT;
 	fill_info(m, &st);

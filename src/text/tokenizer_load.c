@@ -10,16 +10,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <utf8proc.h>
 
+#include "base/file.h"
 #include "base/utf8.h"
 #include "base/util.h"
+#include "format/json_util.h"
 #include "text/tokenizer_internal.h"
 
 #define MAX_TOKENS (1 << 24)
 #define MAX_TOKEN_BYTES (1 << 16)
 #define MAX_MERGES (1 << 26)
+#define MAX_JSON_BYTES ((size_t)256 << 20) /* the real files are about 10 MiB */
 
 /* The pre-tokenizer regexes of qwen-models.md §9.2. */
 static const char re_qwen2[] =
@@ -591,7 +593,6 @@ fail:
 
 int pv_tok_open_json(struct pv_tok** out, const char* path, char* err, size_t errlen)
 {
-	struct stat st;
 	char buf[4096];
 
 	*out = NULL;
@@ -599,17 +600,14 @@ int pv_tok_open_json(struct pv_tok** out, const char* path, char* err, size_t er
 	size_t n = strlen(path);
 	if (n >= 5 && !strcmp(path + n - 5, ".gguf"))
 		return pv_errf(err, errlen, "%s: GGUF tokenizers are not supported yet (give a tokenizer.json or its directory)", path);
-	if (stat(path, &st)) return pv_errf(err, errlen, "%s: %s", path, strerror(errno));
-	if (S_ISDIR(st.st_mode)) {
+	if (pv_path_kind(path, NULL) == PV_PATH_DIR) {
 		if ((size_t)snprintf(buf, sizeof buf, "%s/tokenizer.json", path) >= sizeof buf)
 			return pv_errf(err, errlen, "path too long");
 		path = buf;
-		if (stat(path, &st)) return pv_errf(err, errlen, "%s: %s", path, strerror(errno));
 	}
-	if (!S_ISREG(st.st_mode)) return pv_errf(err, errlen, "%s: not a regular file", path);
-	json_error_t je;
-	json_t* root = json_load_file(path, JSON_ALLOW_NUL, &je);
-	if (!root) return pv_errf(err, errlen, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+	/* a FIFO, a device, a looping link: a message, never a blocked read */
+	json_t* root = pv_json_read_file(path, MAX_JSON_BYTES, JSON_ALLOW_NUL, err, errlen);
+	if (!root) return -1;
 	if (!json_is_object(root)) {
 		json_decref(root);
 		return pv_errf(err, errlen, "%s: not a JSON object", path);

@@ -1,0 +1,283 @@
+/*
+ * test_hostile.c: inputs a hostile or careless user gives (issue 9), one case per class of
+ * defect, each failing before its fix: FIFOs, devices, directories and looping links where a
+ * model's files belong; outputs that are the inputs, special files or planted links; stdout on a
+ * full device; chat lines that are not UTF-8 or hold NUL bytes; long runs of combining marks
+ * (tokenization linear in the input); non-finite weights (info --check); messages that name the
+ * file, key or tensor; --help and --version. Replays tests/corpus/hostile/ (the crafted files
+ * that can be committed); the rest (FIFOs, big files) is crafted here.
+ *
+ * Library calls run in this process; commands run the binary in $PV_BUILD (default build/).
+ * Every case arms an alarm: a hang (the defect of a FIFO) fails loudly instead of stalling.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "harness.h"
+#include "proven.h"
+
+static char g_tmp[256]; /* scratch directory of this run */
+static char g_bin[512]; /* the proven binary */
+
+/* Files ------------------------------------------------------------------------------------ */
+
+static void write_file(const char* path, const void* data, size_t len)
+{
+	FILE* f = fopen(path, "wb");
+	if (!f || fwrite(data, 1, len, f) != len || fclose(f)) {
+		fprintf(stderr, "test_hostile: cannot write %s\n", path);
+		exit(2);
+	}
+}
+
+static void write_text(const char* path, const char* text) { write_file(path, text, strlen(text)); }
+
+static int rm_entry(const char* p, const struct stat* sb, int flag, struct FTW* ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	return remove(p);
+}
+
+static void remove_tree(const char* dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* A fresh, empty directory g_tmp/name. */
+static const char* case_dir(const char* name)
+{
+	static char dir[4][512];
+	static int k;
+	k = (k + 1) % 4;
+	snprintf(dir[k], sizeof dir[k], "%s/%s", g_tmp, name);
+	remove_tree(dir[k]);
+	mkdir(dir[k], 0755);
+	return dir[k];
+}
+
+static const char* in_dir(const char* dir, const char* name)
+{
+	static char buf[8][768];
+	static int k;
+	k = (k + 1) % 8;
+	snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+	return buf[k];
+}
+
+/* A copy of fixture fx in a fresh directory g_tmp/name. */
+static const char* fixture_copy(const char* fx, const char* name)
+{
+	const char* dir = case_dir(name);
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "cp -r '%s/%s/.' '%s/'", fx_root(), fx, dir);
+	if (system(cmd)) {
+		fprintf(stderr, "test_hostile: %s failed\n", cmd);
+		exit(2);
+	}
+	return dir;
+}
+
+/* Commands --------------------------------------------------------------------------------- */
+
+/* Runs a shell command with stdout and stderr captured together (up to cap bytes); the exit
+ * code, or 128 + signal. */
+static int run(const char* cmd, char* out, size_t cap)
+{
+	char full[8192];
+	snprintf(full, sizeof full, "%s 2>&1", cmd);
+	FILE* p = popen(full, "r");
+	if (!p) return -1;
+	size_t n = fread(out, 1, cap - 1, p);
+	out[n] = 0;
+	while (fgetc(p) != EOF) {} /* the rest, so the command never blocks on a full pipe */
+	int st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* `proven ARGS` (under `timeout`, so a hang is a failure): the exit code; output in out. */
+static int proven(char* out, size_t cap, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int proven(char* out, size_t cap, const char* fmt, ...)
+{
+	char args[6144], cmd[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof args, fmt, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof cmd, "timeout 120 %s %s", g_bin, args);
+	return run(cmd, out, cap);
+}
+
+/* One line of output (the message), no more: what every failure prints. */
+static int one_line(const char* s)
+{
+	const char* nl = strchr(s, '\n');
+	return nl && !nl[1];
+}
+
+/* Loading ------------------------------------------------------------------------------------ */
+
+/* pv_model_open(path) must fail, with a one-line message holding want (and want2, if any). */
+static void load_fails(const char* path, const char* want, const char* want2)
+{
+	char err[512] = "";
+	pv_model* m = NULL;
+	alarm(60); /* a FIFO used to hang the open */
+	int rc = pv_model_open(&m, path, NULL, err, sizeof err);
+	alarm(0);
+	CHECK(rc != 0 && !m && strstr(err, want) && (!want2 || strstr(err, want2)) && !strchr(err, '\n'),
+	      "%s: rc %d, message \"%s\" (want \"%s\"%s%s)", path, rc, err, want, want2 ? ", " : "", want2 ? want2 : "");
+	pv_model_close(m);
+}
+
+/* Item 3: the type of every file a model is read from is checked before anything can block: a
+ * FIFO or a device is "not a regular file", never a hang or an endless read. */
+TEST_CASE(fifo_model_files)
+{
+	static const char* const files[] = { "config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+		                              "tokenizer_config.json", "chat_template.jinja" };
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		const char* dir = fixture_copy("qwen2", "fifo");
+		const char* p = in_dir(dir, files[i]);
+		unlink(p);
+		CHECK(mkfifo(p, 0600) == 0, "mkfifo %s", p);
+		load_fails(dir, p, "FIFO");
+	}
+	/* a sharded checkpoint: the index, then a shard */
+	const char* dir = fixture_copy("qwen3_5_moe", "fifo");
+	const char* idx = in_dir(dir, "model.safetensors.index.json");
+	char keep[768];
+	snprintf(keep, sizeof keep, "%s.keep", idx);
+	rename(idx, keep);
+	CHECK(mkfifo(idx, 0600) == 0, "mkfifo %s", idx);
+	load_fails(dir, idx, "FIFO");
+	unlink(idx);
+	rename(keep, idx);
+	const char* shard = in_dir(dir, "model-00002-of-00003.safetensors");
+	unlink(shard);
+	CHECK(mkfifo(shard, 0600) == 0, "mkfifo %s", shard);
+	load_fails(dir, shard, "FIFO");
+}
+
+/* Item 3: --model naming a FIFO (x.gguf) or a device is neither a GGUF file nor a directory. */
+TEST_CASE(model_not_file_or_dir)
+{
+	const char* dir = case_dir("special");
+	const char* fifo = in_dir(dir, "x.gguf");
+	CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+	load_fails(fifo, "not a regular file or directory", NULL);
+	load_fails("/dev/zero", "not a regular file or directory", NULL);
+	load_fails("/dev/null", "not a regular file or directory", NULL);
+	char out[4096];
+	int rc = proven(out, sizeof out, "info --model %s", fifo);
+	CHECK(rc == 1 && strstr(out, "not a regular file or directory") && one_line(out), "info --model FIFO: %d %s", rc, out);
+	rc = proven(out, sizeof out, "info --model /dev/zero");
+	CHECK(rc == 1 && strstr(out, "/dev/zero: not a regular file or directory") && one_line(out), "info --model /dev/zero: %d %s",
+	      rc, out);
+}
+
+/* Item 10: a symbolic link that loops or leads nowhere is named as such, not as "missing"; a
+ * directory where a file belongs is "not a regular file (a directory)", not "read error". */
+TEST_CASE(links_and_directories)
+{
+	const char* dir = fixture_copy("qwen2", "links");
+	const char* st = in_dir(dir, "model.safetensors");
+	unlink(st);
+	CHECK(symlink("model.safetensors", st) == 0, "symlink %s", st);
+	load_fails(dir, st, "a symbolic link that loops");
+	unlink(st);
+	CHECK(symlink("nowhere.safetensors", st) == 0, "symlink %s", st);
+	load_fails(dir, st, "a symbolic link to nothing");
+
+	dir = fixture_copy("qwen2", "dirs");
+	const char* cfg = in_dir(dir, "config.json");
+	unlink(cfg);
+	mkdir(cfg, 0755);
+	load_fails(dir, cfg, "not a regular file (a directory)");
+	dir = fixture_copy("qwen2", "dirs");
+	st = in_dir(dir, "model.safetensors");
+	unlink(st);
+	mkdir(st, 0755);
+	load_fails(dir, st, "not a regular file (a directory)");
+	dir = fixture_copy("qwen2", "dirs");
+	const char* gen = in_dir(dir, "generation_config.json");
+	unlink(gen);
+	mkdir(gen, 0755);
+	load_fails(dir, gen, "not a regular file (a directory)");
+
+	const char* loop = in_dir(case_dir("loop"), "m.gguf");
+	CHECK(symlink("m.gguf", loop) == 0, "symlink %s", loop);
+	load_fails(loop, "a symbolic link that loops", NULL);
+}
+
+/* Item 10: an input file named on the command line that is a directory or a device is refused
+ * before it is read: perplexity --file DIR said "0 tokens", --file /dev/zero read 1 GiB and
+ * printed "Success". */
+TEST_CASE(cli_input_files)
+{
+	char out[4096];
+	const char* fx = in_dir(fx_root(), "qwen2");
+	struct {
+		const char* args;
+		const char* want;
+	} cases[] = {
+		{ "perplexity --model %s --file /dev/zero", "/dev/zero is a character device, not a regular file or a pipe" },
+		{ "perplexity --model %s --file /tmp", "/tmp is a directory, not a regular file or a pipe" },
+		{ "perplexity --model %s --file /nonexistent/x.txt", "cannot open /nonexistent/x.txt" },
+		{ "court spec --model %s --cases /dev/zero", "/dev/zero is a character device" },
+		{ "court spec --model %s --cases /tmp", "/tmp is a directory" },
+		{ "template --dialect qwen3 --messages /dev/zero%.0s", "/dev/zero is a character device" },
+		{ "template --dialect qwen3 --messages /tmp%.0s", "/tmp is a directory" },
+		{ "template --dialect qwen3 --messages /dev/null --tools /dev/urandom%.0s", "character device" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char args[1024];
+		snprintf(args, sizeof args, cases[i].args, fx);
+		int rc = proven(out, sizeof out, "%s", args);
+		CHECK(rc == 1 && strstr(out, cases[i].want) && one_line(out), "proven %s: exit %d: %s", args, rc, out);
+	}
+	/* a FIFO in a tokenizer directory is not opened (it would block) */
+	const char* dir = case_dir("tokdir");
+	CHECK(mkfifo(in_dir(dir, "chat_template.jinja"), 0600) == 0, "mkfifo");
+	write_text(in_dir(dir, "m.json"), "[{\"role\": \"user\", \"content\": \"hi\"}]");
+	int rc = proven(out, sizeof out, "template --tokenizer %s --messages %s", dir, in_dir(dir, "m.json"));
+	CHECK(rc == 1 && strstr(out, "not a regular file") && one_line(out), "template FIFO: %d %s", rc, out);
+}
+
+/* Set-up ------------------------------------------------------------------------------------ */
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	static const char msg[] = "test_hostile: a case ran past its alarm (a hang)\n";
+	if (write(2, msg, sizeof msg - 1) < 0) {}
+	_exit(3);
+}
+
+static int setup(void)
+{
+	const char* b = getenv("PV_BUILD");
+	snprintf(g_bin, sizeof g_bin, "%s/proven", b ? b : "build");
+	snprintf(g_tmp, sizeof g_tmp, "%s/pv_hostile_XXXXXX", t_tmpdir());
+	if (!mkdtemp(g_tmp)) {
+		fprintf(stderr, "test_hostile: cannot create a scratch directory\n");
+		return -1;
+	}
+	signal(SIGALRM, on_alarm);
+	return 0;
+}
+
+static void teardown(void) { remove_tree(g_tmp); }
+
+int main(int argc, char** argv)
+{
+	return t_main(argc, argv, "test_hostile", setup, teardown);
+}
