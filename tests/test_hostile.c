@@ -23,7 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "convert/synth.h"
 #include "fixture.h"
+#include "format/gguf.h"
+#include "format/gguf_write.h"
 #include "harness.h"
 #include "proven.h"
 
@@ -133,6 +136,7 @@ static void load_fails(const char* path, const char* want, const char* want2)
 	alarm(60); /* a FIFO used to hang the open */
 	int rc = pv_model_open(&m, path, NULL, err, sizeof err);
 	alarm(0);
+	if (getenv("PV_TEST_VERBOSE")) printf("    %s\n", err);
 	CHECK(rc != 0 && !m && strstr(err, want) && (!want2 || strstr(err, want2)) && !strchr(err, '\n'),
 	      "%s: rc %d, message \"%s\" (want \"%s\"%s%s)", path, rc, err, want, want2 ? ", " : "", want2 ? want2 : "");
 	pv_model_close(m);
@@ -250,6 +254,218 @@ TEST_CASE(cli_input_files)
 	write_text(in_dir(dir, "m.json"), "[{\"role\": \"user\", \"content\": \"hi\"}]");
 	int rc = proven(out, sizeof out, "template --tokenizer %s --messages %s", dir, in_dir(dir, "m.json"));
 	CHECK(rc == 1 && strstr(out, "not a regular file") && one_line(out), "template FIFO: %d %s", rc, out);
+}
+
+/* GGUF files ------------------------------------------------------------------------------ */
+
+/* The tiny qwen2 preset of `proven synth` (Q8_0, a 1024-token byte-level vocabulary), written
+ * once per run: the model the GGUF cases edit. */
+static const char* tiny_gguf(void)
+{
+	static char path[512];
+	if (path[0]) return path;
+	snprintf(path, sizeof path, "%s/tiny.gguf", g_tmp);
+	char err[512];
+	const struct pv_synth_preset* ps = pv_synth_find("qwen2", "tiny", err, sizeof err);
+	struct pv_synth_params p = { .preset = ps, .type = PV_CONVERT_Q8_0, .out_path = path, .seed = 7, .n_threads = 1 };
+	if (!ps || pv_synth_write(&p, NULL, err, sizeof err)) {
+		fprintf(stderr, "test_hostile: synth tiny: %s\n", err);
+		exit(2);
+	}
+	return path;
+}
+
+/* Changes made while a GGUF is copied (gguf_edit): each hook may be NULL. */
+struct gguf_edit {
+	/* for every key: return 1 when it wrote (or dropped) the key itself */
+	int (*key)(struct pv_gguf_writer* w, const struct pv_gguf_kv* kv, void* user);
+	/* after the keys: write more */
+	void (*more)(struct pv_gguf_writer* w, void* user);
+	/* a tensor's shape (the byte count must stay the same) */
+	void (*shape)(const char* name, int* n_dims, int64_t* ne, void* user);
+	/* a tensor's bytes (a copy), before they are written */
+	void (*data)(const struct pv_gguf_tensor* t, unsigned char* bytes, void* user);
+	void* user;
+};
+
+static uint64_t le(const unsigned char* p, int n)
+{
+	uint64_t v = 0;
+	for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+	return v;
+}
+
+static int copy_key(struct pv_gguf_writer* w, const struct pv_gguf_kv* kv)
+{
+	const char* k = kv->key;
+	switch (kv->type) {
+	case PV_GGUF_UINT8: return pv_gguf_w_u8(w, k, (uint8_t)le(kv->val, 1));
+	case PV_GGUF_INT8: return pv_gguf_w_i8(w, k, (int8_t)le(kv->val, 1));
+	case PV_GGUF_UINT16: return pv_gguf_w_u16(w, k, (uint16_t)le(kv->val, 2));
+	case PV_GGUF_INT16: return pv_gguf_w_i16(w, k, (int16_t)le(kv->val, 2));
+	case PV_GGUF_UINT32: return pv_gguf_w_u32(w, k, (uint32_t)le(kv->val, 4));
+	case PV_GGUF_INT32: return pv_gguf_w_i32(w, k, (int32_t)le(kv->val, 4));
+	case PV_GGUF_UINT64: return pv_gguf_w_u64(w, k, le(kv->val, 8));
+	case PV_GGUF_INT64: return pv_gguf_w_i64(w, k, (int64_t)le(kv->val, 8));
+	case PV_GGUF_BOOL: return pv_gguf_w_bool(w, k, kv->val[0]);
+	case PV_GGUF_FLOAT32: {
+		uint32_t u = (uint32_t)le(kv->val, 4);
+		float f;
+		memcpy(&f, &u, 4);
+		return pv_gguf_w_f32(w, k, f);
+	}
+	case PV_GGUF_FLOAT64: {
+		uint64_t u = le(kv->val, 8);
+		double d;
+		memcpy(&d, &u, 8);
+		return pv_gguf_w_f64(w, k, d);
+	}
+	case PV_GGUF_STRING: return pv_gguf_w_strn(w, k, kv->str, kv->str_len);
+	case PV_GGUF_ARRAY:
+		if (kv->arr.type == PV_GGUF_STRING) {
+			char** v = calloc(kv->arr.n + 1, sizeof *v);
+			for (uint64_t i = 0; i < kv->arr.n; i++) {
+				const char* s;
+				uint64_t n;
+				pv_gguf_arr_str(&kv->arr, i, &s, &n);
+				v[i] = strndup(s, n);
+			}
+			int rc = pv_gguf_w_arr_str(w, k, (const char* const*)v, kv->arr.n);
+			for (uint64_t i = 0; i < kv->arr.n; i++) free(v[i]);
+			free(v);
+			return rc;
+		}
+		return pv_gguf_w_arr(w, k, kv->arr.type, kv->arr.data, kv->arr.n);
+	default: return -1;
+	}
+}
+
+/* Copies the GGUF at src to dst with the changes of e. */
+static void gguf_edit(const char* src, const char* dst, const struct gguf_edit* e)
+{
+	struct pv_gguf g;
+	struct pv_gguf_writer* w = NULL;
+	char err[512];
+	if (pv_gguf_open(&g, src, err, sizeof err) || pv_gguf_writer_open(&w, dst, g.alignment, err, sizeof err)) {
+		fprintf(stderr, "test_hostile: gguf_edit %s: %s\n", src, err);
+		exit(2);
+	}
+	int rc = 0;
+	for (int64_t i = 0; i < g.n_kv && !rc; i++) {
+		const struct pv_gguf_kv* kv = &g.kv[i];
+		if (!strcmp(kv->key, "general.alignment")) continue; /* the writer's first key */
+		if (e->key && e->key(w, kv, e->user)) continue;
+		rc = copy_key(w, kv);
+	}
+	if (e->more) e->more(w, e->user);
+	for (int64_t i = 0; i < g.n_tensors && !rc; i++) {
+		const struct pv_gguf_tensor* t = &g.tensors[i];
+		int nd = t->n_dims;
+		int64_t ne[4] = { t->ne[0], t->ne[1], t->ne[2], t->ne[3] };
+		if (e->shape) e->shape(t->name, &nd, ne, e->user);
+		rc = pv_gguf_w_tensor(w, t->name, nd, ne, t->ggml_type);
+	}
+	rc = rc || pv_gguf_w_begin_data(w);
+	for (int64_t i = 0; i < g.n_tensors && !rc; i++) {
+		const struct pv_gguf_tensor* t = &g.tensors[i];
+		unsigned char* b = malloc(t->nbytes ? t->nbytes : 1);
+		memcpy(b, t->data, t->nbytes);
+		if (e->data) e->data(t, b, e->user);
+		rc = pv_gguf_w_data(w, b, t->nbytes);
+		free(b);
+	}
+	if (rc || pv_gguf_writer_close(w, err, sizeof err)) {
+		fprintf(stderr, "test_hostile: gguf_edit %s: %s\n", dst, rc ? pv_gguf_writer_error(w) : err);
+		exit(2);
+	}
+	pv_gguf_close(&g);
+}
+
+/* Item 10: what the GGUF cases change. */
+struct tok_edit {
+	int types_control_bytes; /* the 256 byte tokens typed CONTROL (3)           */
+	int dup_from, dup_to;     /* tokens[dup_to] = tokens[dup_from] when dup_to > 0 */
+	const char* u32_key;      /* a u32 key to add or set                         */
+	uint32_t u32;
+};
+
+static int tok_key(struct pv_gguf_writer* w, const struct pv_gguf_kv* kv, void* user)
+{
+	struct tok_edit* te = user;
+	if (te->u32_key && !strcmp(kv->key, te->u32_key)) return 1; /* written by tok_more */
+	if (te->types_control_bytes && !strcmp(kv->key, "tokenizer.ggml.token_type")) {
+		int32_t* v = malloc(kv->arr.n * sizeof *v);
+		for (uint64_t i = 0; i < kv->arr.n; i++) {
+			int64_t x;
+			pv_gguf_arr_i64(&kv->arr, i, &x);
+			v[i] = i < 256 ? 3 : (int32_t)x;
+		}
+		pv_gguf_w_arr(w, kv->key, PV_GGUF_INT32, v, kv->arr.n);
+		free(v);
+		return 1;
+	}
+	if (te->dup_to > 0 && !strcmp(kv->key, "tokenizer.ggml.tokens")) {
+		char** v = calloc(kv->arr.n, sizeof *v);
+		for (uint64_t i = 0; i < kv->arr.n; i++) {
+			const char* s;
+			uint64_t n;
+			pv_gguf_arr_str(&kv->arr, i == (uint64_t)te->dup_to ? (uint64_t)te->dup_from : i, &s, &n);
+			v[i] = strndup(s, n);
+		}
+		pv_gguf_w_arr_str(w, kv->key, (const char* const*)v, kv->arr.n);
+		for (uint64_t i = 0; i < kv->arr.n; i++) free(v[i]);
+		free(v);
+		return 1;
+	}
+	return 0;
+}
+
+static void tok_more(struct pv_gguf_writer* w, void* user)
+{
+	struct tok_edit* te = user;
+	if (te->u32_key) pv_gguf_w_u32(w, te->u32_key, te->u32);
+}
+
+static void embd_3d(const char* name, int* n_dims, int64_t* ne, void* user)
+{
+	(void)user;
+	if (strcmp(name, "token_embd.weight")) return;
+	*n_dims = 3;
+	ne[2] = 2;
+	ne[1] /= 2;
+}
+
+/* Item 10: each message names the file, the key or tensor, and what is wrong with it. */
+TEST_CASE(gguf_messages)
+{
+	const char* dir = case_dir("gguf_messages");
+	const char* path = in_dir(dir, "m.gguf");
+	struct tok_edit te = { .types_control_bytes = 1 };
+	struct gguf_edit e = { .key = tok_key, .more = tok_more, .user = &te };
+	/* byte tokens typed as control: was `merge 0: token "Ġ" is not in the vocabulary` */
+	gguf_edit(tiny_gguf(), path, &e);
+	load_fails(path, path, "id 32 has this text but is typed as a control (special) token");
+	/* two ids with one text: was a merge error that never named them */
+	te = (struct tok_edit){ .dup_from = 256, .dup_to = 257 };
+	gguf_edit(tiny_gguf(), path, &e);
+	load_fails(path, path, "ids 256 and 257 have the same text");
+	/* key_length 0: was `key_length 0 != value_length 0` */
+	te = (struct tok_edit){ .u32_key = "qwen2.attention.key_length", .u32 = 0 };
+	gguf_edit(tiny_gguf(), path, &e);
+	load_fails(path, path, "qwen2.attention.key_length = 0 must be at least 1");
+	te = (struct tok_edit){ .u32_key = "qwen2.attention.value_length", .u32 = 32 };
+	gguf_edit(tiny_gguf(), path, &e);
+	load_fails(path, "qwen2.attention.value_length 32 differs from attention.key_length 64", NULL);
+	te = (struct tok_edit){ .u32_key = "qwen2.attention.head_count", .u32 = 0 };
+	gguf_edit(tiny_gguf(), path, &e);
+	load_fails(path, path, "qwen2.attention.head_count = 0 must be at least 1");
+	te = (struct tok_edit){ .u32_key = "qwen2.embedding_length", .u32 = 0 };
+	gguf_edit(tiny_gguf(), path, &e);
+	load_fails(path, path, "qwen2.embedding_length = 0 must be at least 1");
+	/* a 3-D token_embd.weight: was "missing tensor" */
+	struct gguf_edit e3 = { .shape = embd_3d };
+	gguf_edit(tiny_gguf(), path, &e3);
+	load_fails(path, path, "tensor token_embd.weight has 3 dimensions");
 }
 
 /* Set-up ------------------------------------------------------------------------------------ */
