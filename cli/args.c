@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+static int cli_stdout_reported;
+
 int cli_parse_ids(const char* s, int32_t** out)
 {
 	int cap = 16, n = 0;
@@ -172,4 +174,29 @@ char* cli_read_input(const char* cmd, const char* path, size_t max, size_t* len)
 	fclose(f);
 	free(buf);
 	return NULL;
+}
+
+int cli_stdout_failed(const char* cmd)
+{
+	errno = 0;
+	int f = fflush(stdout);
+	if (!f && !ferror(stdout)) return 0;
+	int e = errno;
+	if (!cli_stdout_reported) /* the first failure only: a streaming command stops on it */
+		fprintf(stderr, "proven%s%s: cannot write to standard output%s%s\n", cmd[0] == '-' ? "" : " ", cmd[0] == '-' ? "" : cmd,
+		        e ? ": " : "", e ? strerror(e) : "");
+	cli_stdout_reported = 1;
+	return 1;
+}
+
+int cli_stdout_check(const char* cmd, int rc)
+{
+	int bad = cli_stdout_failed(cmd);
+	if (!bad && fclose(stdout)) { /* the last bytes may fail only now */
+		int e = errno;
+		fprintf(stderr, "proven%s%s: cannot write to standard output: %s\n", cmd[0] == '-' ? "" : " ", cmd[0] == '-' ? "" : cmd,
+		        strerror(e));
+		bad = 1;
+	}
+	return bad && !rc ? 1 : rc;
 }

@@ -29,6 +29,12 @@ double cli_now(void);
 /* --backend of command cmd: 0 for NULL (not given), "cpu" or "cuda"; otherwise -1 with
  * `proven CMD: --backend must be cpu or cuda (got "NAME")` on stderr (the command exits 2). */
 int cli_check_backend(const char* cmd, const char* name);
+/* 1 when writing to stdout has failed (it flushes first); the first time, "proven CMD: cannot
+ * write to standard output: REASON" on stderr. A command that streams stops on it. */
+int cli_stdout_failed(const char* cmd);
+/* After command cmd returned rc: flushes and closes stdout; a failure (a full device, a closed
+ * pipe) makes a 0 exit status 1, with the message above. */
+int cli_stdout_check(const char* cmd, int rc);
 /* Opens an input file named by an option of command cmd: a regular file or a pipe (a FIFO,
  * /dev/stdin on a pipe). A directory, a device (/dev/zero would never end) or a socket is refused;
  * NULL with "proven CMD: ..." on stderr. */

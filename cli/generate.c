@@ -156,10 +156,7 @@ int cmd_generate(int argc, char** argv)
 	double t2 = cli_now();
 	for (int i = 0; i < n_out; i++) printf(i ? ",%d" : "%d", out[i]);
 	printf("\n");
-	if (fflush(stdout) || ferror(stdout)) {
-		fprintf(stderr, "proven generate: cannot write the ids to stdout\n");
-		goto done;
-	}
+	if (cli_stdout_failed("generate")) goto done; /* the ids are the result: nothing else to do */
 	struct pv_gen_stats gs;
 	pv_generator_stats(gen, &gs);
 	fprintf(stderr, "proven: prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)", np, t1 - t0,

@@ -5,6 +5,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,13 +37,8 @@ static void usage(FILE* f)
 	        "           --rollback auto|snapshot|replay; generate: --spec-stats FILE\n");
 }
 
-int main(int argc, char** argv)
+static int dispatch(int argc, char** argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return 2;
-	}
-	cli_log_init();
 	const char* cmd = argv[1];
 	if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
 	if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
@@ -62,4 +58,17 @@ int main(int argc, char** argv)
 	fprintf(stderr, "proven: unknown command \"%s\"\n", cmd);
 	usage(stderr);
 	return 2;
+}
+
+int main(int argc, char** argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	cli_log_init();
+	int rc = dispatch(argc, argv);
+	/* Output that never arrived is a failure whatever the command thought (stdout on a full
+	 * device, a closed pipe): every command's results go through here last. */
+	return cli_stdout_check(argv[1], rc);
 }

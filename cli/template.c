@@ -218,11 +218,8 @@ int cmd_template(int argc, char** argv)
 		fprintf(stderr, "proven template: %s\n", err);
 		return 1;
 	}
-	size_t w = fwrite(out, 1, n, stdout);
+	fwrite(out, 1, n, stdout); /* a short write sets the error flag */
 	free(out);
-	if (w != n || fflush(stdout)) {
-		fprintf(stderr, "proven template: write error\n");
-		return 1;
-	}
+	if (cli_stdout_failed("template")) return 1;
 	return 0;
 }

@@ -195,7 +195,10 @@ static int generate(struct gen* g, const int32_t* ids, int n, int max, int in_th
 			thinking = 0;
 			if (g->use_color && !hide_think) fputs("\x1b[0m", stdout);
 		}
-		fflush(stdout);
+		if (cli_stdout_failed(g->o->prompt ? "run" : "chat")) { /* nobody reads what follows */
+			rc = 1;
+			break;
+		}
 	}
 	const char* bytes;
 	size_t len;
@@ -310,7 +313,7 @@ int cmd_chat(int argc, char** argv)
 		int evaluated = 0;
 		rc = generate(&g, ids, n, o.max_tokens, in_think, o.hide_thinking, &out, &n_out, &tp, &tg, &evaluated);
 		printf("\n");
-		fflush(stdout);
+		if (cli_stdout_failed("chat")) rc = 1;
 		total_prompt += evaluated;
 		total_gen += n_out;
 		char* text = NULL;

@@ -130,13 +130,11 @@ int cmd_tokenize(int argc, char** argv)
 			}
 			json_decref(v);
 			pos += ll + 1;
+			if (ferror(stdout)) rc = 1; /* said below; the rest would be lost too */
 		}
 	}
 	free(in);
 	if (gm) pv_model_close(gm); else pv_tok_free(t);
-	if (fflush(stdout) || ferror(stdout)) {
-		fprintf(stderr, "proven tokenize: write error on standard output\n");
-		return 1;
-	}
+	if (cli_stdout_failed("tokenize")) return 1;
 	return rc;
 }

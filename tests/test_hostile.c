@@ -90,12 +90,12 @@ static const char* fixture_copy(const char* fx, const char* name)
 
 /* Commands --------------------------------------------------------------------------------- */
 
-/* Runs a shell command with stdout and stderr captured together (up to cap bytes); the exit
- * code, or 128 + signal. */
+/* Runs a shell command with stdout and stderr captured together (up to cap bytes) unless it
+ * redirects them itself; the exit code, or 128 + signal. */
 static int run(const char* cmd, char* out, size_t cap)
 {
 	char full[8192];
-	snprintf(full, sizeof full, "%s 2>&1", cmd);
+	snprintf(full, sizeof full, strstr(cmd, "2>&1") ? "%s" : "%s 2>&1", cmd);
 	FILE* p = popen(full, "r");
 	if (!p) return -1;
 	size_t n = fread(out, 1, cap - 1, p);
@@ -466,6 +466,82 @@ TEST_CASE(gguf_messages)
 	struct gguf_edit e3 = { .shape = embd_3d };
 	gguf_edit(tiny_gguf(), path, &e3);
 	load_fails(path, path, "tensor token_embd.weight has 3 dimensions");
+}
+
+/* Output ------------------------------------------------------------------------------------ */
+
+/* Item 1 (fixed in the sampler, pv_sample): a temperature whose inverse overflows is greedy, on
+ * the command line too (under make asan: no undefined behaviour on the way). */
+TEST_CASE(tiny_temperature)
+{
+	char out[8192], real[512];
+	int rc = proven(out, sizeof out, "run --model %s -p hi --max-tokens 4 --temp 1e-39", tiny_gguf());
+	CHECK(rc == 0 && strstr(out, "\nhi"), "run --temp 1e-39 (tiny): exit %d: %s", rc, out);
+	rc = proven(out, sizeof out, "run --model %s -p hi --max-tokens 4 --temp 1e-45 --top-p 0 --min-p 1", tiny_gguf());
+	CHECK(rc == 0, "run --temp 1e-45 (tiny): exit %d: %s", rc, out);
+	if (!fx_real_model(real, sizeof real)) {
+		t_skip("no real model at %s (tools/get-model.sh qwen2.5-coder-0.5b)", real);
+		return;
+	}
+	rc = proven(out, sizeof out, "run --model %s -p hi --max-tokens 4 --temp 1e-39", real);
+	CHECK(rc == 0 && strstr(out, "\nhi"), "run --temp 1e-39 (real model): exit %d: %s", rc, out);
+}
+
+/* Item 7: every command checks its writes: stdout on a full device is an error (exit 1 and a
+ * message), not lost output with exit 0. run and chat stop generating at the first failure. */
+TEST_CASE(stdout_full)
+{
+	if (!t_exists("/dev/full")) {
+		t_skip("no /dev/full on this machine");
+		return;
+	}
+	const char* dir = case_dir("stdout");
+	const char* msgs = in_dir(dir, "m.json");
+	write_text(msgs, "[{\"role\": \"user\", \"content\": \"hi\"}]");
+	const char* cases = in_dir(dir, "cases.jsonl");
+	write_text(cases, "{\"id\": \"a\", \"class\": \"x\", \"text\": \"hello hello\", \"max_tokens\": 4}\n");
+	const char* text = in_dir(dir, "text.txt");
+	FILE* f = fopen(text, "w");
+	for (int i = 0; i < 400; i++) fputs("the quick brown fox jumps over the lazy dog ", f);
+	fclose(f);
+	const char* m = tiny_gguf();
+	struct {
+		const char* fmt;
+		const char* in;
+	} cmds[] = {
+		{ "run --model %s -p hi --max-tokens 64", NULL },
+		{ "chat --model %s --dialect qwen2.5 --max-tokens 64", "hello\nagain\n" },
+		{ "generate --model %s --prompt-ids 1,2,3 --max-tokens 4", NULL },
+		{ "info --model %s", NULL },
+		{ "tokenize --tokenizer %s", "hello world\n" },
+		{ "tokenize --tokenizer %s --jsonl", "\"hello\"\n\"world\"\n" },
+		{ "perplexity --model %s --file TEXT --ctx 64 --chunks 2", NULL },
+		{ "bench --model %s --pp 8 --tg 4 --reps 1", NULL },
+		{ "court spec --model %s --cases CASES --draft ngram", NULL },
+		{ "template --dialect qwen3 --messages MSGS%.0s", NULL },
+		{ "synth --list%.0s", NULL },
+		{ "--help%.0s", NULL },
+	};
+	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+		char args[2048], cmd[4096], out[8192];
+		snprintf(args, sizeof args, cmds[i].fmt, m);
+		/* the files the arguments name */
+		char* p;
+		while ((p = strstr(args, "TEXT")) || (p = strstr(args, "CASES")) || (p = strstr(args, "MSGS"))) {
+			const char* what = !strncmp(p, "TEXT", 4) ? text : !strncmp(p, "CASES", 5) ? cases : msgs;
+			size_t skip = !strncmp(p, "TEXT", 4) || !strncmp(p, "MSGS", 4) ? 4 : 5;
+			char rest[2048];
+			snprintf(rest, sizeof rest, "%s", p + skip);
+			snprintf(p, sizeof args - (size_t)(p - args), "%s%s", what, rest);
+		}
+		snprintf(cmd, sizeof cmd, "printf '%s' | timeout 120 %s %s 2>&1 >/dev/full", cmds[i].in ? cmds[i].in : "", g_bin, args);
+		int rc = run(cmd, out, sizeof out);
+		CHECK(rc == 1 && strstr(out, "cannot write to standard output"), "proven %s > /dev/full: exit %d: %s", args, rc, out);
+		/* the same command with a working stdout succeeds (the failure is the device's) */
+		snprintf(cmd, sizeof cmd, "printf '%s' | timeout 120 %s %s 2>&1 >/dev/null", cmds[i].in ? cmds[i].in : "", g_bin, args);
+		rc = run(cmd, out, sizeof out);
+		CHECK(rc == 0, "proven %s > /dev/null: exit %d: %s", args, rc, out);
+	}
 }
 
 /* Set-up ------------------------------------------------------------------------------------ */
