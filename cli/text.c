@@ -245,12 +245,13 @@ int cmd_run(int argc, char** argv)
 	return rc;
 }
 
-/* Reads one line from stdin into a growing buffer; returns NULL at EOF. */
-static char* read_line(void)
+/* Reads one line from stdin into a growing buffer, NUL bytes included (*len counts them);
+ * returns NULL at EOF. */
+static char* read_line(size_t* len)
 {
 	size_t cap = 256, n = 0;
 	char* b = malloc(cap);
-	int c;
+	int c = 0;
 	while (b && (c = getchar()) != EOF && c != '\n') {
 		if (n + 1 == cap) {
 			char* g = realloc(b, cap *= 2);
@@ -264,7 +265,20 @@ static char* read_line(void)
 		return NULL;
 	}
 	b[n] = 0;
+	*len = n;
 	return b;
+}
+
+/* {"role": role, "content": text} with the text's invalid UTF-8 replaced by U+FFFD as the
+ * tokenizer would (jansson refuses invalid UTF-8) and its NUL bytes kept; NULL when out of memory. */
+static json_t* message(const char* role, const char* text, size_t len)
+{
+	size_t n;
+	char* fixed = pv_utf8_repair(text, len, &n);
+	json_t* content = fixed ? json_stringn(fixed, n) : NULL;
+	free(fixed);
+	json_t* m = content ? json_pack("{s:s,s:o}", "role", role, "content", content) : NULL;
+	return m;
 }
 
 int cmd_chat(int argc, char** argv)
@@ -284,17 +298,29 @@ int cmd_chat(int argc, char** argv)
 	}
 	int tty = isatty(STDIN_FILENO);
 	json_t* msgs = json_array();
-	if (o.system) json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "system", "content", o.system));
+	if (!msgs || (o.system && json_array_append_new(msgs, message("system", o.system, strlen(o.system))))) {
+		fprintf(stderr, "proven chat: out of memory\n");
+		json_decref(msgs);
+		gen_close(&g);
+		return 1;
+	}
 	double tp = 0, tg = 0;
 	int total_prompt = 0, total_gen = 0;
 	char err[512];
 	for (;;) {
 		if (tty) fprintf(stderr, "\n> ");
-		char* line = read_line();
+		size_t len = 0;
+		char* line = read_line(&len);
 		if (!line) break;
-		if (!line[0]) { free(line); continue; }
-		json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "user", "content", line));
+		if (!len) { free(line); continue; }
+		/* never dropped: a line that is not UTF-8 was once discarded, a NUL byte cut it */
+		int bad = json_array_append_new(msgs, message("user", line, len));
 		free(line);
+		if (bad) {
+			fprintf(stderr, "proven chat: out of memory\n");
+			rc = 1;
+			break;
+		}
 		struct pv_chat_opts co = { 1, !o.no_thinking };
 		char* prompt = NULL;
 		size_t plen = 0;
@@ -322,7 +348,7 @@ int cmd_chat(int argc, char** argv)
 		json_t* parsed = pv_chat_parse(dialect, text ? text : "", tlen, in_think ? PV_CHAT_PARSE_IN_THINK : 0, NULL, err, sizeof(err));
 		json_t* am = json_pack("{s:s}", "role", "assistant");
 		if (parsed) json_object_set(am, "content", json_object_get(parsed, "content"));
-		else json_object_set_new(am, "content", json_string(text ? text : ""));
+		else json_object_set_new(am, "content", json_stringn(text ? text : "", text ? tlen : 0));
 		if (parsed && json_is_string(json_object_get(parsed, "reasoning_content")))
 			json_object_set(am, "reasoning_content", json_object_get(parsed, "reasoning_content"));
 		json_array_append_new(msgs, am);

@@ -29,6 +29,7 @@
 #include "format/gguf_write.h"
 #include "harness.h"
 #include "proven.h"
+#include "proven_text.h"
 
 static char g_tmp[256]; /* scratch directory of this run */
 static char g_bin[512]; /* the proven binary */
@@ -542,6 +543,78 @@ TEST_CASE(stdout_full)
 		rc = run(cmd, out, sizeof out);
 		CHECK(rc == 0, "proven %s > /dev/null: exit %d: %s", args, rc, out);
 	}
+}
+
+/* Chat input ------------------------------------------------------------------------------- */
+
+/* The prompt tokens of a qwen2.5 conversation [system (NULL: the default), user] with the
+ * generation prompt, as the library renders and tokenizes it. */
+static int prompt_tokens(const struct pv_tok* tok, const char* sys, size_t sys_len, const char* user, size_t user_len)
+{
+	json_t* msgs = json_array();
+	if (sys) json_array_append_new(msgs, json_pack("{s:s,s:s%}", "role", "system", "content", sys, sys_len));
+	json_array_append_new(msgs, json_pack("{s:s,s:s%}", "role", "user", "content", user, user_len));
+	struct pv_chat_opts co = { 1, 1 };
+	char *p = NULL, err[512];
+	size_t n = 0;
+	int32_t* ids = NULL;
+	int k = -1;
+	if (!pv_chat_render(PV_CHAT_QWEN2_5, msgs, NULL, &co, &p, &n, err, sizeof err) &&
+	    !pv_tok_encode(tok, p, n, 1, &ids, &k, err, sizeof err))
+		free(ids);
+	free(p);
+	json_decref(msgs);
+	return k;
+}
+
+/* Item 9: chat never drops or cuts input: a line that is not UTF-8 is repaired (U+FFFD, as the
+ * tokenizer does), not discarded; a non-UTF-8 --system is repaired, not replaced by the default;
+ * a NUL byte is kept, not an end. Seen through the prompt's token count, which must be the
+ * library's for the repaired conversation. */
+TEST_CASE(chat_input)
+{
+	char err[512];
+	pv_model* m = NULL;
+	if (pv_model_open(&m, tiny_gguf(), NULL, err, sizeof err)) {
+		CHECK(0, "open %s: %s", tiny_gguf(), err);
+		return;
+	}
+	const struct pv_tok* tok = pv_model_tokenizer(m);
+	static const struct {
+		const char* printf_line; /* the stdin line, as printf(1) input */
+		const char* sys_printf;  /* --system, as printf(1) input (NULL: none) */
+		const char* user;        /* the repaired user message */
+		size_t user_len;
+		const char* sys; /* the repaired system message (NULL: the default) */
+	} cases[] = {
+		{ "a\\377b\\n", NULL, "a\xef\xbf\xbd" "b", 5, NULL },
+		{ "\\303\\n", NULL, "\xef\xbf\xbd", 3, NULL },
+		{ "\\355\\240\\200x\\n", NULL, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdx", 10, NULL },
+		{ "a\\000b\\n", NULL, "a\0b", 3, NULL },
+		{ "\\000\\n", NULL, "\0", 1, NULL },
+		{ "hi\\n", "s\\377y", "hi", 2, "s\xef\xbf\xbdy" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		int want = prompt_tokens(tok, cases[i].sys, cases[i].sys ? strlen(cases[i].sys) : 0, cases[i].user, cases[i].user_len);
+		char sys[256] = "", cmd[2048], out[8192];
+		if (cases[i].sys_printf) snprintf(sys, sizeof sys, "--system \"$(printf '%s')\"", cases[i].sys_printf);
+		snprintf(cmd, sizeof cmd, "printf '%s' | timeout 120 %s chat --model %s --dialect qwen2.5 --max-tokens 1 %s", cases[i].printf_line,
+		         g_bin, tiny_gguf(), sys);
+		int rc = run(cmd, out, sizeof out);
+		const char* at = strstr(out, "prompt tokens evaluated");
+		int got = -1;
+		if (at) {
+			while (at > out && at[-1] != ':') at--;
+			got = atoi(at + 1);
+		}
+		CHECK(rc == 0 && want > 0 && got == want, "chat case %zu: exit %d, %d prompt tokens, want %d: %s", i, rc, got, want, out);
+	}
+	pv_model_close(m);
+	/* the library side: repair keeps NUL bytes and replaces per maximal subpart */
+	size_t n;
+	char* r = pv_utf8_repair("a\0\xe2\x82\xff", 5, &n);
+	CHECK(r && n == 8 && !memcmp(r, "a\0\xef\xbf\xbd\xef\xbf\xbd", 8), "pv_utf8_repair");
+	free(r);
 }
 
 /* Set-up ------------------------------------------------------------------------------------ */

@@ -61,6 +61,17 @@ static long utf8_repair(struct arena* out, const char* s, size_t n, int final)
 	return (long)i;
 }
 
+char* pv_utf8_repair(const char* s, size_t n, size_t* out_len)
+{
+	struct arena a = { 0 };
+	if ((n && utf8_repair(&a, s, n, 1) < 0) || arena_put(&a, "", 1)) {
+		free(a.p);
+		return NULL;
+	}
+	if (out_len) *out_len = a.n - 1;
+	return a.p;
+}
+
 /* Encoding -------------------------------------------------------------------------------- */
 
 struct sym {
