@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -615,6 +616,135 @@ TEST_CASE(chat_input)
 	char* r = pv_utf8_repair("a\0\xe2\x82\xff", 5, &n);
 	CHECK(r && n == 8 && !memcmp(r, "a\0\xef\xbf\xbd\xef\xbf\xbd", 8), "pv_utf8_repair");
 	free(r);
+}
+
+/* Outputs ----------------------------------------------------------------------------------- */
+
+/* 1 when files a and b have the same bytes */
+static int same_bytes(const char* a, const char* b)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+	return system(cmd) == 0;
+}
+
+/* Item 5: convert refuses an output that is, or resolves to, one of its input files (it used to
+ * replace model.safetensors with the GGUF and exit 0). */
+TEST_CASE(convert_own_input)
+{
+	char out[8192], orig[768];
+	const char* dir = fixture_copy("qwen2", "own");
+	snprintf(orig, sizeof orig, "%s/qwen2/model.safetensors", fx_root());
+	const char* other = case_dir("own_links");
+	const char* hard = in_dir(other, "hard.gguf");
+	CHECK(link(in_dir(dir, "model.safetensors"), hard) == 0, "link");
+	const char* outs[] = { in_dir(dir, "model.safetensors"), in_dir(dir, "config.json"), in_dir(dir, "generation_config.json"),
+		               in_dir(dir, "./model.safetensors"), hard };
+	for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+		int rc = proven(out, sizeof out, "convert --model %s --out %s --type f32 -q", dir, outs[i]);
+		CHECK(rc == 1 && strstr(out, "is the model's own file") && strstr(out, dir) && one_line(out), "convert --out %s: exit %d: %s",
+		      outs[i], rc, out);
+	}
+	CHECK(same_bytes(in_dir(dir, "model.safetensors"), orig), "the model's weights changed");
+	/* a symbolic link to an input is refused as a link */
+	const char* sl = in_dir(other, "sym.gguf");
+	CHECK(symlink(in_dir(dir, "model.safetensors"), sl) == 0, "symlink");
+	int rc = proven(out, sizeof out, "convert --model %s --out %s --type f32 -q", dir, sl);
+	CHECK(rc == 1 && (strstr(out, "symbolic link") || strstr(out, "own file")) && one_line(out), "convert --out LINK: exit %d: %s",
+	      rc, out);
+	CHECK(same_bytes(in_dir(dir, "model.safetensors"), orig), "the model's weights changed");
+	/* a sharded checkpoint's shard and index */
+	dir = fixture_copy("qwen3_5_moe", "own");
+	rc = proven(out, sizeof out, "convert --model %s --out %s/model-00002-of-00003.safetensors -q", dir, dir);
+	CHECK(rc == 1 && strstr(out, "is the model's own file"), "convert --out SHARD: exit %d: %s", rc, out);
+	rc = proven(out, sizeof out, "convert --model %s --out %s/model.safetensors.index.json -q", dir, dir);
+	CHECK(rc == 1 && strstr(out, "is the model's own file"), "convert --out INDEX: exit %d: %s", rc, out);
+	/* a new file in the model's directory is fine */
+	rc = proven(out, sizeof out, "convert --model %s --out %s/model.gguf -q", dir, dir);
+	CHECK(rc == 0, "convert --out DIR/model.gguf: exit %d: %s", rc, out);
+}
+
+static int is_kind(const char* path, mode_t kind)
+{
+	struct stat st;
+	return !lstat(path, &st) && (st.st_mode & S_IFMT) == kind;
+}
+
+/* Item 6: convert and synth never replace a special file (--out /dev/full renamed a regular file
+ * over the device node) and never write through a planted link (a symbolic link at OUT.tmp made
+ * them overwrite its target): the output is a new file or a regular one, the temporary file is
+ * created with O_EXCL | O_NOFOLLOW under a fresh name, and the rename checks the path again. */
+TEST_CASE(special_outputs)
+{
+	char out[8192];
+	const char* dir = case_dir("outputs");
+	const char* fifo = in_dir(dir, "fifo.gguf");
+	CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+	const char* victim = in_dir(dir, "victim.txt");
+	write_text(victim, "precious");
+	const char* sl = in_dir(dir, "link.gguf");
+	CHECK(symlink(victim, sl) == 0, "symlink");
+	const char* fx = in_dir(fx_root(), "qwen2");
+	/* a device node of our own: a build with the defect, run as root, replaced the real /dev/full
+	 * (as root the node is made here; otherwise /dev/full cannot be harmed) */
+	char dev[600] = "/dev/full";
+	if (geteuid() == 0) {
+		snprintf(dev, sizeof dev, "%s/full", dir);
+		if (mknod(dev, S_IFCHR | 0666, makedev(1, 7))) dev[0] = 0;
+	}
+	struct {
+		const char* out;
+		mode_t kind;
+		const char* want;
+	} cases[] = {
+		{ dev, S_IFCHR, "is a character device, not a regular file" },
+		{ fifo, S_IFIFO, "is a FIFO, not a regular file" },
+		{ sl, S_IFLNK, "is a symbolic link, not a regular file" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		if (!cases[i].out[0] || !t_exists(cases[i].out)) {
+			t_skip("no device node to write to (mknod failed)");
+			continue;
+		}
+		int rc = proven(out, sizeof out, "synth --arch qwen2 --preset tiny --out %s -q", cases[i].out);
+		CHECK(rc == 1 && strstr(out, cases[i].want) && one_line(out), "synth --out %s: exit %d: %s", cases[i].out, rc, out);
+		CHECK(is_kind(cases[i].out, cases[i].kind), "synth replaced %s", cases[i].out);
+		rc = proven(out, sizeof out, "convert --model %s --out %s -q", fx, cases[i].out);
+		CHECK(rc == 1 && strstr(out, cases[i].want) && one_line(out), "convert --out %s: exit %d: %s", cases[i].out, rc, out);
+		CHECK(is_kind(cases[i].out, cases[i].kind), "convert replaced %s", cases[i].out);
+	}
+	/* a link planted at the old temporary name is never written through */
+	const char* o = in_dir(dir, "m.gguf");
+	char planted[800];
+	snprintf(planted, sizeof planted, "%s.tmp", o);
+	CHECK(symlink(victim, planted) == 0, "symlink");
+	int rc = proven(out, sizeof out, "synth --arch qwen2 --preset tiny --out %s -q", o);
+	CHECK(rc == 0 && is_kind(o, S_IFREG), "synth beside a planted link: exit %d: %s", rc, out);
+	rc = proven(out, sizeof out, "convert --model %s --out %s -q", fx, o);
+	CHECK(rc == 0 && is_kind(o, S_IFREG), "convert beside a planted link: exit %d: %s", rc, out);
+	FILE* f = fopen(victim, "r");
+	char buf[64] = "";
+	CHECK(f && fgets(buf, sizeof buf, f) && !strcmp(buf, "precious") && is_kind(planted, S_IFLNK), "the link's target was written");
+	if (f) fclose(f);
+	/* what appears at the path while the file is written is not replaced by the rename */
+	struct pv_gguf_writer* w = NULL;
+	char err[512];
+	const char* late = in_dir(dir, "late.gguf");
+	CHECK(pv_gguf_writer_open(&w, late, 32, err, sizeof err) == 0, "open: %s", err);
+	CHECK(mkfifo(late, 0600) == 0, "mkfifo");
+	CHECK(w && pv_gguf_writer_close(w, err, sizeof err) == -1 && strstr(err, "is a FIFO") && is_kind(late, S_IFIFO),
+	      "a FIFO that appeared was replaced: %s", err);
+	unlink(late);
+	CHECK(pv_gguf_writer_open(&w, late, 32, err, sizeof err) == 0, "open: %s", err);
+	write_text(late, "someone else's");
+	CHECK(w && pv_gguf_writer_close(w, err, sizeof err) == -1 && strstr(err, "appeared while it was written"),
+	      "a file that appeared was replaced: %s", err);
+	/* no temporary file is left behind by the failures */
+	DIR* d = opendir(dir);
+	int left = 0;
+	for (struct dirent* e; d && (e = readdir(d));) left += strstr(e->d_name, ".tmp.") != NULL;
+	if (d) closedir(d);
+	CHECK(!left, "%d temporary files left in %s", left, dir);
 }
 
 /* Set-up ------------------------------------------------------------------------------------ */

@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 /* ------------------------------------------------------------------ types --- */
@@ -851,6 +853,26 @@ static void base_name(char* out, size_t n, const char* dir)
 	out[k] = 0;
 }
 
+/* The output must not be one of the files convert reads: any entry of the model directory (the
+ * shards, the index, config.json, the tokenizer files), compared by identity (device and inode),
+ * so a hard link, a symbolic link or another spelling of the path is caught too. */
+static int output_is_input(const char* dir, const char* out, char* err, size_t errlen)
+{
+	struct stat so, si;
+	if (stat(out, &so) || !S_ISREG(so.st_mode)) return 0; /* absent, or refused by the writer */
+	DIR* d = opendir(dir);
+	if (!d) return pv_errf(err, errlen, "%s: cannot read the directory: %s", dir, strerror(errno));
+	int rc = 0;
+	for (struct dirent* e; !rc && (e = readdir(d));) {
+		if (fstatat(dirfd(d), e->d_name, &si, 0) || !S_ISREG(si.st_mode)) continue;
+		if (si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+			rc = pv_errf(err, errlen, "%s: is the model's own file %s/%s: convert will not overwrite its input (choose another --out)",
+			             out, dir, e->d_name);
+	}
+	closedir(d);
+	return rc;
+}
+
 int pv_convert(const struct pv_convert_params* p, struct pv_convert_stats* st, char* err, size_t errlen)
 {
 	struct pv_convert_stats dummy;
@@ -863,6 +885,7 @@ int pv_convert(const struct pv_convert_params* p, struct pv_convert_stats* st, c
 	if (!S_ISDIR(sb.st_mode))
 		return pv_errf(err, errlen, "%s: not a directory (convert reads a Hugging Face model directory)", p->model_dir);
 	if (!stat(p->out_path, &sb) && S_ISDIR(sb.st_mode)) return pv_errf(err, errlen, "%s: is a directory", p->out_path);
+	if (output_is_input(p->model_dir, p->out_path, err, errlen)) return -1;
 
 	pv_model* m = NULL;
 	if (pv_model_open(&m, p->model_dir, NULL, err, errlen)) return -1;

@@ -7,10 +7,13 @@
 #include "base/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define GGML_MAX_NAME 64 /* ggml's tensor name buffer, terminator included */
@@ -44,6 +47,7 @@ struct pv_gguf_writer {
 	uint64_t cur_written; /* bytes of it so far */
 	uint64_t file_pos;
 	int failed;
+	int was_absent; /* nothing was at path when the writer opened: nothing may be replaced */
 	char err[512];
 };
 
@@ -278,30 +282,81 @@ static int out_zeros(struct pv_gguf_writer* w, uint64_t n)
 	return 0;
 }
 
+static const char* kind_name(mode_t m)
+{
+	return S_ISLNK(m) ? "a symbolic link" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device"
+	       : S_ISBLK(m) ? "a block device" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "a special file";
+}
+
+/* What may be at the output path: nothing, or a regular file (which is replaced). Anything else
+ * is refused: a rename would put the file in place of a device node, a FIFO or a symbolic link
+ * (not through it). *absent: nothing is there. */
+static int check_target(const char* path, int* absent, char* err, size_t errlen)
+{
+	struct stat st;
+	*absent = 0;
+	if (lstat(path, &st)) {
+		if (errno == ENOENT) {
+			*absent = 1;
+			return 0;
+		}
+		return pv_errf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+	}
+	if (S_ISREG(st.st_mode)) return 0;
+	if (S_ISDIR(st.st_mode)) return pv_errf(err, errlen, "%s: is a directory", path);
+	return pv_errf(err, errlen, "%s: is %s, not a regular file: it is not replaced (name a new file or a regular one)", path,
+	               kind_name(st.st_mode));
+}
+
+/* Creates the temporary file beside path: PATH.tmp.XXXXXX, a new name (O_EXCL) that is never a
+ * link followed (O_NOFOLLOW), so a file or link planted at a guessable name is never written
+ * through. Returns the descriptor, or -1 with errno. */
+static int create_tmp(const char* path, char* tmp, size_t len)
+{
+	static unsigned counter;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t x = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)getpid() << 20;
+	for (int tries = 0; tries < 64; tries++) {
+		x += 0x9e3779b97f4a7c15ull + __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+		uint64_t h = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ull;
+		snprintf(tmp, len, "%s.tmp.%06llx", path, (unsigned long long)((h ^ (h >> 29)) & 0xffffff));
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+		if (fd >= 0 || errno != EEXIST) return fd;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
 int pv_gguf_writer_open(struct pv_gguf_writer** res, const char* path, uint32_t alignment, char* err, size_t errlen)
 {
 	*res = NULL;
 	if (!host_is_little_endian()) return pv_errf(err, errlen, "%s: writing GGUF needs a little-endian host", path);
 	if (alignment == 0) alignment = 32;
 	if (alignment & (alignment - 1)) return pv_errf(err, errlen, "%s: alignment %u is not a power of two", path, alignment);
+	int absent;
+	if (check_target(path, &absent, err, errlen)) return -1;
 	struct pv_gguf_writer* w = calloc(1, sizeof *w);
 	if (!w) return pv_errf(err, errlen, "out of memory");
 	size_t n = strlen(path);
 	w->path = strdup(path);
-	w->tmp = malloc(n + 5);
+	w->tmp = malloc(n + 16);
 	if (!w->path || !w->tmp) {
 		free(w->path);
 		free(w->tmp);
 		free(w);
 		return pv_errf(err, errlen, "out of memory");
 	}
-	memcpy(w->tmp, path, n);
-	memcpy(w->tmp + n, ".tmp", 5);
 	w->align = alignment;
-	w->f = fopen(w->tmp, "wb");
-	if (!w->f) {
+	w->was_absent = absent;
+	int fd = create_tmp(path, w->tmp, n + 16);
+	if (fd < 0 || !(w->f = fdopen(fd, "wb"))) {
 		int e = errno;
 		pv_errf(err, errlen, "%s: cannot create: %s", w->tmp, strerror(e));
+		if (fd >= 0) {
+			close(fd);
+			unlink(w->tmp);
+		}
 		free(w->path);
 		free(w->tmp);
 		free(w);
@@ -387,6 +442,53 @@ void pv_gguf_writer_abort(struct pv_gguf_writer* w)
 	free_writer(w);
 }
 
+/* Renames the finished temporary file to the path: never over anything but a regular file (the
+ * path is checked again, it may have changed while the file was written), and never over what
+ * appeared at a path that was empty at open (RENAME_NOREPLACE where the file system has it). */
+static void install(struct pv_gguf_writer* w)
+{
+	char msg[512];
+	int absent;
+	if (check_target(w->path, &absent, msg, sizeof msg)) {
+		fail(w, "%s", msg);
+		return;
+	}
+	if (w->was_absent && !absent) {
+		fail(w, "%s: appeared while it was written; not replaced", w->path);
+		return;
+	}
+	int rc = -1;
+#ifdef RENAME_NOREPLACE
+	if (absent) {
+		rc = renameat2(AT_FDCWD, w->tmp, AT_FDCWD, w->path, RENAME_NOREPLACE);
+		if (rc && errno == EEXIST) {
+			fail(w, "%s: appeared while it was written; not replaced", w->path);
+			return;
+		}
+		if (rc && errno != EINVAL && errno != ENOSYS) {
+			fail(w, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
+			return;
+		}
+	}
+#endif
+	if (rc && rename(w->tmp, w->path)) {
+		fail(w, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
+		return;
+	}
+	/* the new directory entry too, so a crash after we return keeps the file */
+	char* dir = strdup(w->path);
+	if (dir) {
+		char* slash = strrchr(dir, '/');
+		const char* d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+		int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0) {
+			fsync(fd);
+			close(fd);
+		}
+		free(dir);
+	}
+}
+
 int pv_gguf_writer_close(struct pv_gguf_writer* w, char* err, size_t errlen)
 {
 	if (!w->failed && w->state != 1) pv_gguf_w_begin_data(w); /* a file without tensor data */
@@ -398,7 +500,7 @@ int pv_gguf_writer_close(struct pv_gguf_writer* w, char* err, size_t errlen)
 	int rc = fclose(w->f);
 	w->f = NULL;
 	if (!w->failed && rc) fail(w, "%s: close failed: %s", w->tmp, strerror(errno));
-	if (!w->failed && rename(w->tmp, w->path)) fail(w, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
+	if (!w->failed) install(w);
 	if (w->failed) {
 		pv_errf(err, errlen, "%s", w->err);
 		unlink(w->tmp);
