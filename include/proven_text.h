@@ -111,7 +111,9 @@ const char* pv_tok_pattern(const struct pv_tok* t);
  * even when *n is 0). Fails only on out-of-memory, a text longer than 1 GiB, a regex engine
  * failure (a custom pattern hitting PCRE2's limits), or a byte with no token in a vocabulary that
  * lacks some of the 256 byte tokens (never with Qwen's). Long runs of one character class are
- * fine: the splitter is linear in the text, the merge loop O(n log n) per piece. */
+ * fine: the splitter is linear in the text, NFC's canonical reordering is a stable counting sort
+ * of each run of combining marks (linear; utf8proc's own is quadratic in the run), the merge loop
+ * O(n log n) per piece. */
 int pv_tok_encode(const struct pv_tok* t, const char* text, size_t len, int parse_special, int32_t** ids,
                   int* n, char* err, size_t errlen);
 

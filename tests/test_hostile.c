@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "convert/synth.h"
@@ -31,6 +32,8 @@
 #include "harness.h"
 #include "proven.h"
 #include "proven_text.h"
+
+#include <utf8proc.h>
 
 static char g_tmp[256]; /* scratch directory of this run */
 static char g_bin[512]; /* the proven binary */
@@ -745,6 +748,132 @@ TEST_CASE(special_outputs)
 	for (struct dirent* e; d && (e = readdir(d));) left += strstr(e->d_name, ".tmp.") != NULL;
 	if (d) closedir(d);
 	CHECK(!left, "%d temporary files left in %s", left, dir);
+}
+
+/* Tokenization ------------------------------------------------------------------------------ */
+
+static const struct pv_tok* tiny_tok(pv_model** m)
+{
+	char err[512];
+	if (pv_model_open(m, tiny_gguf(), NULL, err, sizeof err)) {
+		CHECK(0, "open %s: %s", tiny_gguf(), err);
+		return NULL;
+	}
+	return pv_model_tokenizer(*m);
+}
+
+/* unit repeated to n bytes (whole units), between prefix and suffix */
+static char* repeat(const char* prefix, const char* unit, size_t n, const char* suffix, size_t* len)
+{
+	size_t p = strlen(prefix), u = strlen(unit), q = strlen(suffix), k = n / u;
+	char* s = malloc(p + k * u + q + 1);
+	memcpy(s, prefix, p);
+	for (size_t i = 0; i < k; i++) memcpy(s + p + i * u, unit, u);
+	memcpy(s + p + k * u, suffix, q + 1);
+	*len = p + k * u + q;
+	return s;
+}
+
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* the fastest of three encodes, seconds of this thread's CPU time (what other programs running
+ * at the same time, as under tests/run.sh, do not change) */
+static double encode_time(const struct pv_tok* tok, const char* s, size_t n)
+{
+	double best = 1e9;
+	for (int r = 0; r < 3; r++) {
+		int32_t* ids = NULL;
+		int k = 0;
+		char err[256];
+		double t0 = thread_cpu_s();
+		int rc = pv_tok_encode(tok, s, n, 1, &ids, &k, err, sizeof err);
+		double dt = thread_cpu_s() - t0;
+		free(ids);
+		if (rc) return -1;
+		if (dt < best) best = dt;
+	}
+	return best;
+}
+
+/* Item 4: NFC's canonical reordering is linear in the run it sorts (utf8proc's neighbour swaps
+ * were quadratic: 'e' + "\u0323\u0301\u0302\u0308" x N took 0.5 s at 40 KB, 7 s at 160 KB, hours
+ * at 10 MB), and the result is exactly utf8proc's NFC (which the parity corpus checks against
+ * HF, long runs included). No time is asserted: the ratio between two sizes is, generously. */
+TEST_CASE(tokenize_linear)
+{
+	pv_model* m = NULL;
+	const struct pv_tok* tok = tiny_tok(&m);
+	if (!tok) return;
+	/* the same text as utf8proc_map's NFC: decode(encode(s)) is NFC(s) for a byte-level BPE */
+	static const char* const marks[] = { "\u0300", "\u0301", "\u0302", "\u0308", "\u0323", "\u0327", "\u0316", "\u031b",
+		                             "\u0345", "\u05b0", "\u0651", "\u093c", "\u0e38", "\u302a", "\u3099", "\u0f71",
+		                             "\u0f72", "\u0f80", "e", "o", "A", "\u1100", "\u1161", "\u11a8", "\u00e9", " " };
+	const int nm = (int)(sizeof marks / sizeof marks[0]);
+	unsigned x = 12345;
+	int same = 0, total = 0;
+	for (int c = 0; c < 400; c++) {
+		char s[4096];
+		size_t n = 0;
+		int len = 1 + (int)((x = x * 1103515245u + 12345u) >> 16) % (c < 200 ? 12 : 400);
+		for (int i = 0; i < len; i++) {
+			x = x * 1103515245u + 12345u;
+			/* mostly marks: long runs */
+			int k = (int)((x >> 16) % 100) < 85 ? (int)((x >> 8) % 18) : 18 + (int)((x >> 8) % (nm - 18));
+			size_t l = strlen(marks[k]);
+			memcpy(s + n, marks[k], l);
+			n += l;
+		}
+		utf8proc_uint8_t* want = NULL;
+		utf8proc_ssize_t wl = utf8proc_map((const utf8proc_uint8_t*)s, (utf8proc_ssize_t)n, &want, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+		int32_t* ids = NULL;
+		int k = 0;
+		char* dec = NULL;
+		size_t dl = 0;
+		if (!pv_tok_encode(tok, s, n, 0, &ids, &k, NULL, 0) && !pv_tok_decode(tok, ids, k, 0, &dec, &dl, NULL, 0))
+			same += wl >= 0 && (size_t)wl == dl && !memcmp(want, dec, dl);
+		total++;
+		free(want);
+		free(ids);
+		free(dec);
+	}
+	CHECK(same == total, "NFC differs from utf8proc's on %d of %d strings of marks", total - same, total);
+
+	/* four times the text, about four times the time (quadratic: sixteen); generous: < 10x.
+	 * Texts of 256 KB and 1 MB: smaller ones fit in caches the larger ones miss. */
+	static const struct {
+		const char *prefix, *unit, *suffix;
+	} runs[] = {
+		{ "e", "\u0323\u0301\u0302\u0308", "" }, /* the issue's */
+		{ "a", "\u0301\u0323", "b" },            /* every 220 moves past a 230 */
+		{ "", "\u0345\u0301\u0323\u05b0\u093c", "" }, /* classes in reverse order */
+		{ "", " ", "a" },                         /* whitespace the regex scans */
+		{ "x", " \r", "y" },
+		{ "", "\u00a0 ", "!" },
+		{ "", "1", "" },
+		{ "", "'s", "" },
+		{ "", "<|im_end", "" },                   /* near an added token */
+		{ "", "a", "" },                          /* one long piece to merge */
+	};
+	for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+		size_t n1, n2;
+		char* s1 = repeat(runs[i].prefix, runs[i].unit, 256 << 10, runs[i].suffix, &n1);
+		char* s2 = repeat(runs[i].prefix, runs[i].unit, 1 << 20, runs[i].suffix, &n2);
+		alarm(300); /* quadratic, 1 MB took many minutes */
+		double t1 = encode_time(tok, s1, n1), t2 = encode_time(tok, s2, n2);
+		alarm(0);
+		if (getenv("PV_TEST_VERBOSE")) printf("    run %zu: %.4f s, %.4f s, ratio %.2f\n", i, t1, t2, t2 / t1);
+		if (t1 < 1e-3) t1 = 1e-3; /* below the clock's noise */
+		CHECK(t1 > 0 && t2 > 0 && t2 / t1 < 10, "run %zu (\"%s\" x %zu): %.4f s, x4 the text: %.4f s (ratio %.1f)", i,
+		      runs[i].unit, n1 / strlen(runs[i].unit), t1, t2, t2 / t1);
+		free(s1);
+		free(s2);
+	}
+	pv_model_close(m);
 }
 
 /* Set-up ------------------------------------------------------------------------------------ */
