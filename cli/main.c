@@ -13,7 +13,8 @@ static void usage(FILE* f)
 {
 	fprintf(f,
 	        "usage: proven <command> [options]\n"
-	        "  info     --model DIR                       architecture, layers, parameters, memory\n"
+	        "  info     --model DIR [--check]             architecture, layers, parameters, memory;\n"
+	        "                                              --check: every weight finite (else exit 1)\n"
 	        "  generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--dump-logits FILE]\n"
 	        "           [--threads N] [--ctx N] [--stop-ids a,b]   greedy decoding; ids on stdout\n"
 	        "  run      --model PATH -p TEXT [--max-tokens N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"

@@ -29,6 +29,7 @@
 #include "fixture.h"
 #include "format/gguf.h"
 #include "format/gguf_write.h"
+#include "format/safetensors.h"
 #include "harness.h"
 #include "proven.h"
 #include "proven_text.h"
@@ -874,6 +875,85 @@ TEST_CASE(tokenize_linear)
 		free(s2);
 	}
 	pv_model_close(m);
+}
+
+/* Weights ----------------------------------------------------------------------------------- */
+
+/* A NaN f16 scale in row 5 of token_embd (Q8_0: a 2-byte scale, then 32 codes per block) and
+ * +inf at element 3 of output_norm (F32). */
+static void poison(const struct pv_gguf_tensor* t, unsigned char* b, void* user)
+{
+	(void)user;
+	if (!strcmp(t->name, "token_embd.weight") && t->type == PV_Q8_0) {
+		size_t row_bytes = (size_t)t->ne[0] / 32 * 34;
+		b[5 * row_bytes + 34] = 0x00; /* the second block of row 5: columns 32..63 */
+		b[5 * row_bytes + 35] = 0x7e;
+	}
+	if (!strcmp(t->name, "output_norm.weight")) {
+		float inf = INFINITY;
+		memcpy(b + 3 * 4, &inf, 4);
+	}
+}
+
+/* Writes a BF16 value into element k of tensor name of the safetensors file at path. */
+static int poke_bf16(const char* path, const char* name, int64_t k, uint16_t v)
+{
+	struct pv_st_file f;
+	char err[512];
+	if (pv_st_open(&f, path, err, sizeof err)) return -1;
+	long off = -1;
+	for (int i = 0; i < f.n_tensors; i++)
+		if (!strcmp(f.tensors[i].name, name) && f.tensors[i].dtype == PV_BF16 && k < f.tensors[i].numel)
+			off = (long)((const unsigned char*)f.tensors[i].data - (const unsigned char*)f.map) + 2 * k;
+	pv_st_close(&f);
+	FILE* fp = off >= 0 ? fopen(path, "r+b") : NULL;
+	int ok = fp && !fseek(fp, off, SEEK_SET) && fwrite(&v, 2, 1, fp) == 1;
+	if (fp) ok &= !fclose(fp);
+	return ok ? 0 : -1;
+}
+
+/* Item 2: info --check reads every weight and names each tensor holding NaN or infinity, with
+ * its first bad row and column (the model itself loads: the values are in range as bytes). */
+TEST_CASE(nonfinite_weights)
+{
+	char out[16384], err[512];
+	const char* dir = case_dir("nonfinite");
+	const char* path = in_dir(dir, "nan.gguf");
+	struct gguf_edit e = { .data = poison };
+	gguf_edit(tiny_gguf(), path, &e);
+	pv_model* m = NULL;
+	CHECK(pv_model_open(&m, path, NULL, err, sizeof err) == 0, "the poisoned GGUF loads: %s", err);
+	if (m) {
+		struct pv_weight_fault f[4];
+		int n = pv_model_check(m, f, 4, NULL, NULL);
+		CHECK(n == 2, "%d tensors found, want 2", n);
+		int emb = n >= 1 && !strcmp(f[0].tensor, "token_embd.weight") ? 0 : 1, nrm = 1 - emb;
+		CHECK(n == 2 && !strcmp(f[emb].tensor, "token_embd.weight") && f[emb].row == 5 && f[emb].col == 32 && f[emb].count == 32 &&
+		              isnan(f[emb].value) && f[emb].rows == 1024 && f[emb].cols == 256,
+		      "token_embd: %s row %lld col %lld count %lld", n ? f[emb].tensor : "-", n ? (long long)f[emb].row : -1LL,
+		      n ? (long long)f[emb].col : -1LL, n ? (long long)f[emb].count : -1LL);
+		CHECK(n == 2 && !strcmp(f[nrm].tensor, "output_norm.weight") && f[nrm].row == 0 && f[nrm].col == 3 && f[nrm].count == 1 &&
+		              isinf(f[nrm].value) && f[nrm].value > 0,
+		      "output_norm: %s", n == 2 ? f[nrm].tensor : "-");
+		pv_model_close(m);
+	}
+	int rc = proven(out, sizeof out, "info --model %s --check", path);
+	CHECK(rc == 1 && strstr(out, "token_embd.weight [1024 x 256]: row 5, column 32 is NaN (32 non-finite values)") &&
+	              strstr(out, "output_norm.weight [1 x 256]: row 0, column 3 is +inf (1 non-finite value)"),
+	      "info --check (GGUF): exit %d: %s", rc, out);
+	rc = proven(out, sizeof out, "info --model %s --check", tiny_gguf());
+	CHECK(rc == 0 && strstr(out, "every weight is finite"), "info --check on a clean file: exit %d: %s", rc, out);
+
+	/* a safetensors norm: one BF16 NaN, one BF16 -inf */
+	dir = fixture_copy("qwen2", "nonfinite_hf");
+	const char* st = in_dir(dir, "model.safetensors");
+	CHECK(!poke_bf16(st, "model.norm.weight", 7, 0x7fc0) && !poke_bf16(st, "model.layers.1.input_layernorm.weight", 0, 0xff80),
+	      "poke %s", st);
+	rc = proven(out, sizeof out, "info --model %s --check", dir);
+	CHECK(rc == 1 && strstr(out, "model.norm.weight [1 x 96]: row 0, column 7 is NaN") &&
+	              strstr(out, "model.layers.1.input_layernorm.weight [1 x 96]: row 0, column 0 is -inf") &&
+	              strstr(out, "2 tensors with NaN or infinite values"),
+	      "info --check (HF): exit %d: %s", rc, out);
 }
 
 /* Set-up ------------------------------------------------------------------------------------ */

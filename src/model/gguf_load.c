@@ -510,6 +510,14 @@ int pv_gguf_model_load(struct pv_model* m, const char* path, struct pv_load_stat
 	return load_text(m, gm, err, errlen);
 }
 
+int pv_gguf_model_tensor(const struct pv_gguf_model* gm, int64_t i, const char** name, struct pv_tensor* view)
+{
+	if (!gm || i < 0 || i >= gm->g.n_tensors) return 0;
+	*name = gm->g.tensors[i].name;
+	pv_gguf_tensor_view(&gm->g.tensors[i], view);
+	return 1;
+}
+
 int pv_gguf_model_mapping(const struct pv_gguf_model* gm, const void** ptr, size_t* len)
 {
 	if (!gm || !gm->g.map) return 0;

@@ -566,6 +566,25 @@ int pv_hf_bind(struct pv_files* f, struct pv_config* cfg, struct pv_weights* w, 
 	return 0;
 }
 
+int pv_hf_tensor(const struct pv_files* f, int i, const char** name, struct pv_tensor* view)
+{
+	if (!f || i < 0) return 0;
+	for (int s = 0; s < f->n_shards; s++) {
+		if (i >= f->shards[s].n_tensors) {
+			i -= f->shards[s].n_tensors;
+			continue;
+		}
+		const struct pv_st_tensor* t = &f->shards[s].tensors[i];
+		*name = t->name;
+		memset(view, 0, sizeof *view);
+		if (t->dtype < 0 || t->numel <= 0) return 1;
+		int64_t cols = t->ndim ? t->shape[t->ndim - 1] : 1;
+		*view = (struct pv_tensor){ t->data, (enum pv_dtype)t->dtype, t->numel / cols, cols };
+		return 1;
+	}
+	return 0;
+}
+
 int pv_hf_mapping(const struct pv_files* f, int i, const void** ptr, size_t* len)
 {
 	if (!f || i < 0 || i >= f->n_shards) return 0;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <time.h>
 #include <unistd.h>
 #include <errno.h>
@@ -205,6 +206,63 @@ int pv_model_digest(const pv_model* cm, char hex[65])
 	memcpy(hex, m->digest, 65);
 	pthread_mutex_unlock(&m->digest_lock);
 	return PV_OK;
+}
+
+/* Scans one tensor; 1 (and *f filled) when it holds a non-finite value. */
+static int check_tensor(const char* name, const struct pv_tensor* v, float* row, struct pv_weight_fault* f)
+{
+	int found = 0;
+	for (int64_t r = 0; r < v->rows; r++) {
+		pv_tensor_row_f32(v, r, row);
+		for (int64_t c = 0; c < v->cols; c++) {
+			if (isfinite(row[c])) continue;
+			if (!found) {
+				memset(f, 0, sizeof *f);
+				snprintf(f->tensor, sizeof f->tensor, "%s", name);
+				f->rows = v->rows;
+				f->cols = v->cols;
+				f->row = r;
+				f->col = c;
+				f->value = row[c];
+				found = 1;
+			}
+			f->count++;
+		}
+	}
+	return found;
+}
+
+int pv_model_check(const pv_model* m, struct pv_weight_fault* faults, int max, void (*progress)(void* user, double fraction),
+                   void* user)
+{
+	int n = 0;
+	float* row = NULL;
+	size_t row_cap = 0;
+	uint64_t total = 0, done = 0;
+	const char* name;
+	struct pv_tensor v;
+	/* the file's tensors by index, GGUF or HF alike */
+#define TENSOR(i) (m->gguf ? pv_gguf_model_tensor(m->gguf, i, &name, &v) : pv_hf_tensor(m->files, (int)(i), &name, &v))
+	for (int64_t i = 0; TENSOR(i); i++)
+		if (v.data) total += (uint64_t)(v.rows * v.cols);
+	for (int64_t i = 0; TENSOR(i); i++) {
+		if (!v.data || v.rows <= 0 || v.cols <= 0) continue;
+		if ((size_t)v.cols > row_cap) {
+			free(row);
+			row_cap = (size_t)v.cols;
+			row = pv_xmalloc(sizeof *row * row_cap);
+		}
+		struct pv_weight_fault f;
+		if (check_tensor(name, &v, row, &f)) {
+			if (n < max && faults) faults[n] = f;
+			n++;
+		}
+		done += (uint64_t)(v.rows * v.cols);
+		if (progress) progress(user, total ? (double)done / (double)total : 1.0);
+	}
+#undef TENSOR
+	free(row);
+	return n;
 }
 
 const struct pv_model_info* pv_model_get_info(const pv_model* m)
