@@ -111,6 +111,7 @@ int cmd_bench(int argc, char** argv)
 	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0, membw = 0, profile = 0, depth = 0;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
+		if (cli_is_help(a)) return cli_usage("bench", stdout);
 		if (!strcmp(a, "--json-only")) { json_only = 1; continue; }
 		if (!strcmp(a, "--membw")) { membw = 1; continue; }
 		if (!strcmp(a, "--profile")) { profile = 1; continue; }

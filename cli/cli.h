@@ -71,6 +71,11 @@ int cli_gen_open(struct cli_gen* o, const char* cmd, pv_model* target, const str
 void cli_gen_close(struct cli_gen* o);
 int cli_gen_write_stats(const char* path, const struct pv_gen_stats* st);
 
+/* usage.c: `proven CMD --help` (0 when cmd has a usage text), the -h/--help test, --version */
+int cli_usage(const char* cmd, FILE* f);
+int cli_is_help(const char* arg);
+void cli_version(FILE* f);
+
 int cmd_info(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_bench(int argc, char** argv);

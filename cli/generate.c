@@ -58,6 +58,7 @@ int cmd_generate(int argc, char** argv)
 	cli_gen_defaults(&go, 0.0f, 1.0f, 0);
 	for (int i = 1; i < argc; i++) {
 		if (cli_gen_flag(&go, argv[i])) continue;
+		if (cli_is_help(argv[i])) return cli_usage("generate", stdout);
 		if (!strcmp(argv[i], "--model")) { NEED_VALUE(i); dir = argv[++i]; }
 		else if (!strcmp(argv[i], "--prompt-ids")) { NEED_VALUE(i); ids_arg = argv[++i]; }
 		else if (!strcmp(argv[i], "--max-tokens")) { NEED_VALUE(i); max_tokens = cli_int("--max-tokens", argv[++i], 0, 1 << 24); }

@@ -50,6 +50,7 @@ int cmd_info(int argc, char** argv)
 	const char* dir = NULL;
 	int ctx = 0, check = 0;
 	for (int i = 1; i < argc; i++) {
+		if (cli_is_help(argv[i])) return cli_usage("info", stdout);
 		if (!strcmp(argv[i], "--model")) { NEED_VALUE(i); dir = argv[++i]; }
 		else if (!strcmp(argv[i], "--check")) check = 1;
 		else if (!strcmp(argv[i], "--ctx")) { NEED_VALUE(i); ctx = cli_int("--ctx", argv[++i], 1, 1 << 24); }

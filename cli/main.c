@@ -35,7 +35,8 @@ static void usage(FILE* f)
 	        "           speculative == plain, token for token, on every case (exit 1 on a mismatch)\n"
 	        "  sampling and speculation (generate, run, chat, court): --temp T --top-k K --top-p P --min-p P --seed S\n"
 	        "           --draft ngram|mtp|cascade:PATH|PATH --draft-max K --draft-fixed --ngram-min N --ngram-max N\n"
-	        "           --rollback auto|snapshot|replay; generate: --spec-stats FILE\n");
+	        "           --rollback auto|snapshot|replay; generate: --spec-stats FILE\n"
+	        "  proven CMD --help: the options of a command; proven --version: the build identity\n");
 }
 
 static int dispatch(int argc, char** argv)
@@ -52,6 +53,12 @@ static int dispatch(int argc, char** argv)
 	if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
 	if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
 	if (!strcmp(cmd, "court")) return cmd_court(argc - 1, argv + 1);
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
+		cli_version(stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "help") && argc >= 3 && strcmp(argv[2], "help")) /* proven help CMD: CMD --help */
+		return dispatch(3, (char*[]){ argv[0], argv[2], "--help", NULL });
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

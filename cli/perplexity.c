@@ -23,6 +23,7 @@ int cmd_perplexity(int argc, char** argv)
 	int ctx = 512, threads = 0, max_chunks = 0;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
+		if (cli_is_help(a)) return cli_usage("perplexity", stdout);
 		if (i + 1 >= argc) { fprintf(stderr, "proven perplexity: unknown option or missing value: %s\n", a); return 2; }
 		const char* v = argv[++i];
 		if (!strcmp(a, "--model") || !strcmp(a, "-m")) model = v;

@@ -147,6 +147,7 @@ int cmd_template(int argc, char** argv)
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
 		int has_val = i + 1 < argc;
+		if (cli_is_help(a)) return cli_usage("template", stdout);
 		if (!strcmp(a, "--tokenizer") && has_val) tok = argv[++i];
 		else if (!strcmp(a, "--messages") && has_val) msgs_path = argv[++i];
 		else if (!strcmp(a, "--tools") && has_val) tools_path = argv[++i];

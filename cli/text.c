@@ -39,6 +39,10 @@ static int parse_common(int argc, char** argv, struct gen_opts* o, int chat)
 	o->dialect = -1;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
+		if (cli_is_help(a)) {
+			cli_usage(chat ? "chat" : "run", stdout);
+			return -1; /* done: exit 0 */
+		}
 		if (!strcmp(a, "--no-special")) { o->no_special = 1; continue; }
 		if (!strcmp(a, "--no-thinking")) { o->no_thinking = 1; continue; }
 		if (!strcmp(a, "--hide-thinking")) { o->hide_thinking = 1; continue; }
@@ -215,7 +219,7 @@ int cmd_run(int argc, char** argv)
 {
 	struct gen_opts o;
 	int rc = parse_common(argc, argv, &o, 0);
-	if (rc) return rc;
+	if (rc) return rc < 0 ? 0 : rc;
 	struct gen g;
 	if (gen_open(&g, &o)) return 1;
 	char err[512];
@@ -285,7 +289,7 @@ int cmd_chat(int argc, char** argv)
 {
 	struct gen_opts o;
 	int rc = parse_common(argc, argv, &o, 1);
-	if (rc) return rc;
+	if (rc) return rc < 0 ? 0 : rc;
 	struct gen g;
 	if (gen_open(&g, &o)) return 1;
 	int dialect = o.dialect;

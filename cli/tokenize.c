@@ -64,6 +64,7 @@ int cmd_tokenize(int argc, char** argv)
 	const char* path = NULL;
 	int jsonl = 0, special = 1;
 	for (int i = 1; i < argc; i++) {
+		if (cli_is_help(argv[i])) return cli_usage("tokenize", stdout);
 		if (!strcmp(argv[i], "--tokenizer")) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "proven tokenize: option --tokenizer needs a value\n");

@@ -956,6 +956,37 @@ TEST_CASE(nonfinite_weights)
 	      "info --check (HF): exit %d: %s", rc, out);
 }
 
+/* Help ------------------------------------------------------------------------------------- */
+
+/* Every command answers --help (and -h) with its usage on stdout, exit 0; proven --version
+ * prints the build identity (pv_build_info), as llama.cpp and git do. */
+TEST_CASE(help_and_version)
+{
+	static const char* const cmds[] = { "info", "generate", "run", "chat", "perplexity", "bench", "template", "tokenize",
+		                            "convert", "synth", "court" };
+	char out[16384], want[64];
+	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+		snprintf(want, sizeof want, "usage: proven %s ", cmds[i]);
+		for (int h = 0; h < 3; h++) {
+			const char* how = h == 0 ? "%s --help 2>/dev/null" : h == 1 ? "%s -h 2>/dev/null" : "help %s 2>/dev/null";
+			char args[128];
+			snprintf(args, sizeof args, how, cmds[i]);
+			int rc = proven(out, sizeof out, "%s", args);
+			CHECK(rc == 0 && !strncmp(out, want, strlen(want)), "proven %s: exit %d: %.200s", args, rc, out);
+		}
+	}
+	/* --help among other options, and a value that happens to be "--help" is a value */
+	int rc = proven(out, sizeof out, "generate --prompt-ids 1 --help 2>/dev/null");
+	CHECK(rc == 0 && strstr(out, "usage: proven generate"), "generate ... --help: exit %d: %s", rc, out);
+	rc = proven(out, sizeof out, "run --model /nonexistent -p --help");
+	CHECK(rc == 1 && strstr(out, "/nonexistent"), "run -p --help is a prompt: exit %d: %s", rc, out);
+	rc = proven(out, sizeof out, "--version 2>/dev/null");
+	CHECK(rc == 0 && !strncmp(out, "proven ", 7) && strstr(out, "compiler") && strstr(out, "backends  cpu"),
+	      "--version: exit %d: %s", rc, out);
+	rc = proven(out, sizeof out, "--help 2>/dev/null");
+	CHECK(rc == 0 && strstr(out, "usage: proven <command>") && strstr(out, "--version"), "--help: exit %d: %s", rc, out);
+}
+
 /* Set-up ------------------------------------------------------------------------------------ */
 
 static void on_alarm(int sig)
