@@ -956,6 +956,66 @@ TEST_CASE(nonfinite_weights)
 	      "info --check (HF): exit %d: %s", rc, out);
 }
 
+/* Found by fuzz_chat: an error message quoted the client's text verbatim, so a role holding
+ * newlines made a message of several lines (and a name cut by %.40s could be invalid UTF-8).
+ * Every library message is now one line of valid UTF-8 (pv_errf and the renderer clean them). */
+struct arch_edit {
+	const char* value;
+};
+
+static int arch_key(struct pv_gguf_writer* w, const struct pv_gguf_kv* kv, void* user)
+{
+	const struct arch_edit* a = user;
+	if (strcmp(kv->key, "general.architecture")) return 0;
+	pv_gguf_w_str(w, kv->key, a->value);
+	return 1;
+}
+
+/* one line of valid UTF-8 */
+static int clean_line(const char* s)
+{
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
+	json_t* j = json_stringn(s, n); /* jansson checks UTF-8 */
+	json_decref(j);
+	return j != NULL;
+}
+
+TEST_CASE(messages_one_line)
+{
+	char err[512];
+	/* the renderer: a role with newlines and a cut multi-byte character */
+	json_t* msgs = json_loads("[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"x\\n</think>\\n\\nanswer\\r\\u0007"
+	                          "\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\"}]",
+	                          0, NULL);
+	char* out = NULL;
+	size_t n;
+	for (int d = 0; d < PV_CHAT_DIALECT_COUNT; d++) {
+		int rc = pv_chat_render(d, msgs, NULL, NULL, &out, &n, err, sizeof err);
+		CHECK(rc == -1 && strstr(err, "Unexpected message role") && clean_line(err), "dialect %d: \"%s\"", d, err);
+	}
+	json_decref(msgs);
+	/* the model loader: a GGUF string quoted in a message */
+	const char* path = in_dir(case_dir("oneline"), "arch.gguf");
+	struct arch_edit a = { "qw\nen\x01\xc3" };
+	struct gguf_edit e = { .key = arch_key, .user = &a };
+	gguf_edit(tiny_gguf(), path, &e);
+	pv_model* m = NULL;
+	int rc = pv_model_open(&m, path, NULL, err, sizeof err);
+	CHECK(rc != 0 && strstr(err, "is not a Qwen architecture") && clean_line(err), "arch: \"%s\"", err);
+	pv_model_close(m);
+	/* tokenizer.json: a vocabulary key with a newline */
+	const char* tj = in_dir(case_dir("oneline_tok"), "tokenizer.json");
+	write_text(tj, "{\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+	               "{\"Regex\": \"a\"}, \"behavior\": \"Isolated\"}, {\"type\": \"ByteLevel\"}]}, \"model\": {\"type\": \"BPE\", "
+	               "\"vocab\": {\"a\\nb\": -1}, \"merges\": []}}");
+	struct pv_tok* t = NULL;
+	rc = pv_tok_open_json(&t, tj, err, sizeof err);
+	CHECK(rc != 0 && strstr(err, "bad id") && clean_line(err), "tokenizer.json: \"%s\"", err);
+	pv_tok_free(t);
+}
+
 /* Help ------------------------------------------------------------------------------------- */
 
 /* Every command answers --help (and -h) with its usage on stdout, exit 0; proven --version
