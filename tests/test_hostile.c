@@ -1016,6 +1016,29 @@ TEST_CASE(messages_one_line)
 	pv_tok_free(t);
 }
 
+/* Found by fuzz_chat and fuzz_tokenizer (clang's UBSan): a stream fed nothing before its end did
+ * arithmetic on a NULL buffer, and so did the first NFC of an encode; neither happens now (gcc's
+ * UBSan does not see it: this case runs the paths, the fuzzers keep them covered). */
+TEST_CASE(empty_feeds)
+{
+	for (int d = 0; d < PV_CHAT_DIALECT_COUNT; d++) {
+		char err[128];
+		pv_chat_stream* s = pv_chat_stream_new(d, 0, NULL, err, sizeof err);
+		json_t* r = s ? pv_chat_stream_feed(s, NULL, 0, 1) : NULL;
+		CHECK(r && json_is_object(r) && json_object_size(r) == 0, "dialect %d: an empty stream", d);
+		json_decref(r);
+		pv_chat_stream_free(s);
+	}
+	pv_model* m = NULL;
+	const struct pv_tok* tok = tiny_tok(&m);
+	if (!tok) return;
+	int32_t* ids = NULL;
+	int n = -1;
+	CHECK(!pv_tok_encode(tok, "e\xcc\x81", 3, 1, &ids, &n, NULL, 0) && n >= 1, "NFC on a fresh encode");
+	free(ids);
+	pv_model_close(m);
+}
+
 /* Help ------------------------------------------------------------------------------------- */
 
 /* Every command answers --help (and -h) with its usage on stdout, exit 0; proven --version

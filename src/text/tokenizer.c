@@ -340,6 +340,10 @@ static int nfc_chunk(struct enc* e, const char* s, size_t n)
 	const utf8proc_option_t opt = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
 	size_t len = 0;
 	if (!n) return 0;
+	if (!e->ucs) { /* a buffer before any arithmetic on it */
+		if (!(e->ucs = malloc(sizeof *e->ucs * 256))) return pv_errf(e->err, e->errlen, "out of memory");
+		e->ucs_cap = 256;
+	}
 	for (size_t i = 0; i < n;) {
 		utf8proc_int32_t c;
 		utf8proc_ssize_t l = utf8proc_iterate((const utf8proc_uint8_t*)s + i, (utf8proc_ssize_t)(n - i), &c);
