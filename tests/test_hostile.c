@@ -30,6 +30,8 @@
 #include "format/gguf.h"
 #include "format/gguf_write.h"
 #include "format/safetensors.h"
+#include "quant/quant.h"
+#include "text/tokenizer.h"
 #include "harness.h"
 #include "proven.h"
 #include "proven_text.h"
@@ -79,6 +81,25 @@ static const char* in_dir(const char* dir, const char* name)
 	k = (k + 1) % 8;
 	snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
 	return buf[k];
+}
+
+static void copy_text(const char* from, const char* to)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+	if (system(cmd)) {
+		fprintf(stderr, "test_hostile: %s failed\n", cmd);
+		exit(2);
+	}
+}
+
+/* pv_utf8_put, for the test's own vocabulary */
+static int pv_utf8_put_test(char* o, uint32_t cp)
+{
+	if (cp < 0x80) return o[0] = (char)cp, 1;
+	o[0] = (char)(0xC0 | cp >> 6);
+	o[1] = (char)(0x80 | (cp & 63));
+	return 2;
 }
 
 /* A copy of fixture fx in a fresh directory g_tmp/name. */
@@ -1070,6 +1091,256 @@ TEST_CASE(help_and_version)
 	CHECK(rc == 0 && strstr(out, "usage: proven <command>") && strstr(out, "--version"), "--help: exit %d: %s", rc, out);
 }
 
+/* The committed corpus ---------------------------------------------------------------------- */
+
+/* What a crafted model file of tests/corpus/hostile/ is made with: the smallest qwen2 there is (one
+ * layer, hidden 32, one head, vocabulary 258: the byte tokens and two merges) with one defect. */
+enum defect {
+	D_NONE,
+	D_BYTES_CONTROL,  /* the byte tokens typed CONTROL                               */
+	D_DUP_TEXT,       /* token 257 given token 256's text                            */
+	D_KEY_LENGTH_0,   /* qwen2.attention.key_length = 0                              */
+	D_VALUE_LENGTH,   /* value_length 16 with key_length 32                          */
+	D_HEADS_0,        /* qwen2.attention.head_count = 0                              */
+	D_EMBD_3D,        /* token_embd.weight {32, 129, 2}                              */
+	D_ARCH_CTRL,      /* general.architecture "qw\nen2"                              */
+	D_NAN_SCALE,      /* a NaN Q8_0 scale in token_embd row 5 (loads; --check finds)  */
+};
+
+static void tiny_vocab(char** toks, int32_t* types, char** merges)
+{
+	for (int b = 0; b < 256; b++) {
+		char u[8];
+		u[pv_utf8_put_test(u, pv_tok_byte_cp(b))] = 0;
+		toks[b] = strdup(u);
+		types[b] = PV_TOK_NORMAL;
+	}
+	char sp[8], a[8];
+	snprintf(sp, sizeof sp, "%s", toks[' ']);
+	snprintf(a, sizeof a, "%s", toks['a']);
+	char buf[32];
+	snprintf(buf, sizeof buf, "%s%s", sp, sp), toks[256] = strdup(buf);
+	snprintf(buf, sizeof buf, "%s%s", sp, a), toks[257] = strdup(buf);
+	types[256] = types[257] = PV_TOK_NORMAL;
+	snprintf(buf, sizeof buf, "%s %s", sp, sp), merges[0] = strdup(buf);
+	snprintf(buf, sizeof buf, "%s %s", sp, a), merges[1] = strdup(buf);
+}
+
+static void write_tiny_gguf(const char* path, enum defect d)
+{
+	enum { H = 32, V = 258 };
+	struct pv_gguf_writer* w = NULL;
+	char err[512];
+	if (pv_gguf_writer_open(&w, path, 32, err, sizeof err)) {
+		fprintf(stderr, "test_hostile: %s\n", err);
+		exit(2);
+	}
+	pv_gguf_w_str(w, "general.architecture", d == D_ARCH_CTRL ? "qw\nen2" : "qwen2");
+	pv_gguf_w_u32(w, "qwen2.block_count", 1);
+	pv_gguf_w_u32(w, "qwen2.embedding_length", H);
+	pv_gguf_w_u32(w, "qwen2.attention.head_count", d == D_HEADS_0 ? 0 : 1);
+	pv_gguf_w_u32(w, "qwen2.attention.head_count_kv", 1);
+	pv_gguf_w_u32(w, "qwen2.context_length", 64);
+	pv_gguf_w_u32(w, "qwen2.feed_forward_length", H);
+	if (d == D_KEY_LENGTH_0) pv_gguf_w_u32(w, "qwen2.attention.key_length", 0);
+	if (d == D_VALUE_LENGTH) pv_gguf_w_u32(w, "qwen2.attention.value_length", 16);
+	char *toks[V], *merges[2];
+	int32_t types[V];
+	tiny_vocab(toks, types, merges);
+	if (d == D_BYTES_CONTROL)
+		for (int b = 0; b < 256; b++) types[b] = PV_TOK_CONTROL;
+	if (d == D_DUP_TEXT) {
+		free(toks[257]);
+		toks[257] = strdup(toks[256]);
+	}
+	pv_gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+	pv_gguf_w_str(w, "tokenizer.ggml.pre", "qwen2");
+	pv_gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char* const*)toks, V);
+	pv_gguf_w_arr(w, "tokenizer.ggml.token_type", PV_GGUF_INT32, types, V);
+	pv_gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char* const*)merges, 2);
+	for (int i = 0; i < V; i++) free(toks[i]);
+	free(merges[0]);
+	free(merges[1]);
+	/* tensors: Q8_0 matrices, F32 vectors (names and shapes as gguf_load.c binds them) */
+	static const char* const mats[] = { "blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight",
+		                            "blk.0.attn_output.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight",
+		                            "blk.0.ffn_down.weight" };
+	static const char* const vecs[] = { "output_norm.weight", "blk.0.attn_norm.weight", "blk.0.ffn_norm.weight",
+		                            "blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias" };
+	const int q8 = pv_gguf_ggml_type(PV_Q8_0), f32 = pv_gguf_ggml_type(PV_F32);
+	int64_t ne_e[3] = { H, V, 1 }, ne_m[2] = { H, H }, ne_v[1] = { H };
+	if (d == D_EMBD_3D) ne_e[1] = V / 2, ne_e[2] = 2;
+	pv_gguf_w_tensor(w, "token_embd.weight", d == D_EMBD_3D ? 3 : 2, ne_e, q8);
+	for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) pv_gguf_w_tensor(w, mats[i], 2, ne_m, q8);
+	for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) pv_gguf_w_tensor(w, vecs[i], 1, ne_v, f32);
+	pv_gguf_w_begin_data(w);
+	float x[H];
+	unsigned char q[34];
+	for (int r = 0; r < V + (int)(sizeof mats / sizeof mats[0]) * H; r++) { /* the embedding's rows, then the matrices' */
+		for (int c = 0; c < H; c++) x[c] = (float)(((r * 37 + c * 11) % 17) - 8) * 0.01f;
+		pv_quant_row(PV_Q8_0, x, q, H);
+		if (d == D_NAN_SCALE && r == 5) q[0] = 0x00, q[1] = 0x7e;
+		pv_gguf_w_data(w, q, sizeof q);
+	}
+	for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
+		for (int c = 0; c < H; c++) x[c] = i < 3 ? 1.0f : 0.0f;
+		pv_gguf_w_data(w, x, sizeof x);
+	}
+	if (pv_gguf_writer_close(w, err, sizeof err)) {
+		fprintf(stderr, "test_hostile: %s\n", err);
+		exit(2);
+	}
+}
+
+/* The smallest HF qwen2 directory: config.json and a BF16 model.safetensors (tied embeddings);
+ * nan: model.norm.weight[7] is a BF16 NaN. */
+static void write_tiny_hf(const char* dir, int nan)
+{
+	enum { H = 32, V = 64 };
+	mkdir(dir, 0755);
+	write_text(in_dir(dir, "config.json"),
+	           "{\"model_type\": \"qwen2\", \"hidden_size\": 32, \"intermediate_size\": 32, \"num_attention_heads\": 1, "
+	           "\"num_key_value_heads\": 1, \"num_hidden_layers\": 1, \"vocab_size\": 64, \"max_position_embeddings\": 64, "
+	           "\"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0, \"tie_word_embeddings\": true, \"hidden_act\": \"silu\"}");
+	static const struct {
+		const char* name;
+		int rows, cols;
+	} ts[] = {
+		{ "model.embed_tokens.weight", V, H }, { "model.norm.weight", 0, H },
+		{ "model.layers.0.input_layernorm.weight", 0, H }, { "model.layers.0.post_attention_layernorm.weight", 0, H },
+		{ "model.layers.0.self_attn.q_proj.weight", H, H }, { "model.layers.0.self_attn.q_proj.bias", 0, H },
+		{ "model.layers.0.self_attn.k_proj.weight", H, H }, { "model.layers.0.self_attn.k_proj.bias", 0, H },
+		{ "model.layers.0.self_attn.v_proj.weight", H, H }, { "model.layers.0.self_attn.v_proj.bias", 0, H },
+		{ "model.layers.0.self_attn.o_proj.weight", H, H }, { "model.layers.0.mlp.gate_proj.weight", H, H },
+		{ "model.layers.0.mlp.up_proj.weight", H, H }, { "model.layers.0.mlp.down_proj.weight", H, H },
+	};
+	enum { NT = sizeof ts / sizeof ts[0] };
+	char hdr[8192];
+	size_t hn = 0, off = 0;
+	hn += (size_t)snprintf(hdr + hn, sizeof hdr - hn, "{");
+	for (int i = 0; i < NT; i++) {
+		size_t bytes = (size_t)(ts[i].rows ? ts[i].rows : 1) * ts[i].cols * 2;
+		char shape[32];
+		if (ts[i].rows) snprintf(shape, sizeof shape, "[%d, %d]", ts[i].rows, ts[i].cols);
+		else snprintf(shape, sizeof shape, "[%d]", ts[i].cols);
+		hn += (size_t)snprintf(hdr + hn, sizeof hdr - hn, "%s\"%s\": {\"dtype\": \"BF16\", \"shape\": %s, \"data_offsets\": [%zu, %zu]}",
+		                       i ? ", " : "", ts[i].name, shape, off, off + bytes);
+		off += bytes;
+	}
+	hn += (size_t)snprintf(hdr + hn, sizeof hdr - hn, "}");
+	while (hn % 8) hdr[hn++] = ' ';
+	FILE* f = fopen(in_dir(dir, "model.safetensors"), "wb");
+	uint64_t hl = hn;
+	fwrite(&hl, 8, 1, f);
+	fwrite(hdr, 1, hn, f);
+	for (int i = 0; i < NT; i++) {
+		int n = (ts[i].rows ? ts[i].rows : 1) * ts[i].cols, vec = !ts[i].rows;
+		for (int k = 0; k < n; k++) {
+			uint16_t v = vec ? (ts[i].name[6] == 'l' && strstr(ts[i].name, "bias") ? 0 : 0x3f80) /* 1.0, biases 0 */
+			                 : (uint16_t)(0x3c00 + (k * 37 % 200)); /* small positive values */
+			if (nan && i == 1 && k == 7) v = 0x7fc0;
+			fwrite(&v, 2, 1, f);
+		}
+	}
+	fclose(f);
+}
+
+/* The corpus: each entry's kind and what its message must say (test_hostile --write-corpus DIR
+ * writes the files; the manifest is tests/corpus/hostile/EXPECT). Model paths that are symbolic
+ * links or directories in odd places are committed as such; FIFOs cannot be, and are crafted by
+ * the cases above. */
+static void write_corpus(const char* root)
+{
+	char p[1024];
+	mkdir(root, 0755);
+	static const struct {
+		const char* name;
+		enum defect d;
+	} g[] = {
+		{ "gguf_byte_tokens_control.gguf", D_BYTES_CONTROL }, { "gguf_duplicate_token_text.gguf", D_DUP_TEXT },
+		{ "gguf_key_length_zero.gguf", D_KEY_LENGTH_0 },       { "gguf_value_length_differs.gguf", D_VALUE_LENGTH },
+		{ "gguf_head_count_zero.gguf", D_HEADS_0 },           { "gguf_token_embd_3d.gguf", D_EMBD_3D },
+		{ "gguf_arch_control_chars.gguf", D_ARCH_CTRL },      { "gguf_nan_scale.gguf", D_NAN_SCALE },
+		{ "gguf_clean.gguf", D_NONE },
+	};
+	for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+		snprintf(p, sizeof p, "%s/%s", root, g[i].name);
+		unlink(p);
+		write_tiny_gguf(p, g[i].d);
+	}
+	snprintf(p, sizeof p, "%s/hf_nan_norm", root);
+	write_tiny_hf(p, 1);
+	snprintf(p, sizeof p, "%s/hf_clean", root);
+	write_tiny_hf(p, 0);
+	/* a self-referencing safetensors link; one to nothing; config.json and generation_config.json
+	 * as directories (a file inside each, so that git keeps them) */
+	char d[1024];
+	snprintf(d, sizeof d, "%s/hf_safetensors_loop", root);
+	mkdir(d, 0755);
+	copy_text(in_dir(root, "hf_clean/config.json"), in_dir(d, "config.json"));
+	unlink(in_dir(d, "model.safetensors"));
+	symlink("model.safetensors", in_dir(d, "model.safetensors"));
+	snprintf(d, sizeof d, "%s/hf_safetensors_dangling", root);
+	mkdir(d, 0755);
+	copy_text(in_dir(root, "hf_clean/config.json"), in_dir(d, "config.json"));
+	unlink(in_dir(d, "model.safetensors"));
+	symlink("nowhere.safetensors", in_dir(d, "model.safetensors"));
+	snprintf(d, sizeof d, "%s/hf_config_is_directory", root);
+	mkdir(d, 0755);
+	mkdir(in_dir(d, "config.json"), 0755);
+	write_text(in_dir(d, "config.json/README"), "config.json is a directory here: the loader must say so.\n");
+	snprintf(d, sizeof d, "%s/hf_generation_config_is_directory", root);
+	mkdir(d, 0755);
+	copy_text(in_dir(root, "hf_clean/config.json"), in_dir(d, "config.json"));
+	unlink(in_dir(d, "model.safetensors"));
+	symlink("../hf_clean/model.safetensors", in_dir(d, "model.safetensors"));
+	mkdir(in_dir(d, "generation_config.json"), 0755);
+	write_text(in_dir(d, "generation_config.json/README"), "a directory where a file belongs.\n");
+}
+
+/* Every entry of tests/corpus/hostile/EXPECT: "load" entries must fail to open with a one-line
+ * message naming the entry and holding the expected text; "check" entries open, and
+ * pv_model_check must name the expected tensor; "ok" entries open and check clean. */
+TEST_CASE(corpus)
+{
+	const char* root = getenv("PV_CORPUS") ? getenv("PV_CORPUS") : "tests/corpus";
+	char manifest[1024], line[1024];
+	snprintf(manifest, sizeof manifest, "%s/hostile/EXPECT", root);
+	FILE* f = fopen(manifest, "r");
+	CHECK(f != NULL, "no manifest %s", manifest);
+	int n = 0;
+	while (f && fgets(line, sizeof line, f)) {
+		if (line[0] == '#' || line[0] == '\n') continue;
+		line[strcspn(line, "\n")] = 0;
+		char* kind = strchr(line, '\t');
+		char* want = kind ? strchr(kind + 1, '\t') : NULL;
+		CHECK(want != NULL, "manifest line \"%s\"", line);
+		if (!want) continue;
+		*kind++ = 0;
+		*want++ = 0;
+		char path[1200], err[512] = "";
+		snprintf(path, sizeof path, "%s/hostile/%s", root, line);
+		pv_model* m = NULL;
+		alarm(60);
+		int rc = pv_model_open(&m, path, NULL, err, sizeof err);
+		alarm(0);
+		if (!strcmp(kind, "load")) {
+			CHECK(rc != 0 && strstr(err, path) && strstr(err, want) && clean_line(err), "%s: rc %d, \"%s\" (want \"%s\")", line, rc,
+			      err, want);
+		} else {
+			struct pv_weight_fault fl[4];
+			int nf = rc ? -1 : pv_model_check(m, fl, 4, NULL, NULL);
+			if (!strcmp(kind, "ok")) CHECK(rc == 0 && nf == 0, "%s: rc %d (%s), %d faults", line, rc, err, nf);
+			else CHECK(nf >= 1 && strstr(fl[0].tensor, want), "%s: rc %d (%s), %d faults, first %s", line, rc, err, nf,
+			           nf > 0 ? fl[0].tensor : "-");
+		}
+		pv_model_close(m);
+		n++;
+	}
+	if (f) fclose(f);
+	CHECK(n >= 14, "%d corpus entries", n);
+}
+
 /* Set-up ------------------------------------------------------------------------------------ */
 
 static void on_alarm(int sig)
@@ -1097,5 +1368,11 @@ static void teardown(void) { remove_tree(g_tmp); }
 
 int main(int argc, char** argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "--write-corpus")) { /* tests/corpus/hostile */
+		if (setup()) return 1;
+		write_corpus(argv[2]);
+		teardown();
+		return 0;
+	}
 	return t_main(argc, argv, "test_hostile", setup, teardown);
 }
