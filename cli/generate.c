@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "proven.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@ static int write_logits(const char* path, const float* data, int T, int V)
 {
 	FILE* f = fopen(path, "wb");
 	if (!f) {
-		perror(path);
+		fprintf(stderr, "proven generate: cannot write %s: %s\n", path, strerror(errno));
 		return -1;
 	}
 	char hdr[256];

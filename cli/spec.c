@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "proven_spec.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +100,7 @@ int cli_gen_write_stats(const char* path, const struct pv_gen_stats* st)
 {
 	FILE* f = fopen(path, "w");
 	if (!f) {
-		perror(path);
+		fprintf(stderr, "proven: cannot write %s: %s\n", path, strerror(errno));
 		return -1;
 	}
 	fprintf(f,

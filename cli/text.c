@@ -240,8 +240,8 @@ int cmd_run(int argc, char** argv)
 		rc = generate(&g, ids, n, o.max_tokens, 0, 0, &out, &n_out, &tp, &tg, &evaluated);
 		printf("\n");
 		fflush(stdout);
-		fprintf(stderr, "proven: prompt %d tokens, %.1f tok/s; generated %d tokens, %.1f tok/s\n", n, n / tp, n_out,
-		        n_out > 0 ? n_out / tg : 0.0);
+		fprintf(stderr, "proven: prompt %d tokens, %.1f tok/s; generated %d tokens, %.1f tok/s\n", n, tp > 0 ? n / tp : 0.0, n_out,
+		        n_out > 0 && tg > 0 ? n_out / tg : 0.0);
 	}
 	free(ids);
 	free(out);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -689,6 +690,33 @@ TEST_CASE(convert_own_input)
 	CHECK(rc == 0, "convert --out DIR/model.gguf: exit %d: %s", rc, out);
 }
 
+/* Found by the hostile pass: synth --layers 4096 of the largest preset started writing 15 TB and
+ * filled the disk before failing. The writer now compares the file's size with the file system's
+ * free space before the first byte of data. (A short timeout: a build without the check is
+ * stopped after a few seconds, and its temporary file removed here.) */
+TEST_CASE(output_too_big)
+{
+	char out[8192];
+	const char* dir = case_dir("too_big");
+	struct statvfs fs;
+	if (statvfs(dir, &fs) || (double)fs.f_bavail * fs.f_frsize > 1e13) {
+		t_skip("%s has more than 10 TB free", dir);
+		return;
+	}
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "timeout 5 %s synth --preset qwen3.5-397b-a17b --type q4_k_m --layers 4096 --out %s/huge.gguf -q", g_bin,
+	         dir);
+	int rc = run(cmd, out, sizeof out);
+	CHECK(rc == 1 && strstr(out, "huge.gguf: the file needs") && strstr(out, "GiB free") && one_line(out), "synth 15 TB: exit %d: %s",
+	      rc, out);
+	DIR* d = opendir(dir);
+	int left = 0;
+	for (struct dirent* e; d && (e = readdir(d));) left += e->d_name[0] != '.';
+	if (d) closedir(d);
+	CHECK(!left, "%d files left in %s", left, dir);
+	remove_tree(dir);
+}
+
 static int is_kind(const char* path, mode_t kind)
 {
 	struct stat st;
@@ -1058,6 +1086,29 @@ TEST_CASE(empty_feeds)
 	CHECK(!pv_tok_encode(tok, "e\xcc\x81", 3, 1, &ids, &n, NULL, 0) && n >= 1, "NFC on a fresh encode");
 	free(ids);
 	pv_model_close(m);
+}
+
+/* Found by the hostile pass over every command (the rest of it held: see the report of issue 9). */
+TEST_CASE(hostile_pass)
+{
+	char out[8192];
+	const char* dir = case_dir("pass");
+	/* tokenize read stdin without a bound: < /dev/zero ate all memory */
+	int rc = proven(out, sizeof out, "tokenize --tokenizer %s < /dev/zero", tiny_gguf());
+	CHECK(rc == 1 && strstr(out, "standard input is larger than 1024 MiB") && one_line(out), "tokenize < /dev/zero: %d %s", rc, out);
+	rc = proven(out, sizeof out, "tokenize --tokenizer %s < %s", tiny_gguf(), dir);
+	CHECK(rc == 1 && strstr(out, "cannot read standard input: Is a directory") && one_line(out), "tokenize < DIR: %d %s", rc, out);
+	/* an empty --out wrote the whole file as ".tmp" in the current directory, then failed */
+	rc = proven(out, sizeof out, "convert --model %s/qwen2 --out '' -q", fx_root());
+	CHECK(rc == 1 && strstr(out, "no output path given") && one_line(out), "convert --out '': %d %s", rc, out);
+	rc = proven(out, sizeof out, "synth --arch qwen2 --preset tiny --out '' -q");
+	CHECK(rc == 1 && strstr(out, "output path") && one_line(out), "synth --out '': %d %s", rc, out);
+	/* --dump-logits into a directory: perror's bare "PATH: Is a directory", now the command's line */
+	rc = proven(out, sizeof out, "generate --model %s --prompt-ids 1 --max-tokens 2 --dump-logits %s 2>&1 >/dev/null", tiny_gguf(), dir);
+	CHECK(rc == 1 && strstr(out, "proven generate: cannot write") && strstr(out, "Is a directory"), "--dump-logits DIR: %d %s", rc, out);
+	/* a prompt that fills the context printed "inf tok/s" */
+	rc = proven(out, sizeof out, "run --model %s -p hi --ctx 1", tiny_gguf());
+	CHECK(rc == 1 && strstr(out, "fills the context") && !strstr(out, "inf tok/s"), "run --ctx 1: %d %s", rc, out);
 }
 
 /* Help ------------------------------------------------------------------------------------- */

@@ -63,7 +63,8 @@ int pv_gguf_w_tensor(struct pv_gguf_writer* w, const char* name, int n_dims, con
  * whole number of blocks). */
 uint64_t pv_gguf_tensor_bytes(int n_dims, const int64_t* ne, int ggml_type);
 
-/* Writes everything before the data section. No keys or tensors may be added after it. */
+/* Writes everything before the data section. No keys or tensors may be added after it. Fails
+ * (nothing written) when the file system has less free space than the file will take. */
 int pv_gguf_w_begin_data(struct pv_gguf_writer* w);
 /* Appends n bytes to the tensor being written (tensors in info order). */
 int pv_gguf_w_data(struct pv_gguf_writer* w, const void* data, size_t n);
