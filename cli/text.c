@@ -6,6 +6,7 @@
 #include "proven.h"
 #include "proven_text.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,21 +250,32 @@ int cmd_run(int argc, char** argv)
 	return rc;
 }
 
+/* the most text pv_tok_encode takes: a longer line (stdin on /dev/zero) ends the chat */
+#define MAX_LINE ((size_t)1 << 30)
+
 /* Reads one line from stdin into a growing buffer, NUL bytes included (*len counts them);
- * returns NULL at EOF. */
+ * returns NULL at EOF, and with *len = SIZE_MAX when the line cannot be read (said on stderr). */
 static char* read_line(size_t* len)
 {
 	size_t cap = 256, n = 0;
 	char* b = malloc(cap);
 	int c = 0;
-	while (b && (c = getchar()) != EOF && c != '\n') {
+	flockfile(stdin); /* getc_unlocked: a lock per byte made a long line take seconds */
+	while (b && (c = getc_unlocked(stdin)) != EOF && c != '\n') {
 		if (n + 1 == cap) {
-			char* g = realloc(b, cap *= 2);
-			if (!g) { free(b); return NULL; }
+			char* g = cap >= MAX_LINE ? NULL : realloc(b, cap *= 2);
+			if (!g) {
+				fprintf(stderr, "\nproven chat: %s\n", cap >= MAX_LINE ? "a line of standard input is longer than 1024 MiB" : "out of memory");
+				free(b);
+				funlockfile(stdin);
+				*len = SIZE_MAX;
+				return NULL;
+			}
 			b = g;
 		}
 		b[n++] = (char)c;
 	}
+	funlockfile(stdin);
 	if (!b || (c == EOF && n == 0)) {
 		free(b);
 		return NULL;
@@ -315,7 +327,10 @@ int cmd_chat(int argc, char** argv)
 		if (tty) fprintf(stderr, "\n> ");
 		size_t len = 0;
 		char* line = read_line(&len);
-		if (!line) break;
+		if (!line) {
+			if (len == SIZE_MAX) rc = 1;
+			break;
+		}
 		if (!len) { free(line); continue; }
 		/* never dropped: a line that is not UTF-8 was once discarded, a NUL byte cut it */
 		int bad = json_array_append_new(msgs, message("user", line, len));

@@ -1093,9 +1093,11 @@ TEST_CASE(hostile_pass)
 {
 	char out[8192];
 	const char* dir = case_dir("pass");
-	/* tokenize read stdin without a bound: < /dev/zero ate all memory */
+	/* tokenize and chat read stdin without a bound: < /dev/zero ate all memory */
 	int rc = proven(out, sizeof out, "tokenize --tokenizer %s < /dev/zero", tiny_gguf());
 	CHECK(rc == 1 && strstr(out, "standard input is larger than 1024 MiB") && one_line(out), "tokenize < /dev/zero: %d %s", rc, out);
+	rc = proven(out, sizeof out, "chat --model %s --dialect qwen3 < /dev/zero", tiny_gguf()); /* a line without end */
+	CHECK(rc == 1 && strstr(out, "a line of standard input is longer than 1024 MiB"), "chat < /dev/zero: %d %s", rc, out);
 	rc = proven(out, sizeof out, "tokenize --tokenizer %s < %s", tiny_gguf(), dir);
 	CHECK(rc == 1 && strstr(out, "cannot read standard input: Is a directory") && one_line(out), "tokenize < DIR: %d %s", rc, out);
 	/* an empty --out wrote the whole file as ".tmp" in the current directory, then failed */
