@@ -178,12 +178,13 @@ clean:
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d) $(TOOLS:=.d) $(CUDA_TEST:%=%.d) \
          $(if $(CUDA_TEST),$(BUILD)/tests/test_cuda_host.d)
 
-# libFuzzer targets for the hostile-input parsers (clang only); see fuzz/*.c for how to run
+# libFuzzer targets for the hostile inputs (clang only): the parsers, the tokenizer, the chat
+# renderer and parser, the sampler; see fuzz/*.c for how to run
 # them. They link the parsing layers of the library (the folders up to model/) built with the
 # fuzzer's instrumentation into build-fuzz/libparse.a; the linker takes only what each target uses.
 FUZZ_CC     ?= clang
 FUZZ_BUILD  ?= build-fuzz
-FUZZ_FLAGS   = -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+FUZZ_FLAGS   = -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
                -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -D_GNU_SOURCE -pthread -Iinclude -Isrc -MMD -MP
 FUZZ_DIRS   := base quant format text model
 FUZZ_OBJ    := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(foreach d,$(FUZZ_DIRS),$(wildcard src/$(d)/*.c)))

@@ -178,6 +178,7 @@ int cmd_bench(int argc, char** argv)
 	const char* fmt = NULL; /* -o: md (default, with the detail lines), json, jsonl, csv (llama-bench's) */
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
+		if (cli_is_help(a)) return cli_usage("bench", stdout);
 		if (!strcmp(a, "--json-only")) { json_only = 1; continue; }
 		if (!strcmp(a, "--membw")) { membw = 1; continue; }
 		if (!strcmp(a, "--profile")) { profile = 1; continue; }
