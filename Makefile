@@ -44,8 +44,8 @@ TOOLS    := $(TOOL_SRC:tools/bench/%.c=$(BUILD)/tools/%)
 # CUDA backend (src/cuda/*.cu, sm_90a): built when nvcc is on PATH (CUDA=auto) or with CUDA=1;
 # CUDA=0 leaves it out (src/cuda/stub.c answers "no CUDA backend"). With CUDA the binaries link
 # the CUDA runtime and jansson/pcre2/utf8proc statically, so they run on a GPU machine that has
-# only glibc and the driver. Its tests are one program, build/cuda/test_cuda, run by
-# `make test-cuda` on a GPU machine (never by `make test`).
+# only glibc and the driver. Its GPU tests are build/cuda/test_cuda and build/cuda/test_cuda_api,
+# run by `make test-cuda` on a GPU machine (never by `make test`).
 CUDA    ?= auto
 NVCC    ?= nvcc
 ifeq ($(CUDA),auto)
@@ -63,7 +63,7 @@ LIB_OBJ     += $(CU_SRC:%.cu=$(BUILD)/%.o)
 CFLAGS_BASE += -DPV_HAVE_CUDA
 LDLIBS       = -Wl,-Bstatic -ljansson -lpcre2-8 -lutf8proc -lstdc++ -Wl,-Bdynamic \
                -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lm -pthread
-CUDA_TEST   := $(BUILD)/cuda/test_cuda
+CUDA_TEST   := $(BUILD)/cuda/test_cuda $(BUILD)/cuda/test_cuda_api
 TESTS       += $(BUILD)/tests/test_cuda_host
 BUILD_NVCC   = $(strip $(NVCCFLAGS_BASE))
 else
@@ -130,6 +130,10 @@ $(BUILD)/cuda/test_cuda: tests/cuda/test_cuda.c $(BUILD)/libproven.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
 
+$(BUILD)/cuda/test_cuda_api: tests/cuda/test_cuda_api.c $(BUILD)/libproven.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libproven.a $(LDLIBS)
+
 # The CUDA decoders on the host (no GPU): part of `make test` when the backend is built.
 $(BUILD)/tests/test_cuda_host.o: tests/cuda/test_cuda_host.cu
 	@mkdir -p $(dir $@)
@@ -146,8 +150,8 @@ $(BUILD)/tools/%: tools/bench/%.c $(BUILD)/libproven.a
 # T=name runs the cases whose names contain it (test_cuda --list).
 test-cuda:
 	@[ "$(CUDA_ON)" = 1 ] || { echo "make test-cuda: this build has no CUDA backend (no nvcc; CUDA=$(CUDA))"; exit 1; }
-	$(MAKE) $(BUILD)/cuda/test_cuda
-	PV_TEST_FILTER='$(T)' ./$(BUILD)/cuda/test_cuda
+	$(MAKE) $(CUDA_TEST)
+	PV_TEST_FILTER='$(T)' ./$(BUILD)/cuda/test_cuda; a=$$?; PV_TEST_FILTER='$(T)' ./$(BUILD)/cuda/test_cuda_api; b=$$?; [ $$a = 0 ] && [ $$b = 0 ]
 
 # Debian packages the build needs; installed only when missing.
 deps:
@@ -191,12 +195,13 @@ clean:
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(TESTS:=.d) $(TOOLS:=.d) $(CUDA_TEST:%=%.d) \
          $(if $(CUDA_TEST),$(BUILD)/tests/test_cuda_host.d)
 
-# libFuzzer targets for the hostile-input parsers (clang only); see fuzz/*.c for how to run
+# libFuzzer targets for the hostile inputs (clang only): the parsers, the tokenizer, the chat
+# renderer and parser, the sampler; see fuzz/*.c for how to run
 # them. They link the parsing layers of the library (the folders up to model/) built with the
 # fuzzer's instrumentation into build-fuzz/libparse.a; the linker takes only what each target uses.
 FUZZ_CC     ?= clang
 FUZZ_BUILD  ?= build-fuzz
-FUZZ_FLAGS   = -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+FUZZ_FLAGS   = -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
                -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -D_GNU_SOURCE -pthread -Iinclude -Isrc -MMD -MP
 FUZZ_DIRS   := base quant format text model
 FUZZ_OBJ    := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(foreach d,$(FUZZ_DIRS),$(wildcard src/$(d)/*.c)))

@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+
+static int cli_stdout_reported;
 
 int cli_parse_ids(const char* s, int32_t** out)
 {
@@ -94,4 +97,106 @@ pv_model* cli_open_model(const char* dir, int verbose, const char* backend)
 		return NULL;
 	}
 	return m;
+}
+
+static const char* kind_of(mode_t m)
+{
+	return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "a special file";
+}
+
+FILE* cli_open_input(const char* cmd, const char* path)
+{
+	struct stat st;
+	/* the type first: a directory reads as nothing and a device (/dev/zero) never ends */
+	if (stat(path, &st)) {
+		fprintf(stderr, "proven %s: cannot open %s: %s\n", cmd, path, strerror(errno));
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+		fprintf(stderr, "proven %s: %s is %s, not a regular file or a pipe\n", cmd, path, kind_of(st.st_mode));
+		return NULL;
+	}
+	FILE* f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "proven %s: cannot open %s: %s\n", cmd, path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fileno(f), &st) || (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))) { /* swapped since the stat */
+		fprintf(stderr, "proven %s: %s is not a regular file or a pipe\n", cmd, path);
+		fclose(f);
+		return NULL;
+	}
+	return f;
+}
+
+char* cli_read_input(const char* cmd, const char* path, size_t max, size_t* len)
+{
+	FILE* f = cli_open_input(cmd, path);
+	if (!f) return NULL;
+	size_t cap = 1 << 16, n = 0;
+	char* buf = malloc(cap + 1);
+	for (;;) {
+		if (!buf) {
+			fprintf(stderr, "proven %s: out of memory reading %s\n", cmd, path);
+			break;
+		}
+		if (n == cap) {
+			if (cap > max) {
+				fprintf(stderr, "proven %s: %s is larger than %zu MiB\n", cmd, path, max >> 20);
+				break;
+			}
+			size_t nc = cap > max / 2 ? max + 1 : 2 * cap;
+			char* g = realloc(buf, nc + 1);
+			if (!g) {
+				free(buf);
+				buf = NULL;
+				continue;
+			}
+			buf = g;
+			cap = nc;
+		}
+		size_t r = fread(buf + n, 1, cap - n, f);
+		n += r;
+		if (r) continue;
+		if (ferror(f)) {
+			fprintf(stderr, "proven %s: cannot read %s: %s\n", cmd, path, strerror(errno ? errno : EIO));
+			break;
+		}
+		if (n > max) {
+			fprintf(stderr, "proven %s: %s is larger than %zu MiB\n", cmd, path, max >> 20);
+			break;
+		}
+		fclose(f);
+		buf[n] = 0;
+		if (len) *len = n;
+		return buf;
+	}
+	fclose(f);
+	free(buf);
+	return NULL;
+}
+
+int cli_stdout_failed(const char* cmd)
+{
+	errno = 0;
+	int f = fflush(stdout);
+	if (!f && !ferror(stdout)) return 0;
+	int e = errno;
+	if (!cli_stdout_reported) /* the first failure only: a streaming command stops on it */
+		fprintf(stderr, "proven%s%s: cannot write to standard output%s%s\n", cmd[0] == '-' ? "" : " ", cmd[0] == '-' ? "" : cmd,
+		        e ? ": " : "", e ? strerror(e) : "");
+	cli_stdout_reported = 1;
+	return 1;
+}
+
+int cli_stdout_check(const char* cmd, int rc)
+{
+	int bad = cli_stdout_failed(cmd);
+	if (!bad && fclose(stdout)) { /* the last bytes may fail only now */
+		int e = errno;
+		fprintf(stderr, "proven%s%s: cannot write to standard output: %s\n", cmd[0] == '-' ? "" : " ", cmd[0] == '-' ? "" : cmd,
+		        strerror(e));
+		bad = 1;
+	}
+	return bad && !rc ? 1 : rc;
 }

@@ -104,14 +104,81 @@ static int membw_only(void)
 	return 0;
 }
 
+/* One llama-bench test record (its field names, where they exist), plus the build identity. */
+struct test_rec {
+	const char* model;
+	const struct pv_model_info* in;
+	const char* backend;
+	const char* gpu;
+	const char* cpu;
+	int threads, n_batch, n_prompt, n_gen, n_depth, reps;
+	const double* samples_ns;
+	double test_ts;
+};
+
+static void rec_stats(const struct test_rec* r, double* avg_ns, double* sd_ns, double* avg_ts, double* sd_ts)
+{
+	const int n_tok = r->n_prompt ? r->n_prompt : r->n_gen;
+	double ts[100];
+	for (int i = 0; i < r->reps && i < 100; i++) ts[i] = 1e9 * n_tok / r->samples_ns[i];
+	mean_sd(r->samples_ns, r->reps, avg_ns, sd_ns);
+	mean_sd(ts, r->reps, avg_ts, sd_ts);
+}
+
+static void write_rec(FILE* f, const char* fmt, const struct test_rec* r, int first, int last)
+{
+	const struct pv_build_info* bi = pv_build_info();
+	double avg_ns, sd_ns, avg_ts, sd_ts;
+	rec_stats(r, &avg_ns, &sd_ns, &avg_ts, &sd_ts);
+	const int n_tok = r->n_prompt ? r->n_prompt : r->n_gen;
+	if (!strcmp(fmt, "csv")) {
+		if (first)
+			fprintf(f, "build_commit,cpu_info,gpu_info,backends,model_filename,model_type,model_size,model_n_params,n_batch,"
+			           "n_threads,type_k,type_v,n_prompt,n_gen,n_depth,avg_ns,stddev_ns,avg_ts,stddev_ts,compiler,isa\n");
+		fprintf(f, "%s,\"%s\",\"%s\",%s,\"%s\",%s %s,%llu,%lld,%d,%d,f32,f32,%d,%d,%d,%.0f,%.0f,%.6f,%.6f,\"%s\",%s\n",
+		        bi->commit, r->cpu, r->gpu, r->backend, r->model, r->in->arch_name, r->in->dtype,
+		        (unsigned long long)r->in->weight_bytes, (long long)r->in->n_params, r->n_batch, r->threads, r->n_prompt,
+		        r->n_gen, r->n_depth, avg_ns, sd_ns, avg_ts, sd_ts, bi->compiler, bi->cpu_isa);
+		return;
+	}
+	const int arr = !strcmp(fmt, "json");
+	if (arr && first) fputs("[\n", f);
+	fputs("{\"build_commit\":", f);
+	json_str(f, bi->commit);
+	fputs(",\"cpu_info\":", f);
+	json_str(f, r->cpu);
+	fputs(",\"gpu_info\":", f);
+	json_str(f, r->gpu);
+	fprintf(f, ",\"backends\":\"%s\",\"model_filename\":", r->backend);
+	json_str(f, r->model);
+	fprintf(f, ",\"model_type\":\"%s %s\",\"model_size\":%llu,\"model_n_params\":%lld,\"n_batch\":%d,\"n_threads\":%d,"
+	           "\"type_k\":\"f32\",\"type_v\":\"f32\",\"n_prompt\":%d,\"n_gen\":%d,\"n_depth\":%d,\"avg_ns\":%.0f,"
+	           "\"stddev_ns\":%.0f,\"avg_ts\":%.6f,\"stddev_ts\":%.6f,\"samples_ns\":[",
+	        r->in->arch_name, r->in->dtype, (unsigned long long)r->in->weight_bytes, (long long)r->in->n_params, r->n_batch,
+	        r->threads, r->n_prompt, r->n_gen, r->n_depth, avg_ns, sd_ns, avg_ts, sd_ts);
+	for (int i = 0; i < r->reps; i++) fprintf(f, "%s%.0f", i ? "," : "", r->samples_ns[i]);
+	fputs("],\"samples_ts\":[", f);
+	for (int i = 0; i < r->reps; i++) fprintf(f, "%s%.6f", i ? "," : "", 1e9 * n_tok / r->samples_ns[i]);
+	fputs("],\"compiler\":", f);
+	json_str(f, bi->compiler);
+	fputs(",\"cflags\":", f);
+	json_str(f, bi->cflags);
+	fputs(",\"nvcc_flags\":", f);
+	json_str(f, bi->nvcc_flags);
+	fprintf(f, ",\"isa\":\"%s\"}%s\n", bi->cpu_isa, arr ? (last ? "" : ",") : "");
+	if (arr && last) fputs("]\n", f);
+}
+
 int cmd_bench(int argc, char** argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "spec")) return cmd_bench_spec(argc - 1, argv + 1);
 	const char* dir = NULL;
 	const char* backend = "cpu";
 	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0, membw = 0, profile = 0, depth = 0;
+	const char* fmt = NULL; /* -o: md (default, with the detail lines), json, jsonl, csv (llama-bench's) */
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
+		if (cli_is_help(a)) return cli_usage("bench", stdout);
 		if (!strcmp(a, "--json-only")) { json_only = 1; continue; }
 		if (!strcmp(a, "--membw")) { membw = 1; continue; }
 		if (!strcmp(a, "--profile")) { profile = 1; continue; }
@@ -124,6 +191,13 @@ int cmd_bench(int argc, char** argv)
 		else if (!strcmp(a, "--ctx")) ctx = cli_int(a, argv[++i], 1, 1 << 24);
 		else if (!strcmp(a, "--depth")) depth = cli_int(a, argv[++i], 0, 1 << 24);
 		else if (!strcmp(a, "--backend")) backend = argv[++i];
+		else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+			fmt = argv[++i];
+			if (strcmp(fmt, "md") && strcmp(fmt, "json") && strcmp(fmt, "jsonl") && strcmp(fmt, "csv")) {
+				fprintf(stderr, "proven bench: -o must be md, json, jsonl or csv (got \"%s\")\n", fmt);
+				return 2;
+			}
+		}
 		else { fprintf(stderr, "proven bench: unknown option %s\n", a); return 2; }
 	}
 	if (cli_check_backend("bench", backend)) return 2;
@@ -172,7 +246,8 @@ int cmd_bench(int argc, char** argv)
 	int32_t* toks = all ? all + depth : NULL;
 	float* lg = malloc(sizeof(float) * (size_t)V);
 	double *pps = calloc((size_t)reps, sizeof(double)), *tgs = calloc((size_t)reps, sizeof(double));
-	if (!all || !lg || !pps || !tgs) { fprintf(stderr, "proven bench: out of memory\n"); return 1; }
+	double *pp_ns = calloc((size_t)reps, sizeof(double)), *tg_ns = calloc((size_t)reps, sizeof(double));
+	if (!all || !lg || !pps || !tgs || !pp_ns || !tg_ns) { fprintf(stderr, "proven bench: out of memory\n"); return 1; }
 	uint32_t rng = 12345;
 	for (int i = 0; i < depth + pp; i++) {
 		rng = rng * 1664525u + 1013904223u;
@@ -199,6 +274,8 @@ int cmd_bench(int argc, char** argv)
 	if (cuda) {
 		if (pv_session_rollback(s, depth) || pv_session_eval(s, toks, pp, lg, PV_LOGITS_LAST)) goto fail;
 	}
+	/* every rep: the prompt after `depth` tokens, then (back at `depth`, as llama-bench's
+	 * tg starts at -d) tg greedy tokens; the decode never follows the timed prompt */
 	for (int r = 0; r < reps; r++) {
 		if (pv_session_rollback(s, depth)) goto fail;
 		pv_session_get_stats(s, &csp);
@@ -206,14 +283,18 @@ int cmd_bench(int argc, char** argv)
 		struct pv_eval_out po = { NULL, 0, &tok, pp - 1, NULL, 0 };
 		if (pv_session_run(s, toks, pp, 0, &po)) goto fail;
 		double t1 = cli_now();
+		if (pv_session_rollback(s, depth)) goto fail;
 		pv_session_get_stats(s, &cs0);
 		/* greedy: the host reads back only the argmax id of each token */
+		double t2 = cli_now();
 		for (int i = 0; i < tg; i++)
 			if (pv_session_run(s, &tok, 1, 0, &greedy)) goto fail;
-		double t2 = cli_now();
+		double t3 = cli_now();
 		pv_session_get_stats(s, &cs1);
 		pps[r] = pp / (t1 - t0);
-		tgs[r] = tg / (t2 - t1);
+		tgs[r] = tg / (t3 - t2);
+		pp_ns[r] = 1e9 * (t1 - t0);
+		tg_ns[r] = 1e9 * (t3 - t2);
 	}
 	/* CUDA --profile: where a decode token's time goes (last: it disturbs the session's state) */
 	struct pv_profile prof;
@@ -223,8 +304,24 @@ int cmd_bench(int argc, char** argv)
 		fprintf(stderr, "proven bench: %s\n", pv_session_error(s));
 		pv_session_free(s);
 		pv_model_close(m);
-		free(all); free(lg); free(pps); free(tgs);
+		free(all); free(lg); free(pps); free(tgs); free(pp_ns); free(tg_ns);
 		return 1;
+	}
+	if (fmt && strcmp(fmt, "md")) {
+		/* llama-bench's records, one per test, and nothing else on stdout */
+		char cpu_info[256];
+		cpu_model(cpu_info, sizeof(cpu_info));
+		struct test_rec rp = { dir, in, backend, cuda ? dev.name : "", cpu_info, threads, sp.max_batch ? sp.max_batch : cuda ? 4096 : 128, pp, 0, depth, reps, pp_ns, 0 };
+		struct test_rec rt = rp;
+		rt.n_prompt = 0;
+		rt.n_gen = tg;
+		rt.samples_ns = tg_ns;
+		write_rec(stdout, fmt, &rp, 1, 0);
+		write_rec(stdout, fmt, &rt, 0, 1);
+		pv_session_free(s);
+		pv_model_close(m);
+		free(all); free(lg); free(pps); free(tgs); free(pp_ns); free(tg_ns);
+		return fflush(stdout) || ferror(stdout) ? 1 : 0;
 	}
 	double tok_mbs = 0;
 	int tok_ids = 0;
@@ -338,12 +435,12 @@ int cmd_bench(int argc, char** argv)
 	printf("}\n");
 	pv_session_free(s);
 	pv_model_close(m);
-	free(all); free(lg); free(pps); free(tgs);
+	free(all); free(lg); free(pps); free(tgs); free(pp_ns); free(tg_ns);
 	return 0;
 fail:
 	fprintf(stderr, "proven bench: %s\n", pv_session_error(s));
 	pv_session_free(s);
 	pv_model_close(m);
-	free(all); free(lg); free(pps); free(tgs);
+	free(all); free(lg); free(pps); free(tgs); free(pp_ns); free(tg_ns);
 	return 1;
 }

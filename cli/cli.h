@@ -3,7 +3,9 @@
 #ifndef PV_CLI_H
 #define PV_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "proven.h"
 
@@ -27,6 +29,19 @@ double cli_now(void);
 /* --backend of command cmd: 0 for NULL (not given), "cpu" or "cuda"; otherwise -1 with
  * `proven CMD: --backend must be cpu or cuda (got "NAME")` on stderr (the command exits 2). */
 int cli_check_backend(const char* cmd, const char* name);
+/* 1 when writing to stdout has failed (it flushes first); the first time, "proven CMD: cannot
+ * write to standard output: REASON" on stderr. A command that streams stops on it. */
+int cli_stdout_failed(const char* cmd);
+/* After command cmd returned rc: flushes and closes stdout; a failure (a full device, a closed
+ * pipe) makes a 0 exit status 1, with the message above. */
+int cli_stdout_check(const char* cmd, int rc);
+/* Opens an input file named by an option of command cmd: a regular file or a pipe (a FIFO,
+ * /dev/stdin on a pipe). A directory, a device (/dev/zero would never end) or a socket is refused;
+ * NULL with "proven CMD: ..." on stderr. */
+FILE* cli_open_input(const char* cmd, const char* path);
+/* The whole input file (as cli_open_input) of at most max bytes, NUL-terminated; NULL with a
+ * message on stderr. */
+char* cli_read_input(const char* cmd, const char* path, size_t max, size_t* len);
 /* Opens the model at path (a directory or a GGUF file); NULL with a message on stderr, also when
  * path is NULL (--model not given). */
 pv_model* cli_open_model(const char* path, int verbose, const char* backend);
@@ -55,6 +70,11 @@ int cli_gen_session_params(struct cli_gen* o, struct pv_session_params* sp);
 int cli_gen_open(struct cli_gen* o, const char* cmd, pv_model* target, const struct pv_session_params* sp, const char* backend);
 void cli_gen_close(struct cli_gen* o);
 int cli_gen_write_stats(const char* path, const struct pv_gen_stats* st);
+
+/* usage.c: `proven CMD --help` (0 when cmd has a usage text), the -h/--help test, --version */
+int cli_usage(const char* cmd, FILE* f);
+int cli_is_help(const char* arg);
+void cli_version(FILE* f);
 
 int cmd_info(int argc, char** argv);
 int cmd_generate(int argc, char** argv);

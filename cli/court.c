@@ -123,6 +123,7 @@ static void add(struct tally* t, const struct pv_gen_stats* st)
 
 int cmd_court(int argc, char** argv)
 {
+	if (argc >= 2 && cli_is_help(argv[1])) return cli_usage("court", stdout);
 	if (argc < 2 || strcmp(argv[1], "spec")) {
 		fprintf(stderr, "usage: proven court spec --model M [--draft D] --cases FILE.jsonl [--max-tokens N] [--class C]\n");
 		return 2;
@@ -133,6 +134,7 @@ int cmd_court(int argc, char** argv)
 	cli_gen_defaults(&go, 0.0f, 1.0f, 0);
 	for (int i = 2; i < argc; i++) {
 		const char* a = argv[i];
+		if (cli_is_help(a)) return cli_usage("court", stdout);
 		if (cli_gen_flag(&go, a)) continue;
 		if (i + 1 >= argc) {
 			fprintf(stderr, "proven court: unknown option or missing value: %s\n", a);
@@ -156,11 +158,8 @@ int cmd_court(int argc, char** argv)
 		return 2;
 	}
 	if (cli_check_backend("court", backend)) return 2;
-	FILE* f = fopen(cases, "r");
-	if (!f) {
-		perror(cases);
-		return 1;
-	}
+	FILE* f = cli_open_input("court", cases);
+	if (!f) return 1;
 	pv_model* m = cli_open_model(model, 0, backend);
 	if (!m) {
 		fclose(f);

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "proven.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@ static int write_logits(const char* path, const float* data, int T, int V)
 {
 	FILE* f = fopen(path, "wb");
 	if (!f) {
-		perror(path);
+		fprintf(stderr, "proven generate: cannot write %s: %s\n", path, strerror(errno));
 		return -1;
 	}
 	char hdr[256];
@@ -58,6 +59,7 @@ int cmd_generate(int argc, char** argv)
 	cli_gen_defaults(&go, 0.0f, 1.0f, 0);
 	for (int i = 1; i < argc; i++) {
 		if (cli_gen_flag(&go, argv[i])) continue;
+		if (cli_is_help(argv[i])) return cli_usage("generate", stdout);
 		if (!strcmp(argv[i], "--model")) { NEED_VALUE(i); dir = argv[++i]; }
 		else if (!strcmp(argv[i], "--prompt-ids")) { NEED_VALUE(i); ids_arg = argv[++i]; }
 		else if (!strcmp(argv[i], "--max-tokens")) { NEED_VALUE(i); max_tokens = cli_int("--max-tokens", argv[++i], 0, 1 << 24); }
@@ -156,10 +158,7 @@ int cmd_generate(int argc, char** argv)
 	double t2 = cli_now();
 	for (int i = 0; i < n_out; i++) printf(i ? ",%d" : "%d", out[i]);
 	printf("\n");
-	if (fflush(stdout) || ferror(stdout)) {
-		fprintf(stderr, "proven generate: cannot write the ids to stdout\n");
-		goto done;
-	}
+	if (cli_stdout_failed("generate")) goto done; /* the ids are the result: nothing else to do */
 	struct pv_gen_stats gs;
 	pv_generator_stats(gen, &gs);
 	fprintf(stderr, "proven: prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)", np, t1 - t0,

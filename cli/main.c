@@ -5,6 +5,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,7 +13,8 @@ static void usage(FILE* f)
 {
 	fprintf(f,
 	        "usage: proven <command> [options]\n"
-	        "  info     --model DIR                       architecture, layers, parameters, memory\n"
+	        "  info     --model DIR [--check]             architecture, layers, parameters, memory;\n"
+	        "                                              --check: every weight finite (else exit 1)\n"
 	        "  generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--dump-logits FILE]\n"
 	        "           [--threads N] [--ctx N] [--stop-ids a,b]   greedy decoding; ids on stdout\n"
 	        "  run      --model PATH -p TEXT [--max-tokens N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"
@@ -38,16 +40,12 @@ static void usage(FILE* f)
 	        "           | --socket PATH --bench --model PATH     the server's shared-memory protocol (proven_client.h)\n"
 	        "  sampling and speculation (generate, run, chat, court): --temp T --top-k K --top-p P --min-p P --seed S\n"
 	        "           --draft ngram|mtp|cascade:PATH|PATH --draft-max K --draft-fixed --ngram-min N --ngram-max N\n"
-	        "           --rollback auto|snapshot|replay; generate: --spec-stats FILE\n");
+	        "           --rollback auto|snapshot|replay; generate: --spec-stats FILE\n"
+	        "  proven CMD --help: the options of a command; proven --version: the build identity\n");
 }
 
-int main(int argc, char** argv)
+static int dispatch(int argc, char** argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return 2;
-	}
-	cli_log_init();
 	const char* cmd = argv[1];
 	if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
 	if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
@@ -62,6 +60,12 @@ int main(int argc, char** argv)
 	if (!strcmp(cmd, "court")) return cmd_court(argc - 1, argv + 1);
 	if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
 	if (!strcmp(cmd, "client")) return cmd_client(argc - 1, argv + 1);
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
+		cli_version(stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "help") && argc >= 3 && strcmp(argv[2], "help")) /* proven help CMD: CMD --help */
+		return dispatch(3, (char*[]){ argv[0], argv[2], "--help", NULL });
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;
@@ -69,4 +73,17 @@ int main(int argc, char** argv)
 	fprintf(stderr, "proven: unknown command \"%s\"\n", cmd);
 	usage(stderr);
 	return 2;
+}
+
+int main(int argc, char** argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	cli_log_init();
+	int rc = dispatch(argc, argv);
+	/* Output that never arrived is a failure whatever the command thought (stdout on a full
+	 * device, a closed pipe): every command's results go through here last. */
+	return cli_stdout_check(argv[1], rc);
 }

@@ -14,25 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char* slurp(const char* path, size_t* len)
-{
-	FILE* f = fopen(path, "rb");
-	if (!f) return NULL;
-	size_t cap = 1 << 16, n = 0;
-	char* b = malloc(cap);
-	size_t r;
-	while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
-		n += r;
-		if (n == cap) {
-			char* g = cap < (1u << 30) ? realloc(b, cap *= 2) : NULL;
-			if (!g) { free(b); b = NULL; }
-			else b = g;
-		}
-	}
-	fclose(f);
-	*len = n;
-	return b;
-}
+/* the most text pv_tok_encode takes */
+#define MAX_TEXT ((size_t)1 << 30)
 
 int cmd_perplexity(int argc, char** argv)
 {
@@ -40,6 +23,7 @@ int cmd_perplexity(int argc, char** argv)
 	int ctx = 512, threads = 0, max_chunks = 0;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
+		if (cli_is_help(a)) return cli_usage("perplexity", stdout);
 		if (i + 1 >= argc) { fprintf(stderr, "proven perplexity: unknown option or missing value: %s\n", a); return 2; }
 		const char* v = argv[++i];
 		if (!strcmp(a, "--model") || !strcmp(a, "-m")) model = v;
@@ -55,8 +39,9 @@ int cmd_perplexity(int argc, char** argv)
 	}
 	if (!model || !file) { fprintf(stderr, "proven perplexity: --model and --file are required\n"); return 2; }
 	size_t tlen;
-	char* text = slurp(file, &tlen);
-	if (!text) { perror(file); return 1; }
+	/* a directory, a device (/dev/zero) or more than 1 GiB: a message, before the model loads */
+	char* text = cli_read_input("perplexity", file, MAX_TEXT, &tlen);
+	if (!text) return 1;
 	char err[512];
 	pv_model* m = NULL;
 	struct pv_model_params mp = cli_model_params(1, backend);

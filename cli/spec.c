@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "proven_spec.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +100,7 @@ int cli_gen_write_stats(const char* path, const struct pv_gen_stats* st)
 {
 	FILE* f = fopen(path, "w");
 	if (!f) {
-		perror(path);
+		fprintf(stderr, "proven: cannot write %s: %s\n", path, strerror(errno));
 		return -1;
 	}
 	fprintf(f,
@@ -111,7 +112,7 @@ int cli_gen_write_stats(const char* path, const struct pv_gen_stats* st)
 	        (long long)st->fallback_tokens, (long long)st->policy_off_steps, st->prefill_s, st->decode_s);
 	for (int i = 0; i < 17; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)st->accepted_len[i]);
 	fprintf(f, "]}\n");
-	if (fclose(f)) {
+	if (ferror(f) | fclose(f)) { /* both: a failed write may leave nothing for fclose to fail on */
 		fprintf(stderr, "proven: failed writing %s\n", path);
 		return -1;
 	}

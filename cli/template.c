@@ -23,43 +23,11 @@
 
 #define MAX_FILE (64u << 20)
 
-/* Reads a whole file (NUL-terminated); NULL with a message on stderr. */
+/* Reads a whole file (NUL-terminated); NULL with a message on stderr (a directory or a device is
+ * refused before it is read). */
 static char* slurp(const char* path, size_t* len)
 {
-	FILE* f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "proven template: cannot open %s: %s\n", path, strerror(errno));
-		return NULL;
-	}
-	size_t cap = 1 << 16, n = 0;
-	char* buf = malloc(cap);
-	while (buf) {
-		if (n + 1 >= cap) {
-			if (cap >= MAX_FILE) {
-				fprintf(stderr, "proven template: %s is larger than %u MiB\n", path, MAX_FILE >> 20);
-				break;
-			}
-			char* g = realloc(buf, cap * 2);
-			if (!g) break;
-			buf = g;
-			cap *= 2;
-		}
-		size_t r = fread(buf + n, 1, cap - 1 - n, f);
-		n += r;
-		if (r == 0) {
-			if (ferror(f)) {
-				fprintf(stderr, "proven template: cannot read %s\n", path);
-				break;
-			}
-			fclose(f);
-			buf[n] = 0;
-			if (len) *len = n;
-			return buf;
-		}
-	}
-	fclose(f);
-	free(buf);
-	return NULL;
+	return cli_read_input("template", path, MAX_FILE, len);
 }
 
 static json_t* load_json(const char* path)
@@ -128,6 +96,11 @@ static char* find_template(const char* path)
 		for (size_t i = 0; i < 3; i++) {
 			snprintf(p, sizeof p, "%s/%s", path, names[i]);
 			if (!exists(p)) continue;
+			struct stat st;
+			if (stat(p, &st) || !S_ISREG(st.st_mode)) { /* a FIFO in a directory must not block */
+				fprintf(stderr, "proven template: %s is not a regular file\n", p);
+				return NULL;
+			}
 			char* t = i == 0 ? slurp(p, NULL) : template_from_config(p);
 			if (t) return t;
 		}
@@ -174,6 +147,7 @@ int cmd_template(int argc, char** argv)
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
 		int has_val = i + 1 < argc;
+		if (cli_is_help(a)) return cli_usage("template", stdout);
 		if (!strcmp(a, "--tokenizer") && has_val) tok = argv[++i];
 		else if (!strcmp(a, "--messages") && has_val) msgs_path = argv[++i];
 		else if (!strcmp(a, "--tools") && has_val) tools_path = argv[++i];
@@ -245,11 +219,8 @@ int cmd_template(int argc, char** argv)
 		fprintf(stderr, "proven template: %s\n", err);
 		return 1;
 	}
-	size_t w = fwrite(out, 1, n, stdout);
+	fwrite(out, 1, n, stdout); /* a short write sets the error flag */
 	free(out);
-	if (w != n || fflush(stdout)) {
-		fprintf(stderr, "proven template: write error\n");
-		return 1;
-	}
+	if (cli_stdout_failed("template")) return 1;
 	return 0;
 }

@@ -6,6 +6,7 @@
 #include "proven.h"
 #include "proven_text.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,10 @@ static int parse_common(int argc, char** argv, struct gen_opts* o, int chat)
 	o->dialect = -1;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
+		if (cli_is_help(a)) {
+			cli_usage(chat ? "chat" : "run", stdout);
+			return -1; /* done: exit 0 */
+		}
 		if (!strcmp(a, "--no-special")) { o->no_special = 1; continue; }
 		if (!strcmp(a, "--no-thinking")) { o->no_thinking = 1; continue; }
 		if (!strcmp(a, "--hide-thinking")) { o->hide_thinking = 1; continue; }
@@ -195,7 +200,10 @@ static int generate(struct gen* g, const int32_t* ids, int n, int max, int in_th
 			thinking = 0;
 			if (g->use_color && !hide_think) fputs("\x1b[0m", stdout);
 		}
-		fflush(stdout);
+		if (cli_stdout_failed(g->o->prompt ? "run" : "chat")) { /* nobody reads what follows */
+			rc = 1;
+			break;
+		}
 	}
 	const char* bytes;
 	size_t len;
@@ -212,7 +220,7 @@ int cmd_run(int argc, char** argv)
 {
 	struct gen_opts o;
 	int rc = parse_common(argc, argv, &o, 0);
-	if (rc) return rc;
+	if (rc) return rc < 0 ? 0 : rc;
 	struct gen g;
 	if (gen_open(&g, &o)) return 1;
 	char err[512];
@@ -233,8 +241,8 @@ int cmd_run(int argc, char** argv)
 		rc = generate(&g, ids, n, o.max_tokens, 0, 0, &out, &n_out, &tp, &tg, &evaluated);
 		printf("\n");
 		fflush(stdout);
-		fprintf(stderr, "proven: prompt %d tokens, %.1f tok/s; generated %d tokens, %.1f tok/s\n", n, n / tp, n_out,
-		        n_out > 0 ? n_out / tg : 0.0);
+		fprintf(stderr, "proven: prompt %d tokens, %.1f tok/s; generated %d tokens, %.1f tok/s\n", n, tp > 0 ? n / tp : 0.0, n_out,
+		        n_out > 0 && tg > 0 ? n_out / tg : 0.0);
 	}
 	free(ids);
 	free(out);
@@ -242,33 +250,58 @@ int cmd_run(int argc, char** argv)
 	return rc;
 }
 
-/* Reads one line from stdin into a growing buffer; returns NULL at EOF. */
-static char* read_line(void)
+/* the most text pv_tok_encode takes: a longer line (stdin on /dev/zero) ends the chat */
+#define MAX_LINE ((size_t)1 << 30)
+
+/* Reads one line from stdin into a growing buffer, NUL bytes included (*len counts them);
+ * returns NULL at EOF, and with *len = SIZE_MAX when the line cannot be read (said on stderr). */
+static char* read_line(size_t* len)
 {
 	size_t cap = 256, n = 0;
 	char* b = malloc(cap);
-	int c;
-	while (b && (c = getchar()) != EOF && c != '\n') {
+	int c = 0;
+	flockfile(stdin); /* getc_unlocked: a lock per byte made a long line take seconds */
+	while (b && (c = getc_unlocked(stdin)) != EOF && c != '\n') {
 		if (n + 1 == cap) {
-			char* g = realloc(b, cap *= 2);
-			if (!g) { free(b); return NULL; }
+			char* g = cap >= MAX_LINE ? NULL : realloc(b, cap *= 2);
+			if (!g) {
+				fprintf(stderr, "\nproven chat: %s\n", cap >= MAX_LINE ? "a line of standard input is longer than 1024 MiB" : "out of memory");
+				free(b);
+				funlockfile(stdin);
+				*len = SIZE_MAX;
+				return NULL;
+			}
 			b = g;
 		}
 		b[n++] = (char)c;
 	}
+	funlockfile(stdin);
 	if (!b || (c == EOF && n == 0)) {
 		free(b);
 		return NULL;
 	}
 	b[n] = 0;
+	*len = n;
 	return b;
+}
+
+/* {"role": role, "content": text} with the text's invalid UTF-8 replaced by U+FFFD as the
+ * tokenizer would (jansson refuses invalid UTF-8) and its NUL bytes kept; NULL when out of memory. */
+static json_t* message(const char* role, const char* text, size_t len)
+{
+	size_t n;
+	char* fixed = pv_utf8_repair(text, len, &n);
+	json_t* content = fixed ? json_stringn(fixed, n) : NULL;
+	free(fixed);
+	json_t* m = content ? json_pack("{s:s,s:o}", "role", role, "content", content) : NULL;
+	return m;
 }
 
 int cmd_chat(int argc, char** argv)
 {
 	struct gen_opts o;
 	int rc = parse_common(argc, argv, &o, 1);
-	if (rc) return rc;
+	if (rc) return rc < 0 ? 0 : rc;
 	struct gen g;
 	if (gen_open(&g, &o)) return 1;
 	int dialect = o.dialect;
@@ -281,17 +314,32 @@ int cmd_chat(int argc, char** argv)
 	}
 	int tty = isatty(STDIN_FILENO);
 	json_t* msgs = json_array();
-	if (o.system) json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "system", "content", o.system));
+	if (!msgs || (o.system && json_array_append_new(msgs, message("system", o.system, strlen(o.system))))) {
+		fprintf(stderr, "proven chat: out of memory\n");
+		json_decref(msgs);
+		gen_close(&g);
+		return 1;
+	}
 	double tp = 0, tg = 0;
 	int total_prompt = 0, total_gen = 0;
 	char err[512];
 	for (;;) {
 		if (tty) fprintf(stderr, "\n> ");
-		char* line = read_line();
-		if (!line) break;
-		if (!line[0]) { free(line); continue; }
-		json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "user", "content", line));
+		size_t len = 0;
+		char* line = read_line(&len);
+		if (!line) {
+			if (len == SIZE_MAX) rc = 1;
+			break;
+		}
+		if (!len) { free(line); continue; }
+		/* never dropped: a line that is not UTF-8 was once discarded, a NUL byte cut it */
+		int bad = json_array_append_new(msgs, message("user", line, len));
 		free(line);
+		if (bad) {
+			fprintf(stderr, "proven chat: out of memory\n");
+			rc = 1;
+			break;
+		}
 		struct pv_chat_opts co = { 1, !o.no_thinking };
 		char* prompt = NULL;
 		size_t plen = 0;
@@ -310,7 +358,7 @@ int cmd_chat(int argc, char** argv)
 		int evaluated = 0;
 		rc = generate(&g, ids, n, o.max_tokens, in_think, o.hide_thinking, &out, &n_out, &tp, &tg, &evaluated);
 		printf("\n");
-		fflush(stdout);
+		if (cli_stdout_failed("chat")) rc = 1;
 		total_prompt += evaluated;
 		total_gen += n_out;
 		char* text = NULL;
@@ -319,7 +367,7 @@ int cmd_chat(int argc, char** argv)
 		json_t* parsed = pv_chat_parse(dialect, text ? text : "", tlen, in_think ? PV_CHAT_PARSE_IN_THINK : 0, NULL, err, sizeof(err));
 		json_t* am = json_pack("{s:s}", "role", "assistant");
 		if (parsed) json_object_set(am, "content", json_object_get(parsed, "content"));
-		else json_object_set_new(am, "content", json_string(text ? text : ""));
+		else json_object_set_new(am, "content", json_stringn(text ? text : "", text ? tlen : 0));
 		if (parsed && json_is_string(json_object_get(parsed, "reasoning_content")))
 			json_object_set(am, "reasoning_content", json_object_get(parsed, "reasoning_content"));
 		json_array_append_new(msgs, am);

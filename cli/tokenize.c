@@ -8,10 +8,14 @@
 #include "proven.h"
 #include "proven_text.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* the most text pv_tok_encode takes; more (stdin on /dev/zero) is refused, not read forever */
+#define MAX_INPUT ((size_t)1 << 30)
 
 static char* read_stdin(size_t* n)
 {
@@ -20,8 +24,10 @@ static char* read_stdin(size_t* n)
 	if (!buf) return NULL;
 	for (;;) {
 		if (len == cap) {
-			char* g = cap > ((size_t)1 << 40) ? NULL : realloc(buf, cap *= 2);
+			char* g = cap >= MAX_INPUT ? NULL : realloc(buf, cap *= 2);
 			if (!g) {
+				if (cap >= MAX_INPUT) fprintf(stderr, "proven tokenize: standard input is larger than %zu MiB\n", MAX_INPUT >> 20);
+				else fprintf(stderr, "proven tokenize: out of memory reading standard input\n");
 				free(buf);
 				return NULL;
 			}
@@ -32,6 +38,7 @@ static char* read_stdin(size_t* n)
 		len += k;
 	}
 	if (ferror(stdin)) {
+		fprintf(stderr, "proven tokenize: cannot read standard input: %s\n", strerror(errno));
 		free(buf);
 		return NULL;
 	}
@@ -64,6 +71,7 @@ int cmd_tokenize(int argc, char** argv)
 	const char* path = NULL;
 	int jsonl = 0, special = 1;
 	for (int i = 1; i < argc; i++) {
+		if (cli_is_help(argv[i])) return cli_usage("tokenize", stdout);
 		if (!strcmp(argv[i], "--tokenizer")) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "proven tokenize: option --tokenizer needs a value\n");
@@ -102,8 +110,7 @@ int cmd_tokenize(int argc, char** argv)
 	}
 	size_t n;
 	char* in = read_stdin(&n);
-	if (!in) {
-		fprintf(stderr, "proven tokenize: cannot read standard input\n");
+	if (!in) { /* said by read_stdin */
 		if (gm) pv_model_close(gm); else pv_tok_free(t);
 		return 1;
 	}
@@ -130,13 +137,11 @@ int cmd_tokenize(int argc, char** argv)
 			}
 			json_decref(v);
 			pos += ll + 1;
+			if (ferror(stdout)) rc = 1; /* said below; the rest would be lost too */
 		}
 	}
 	free(in);
 	if (gm) pv_model_close(gm); else pv_tok_free(t);
-	if (fflush(stdout) || ferror(stdout)) {
-		fprintf(stderr, "proven tokenize: write error on standard output\n");
-		return 1;
-	}
+	if (cli_stdout_failed("tokenize")) return 1;
 	return rc;
 }

@@ -3,7 +3,7 @@
  * fail with a one-line message or produce a config whose invariants the loader and the forward
  * pass rely on; a broken invariant traps.
  *
- *   make fuzz && build/fuzz/fuzz_config -max_total_time=180 fuzz/seeds/config tests/corpus/config
+ *   make fuzz && build-fuzz/fuzz_config -max_total_time=180 fuzz/seeds/config tests/corpus/config
  */
 #include <stdint.h>
 #include <string.h>

@@ -6,8 +6,7 @@
  * must be found by lookup, and the last element of every array (nested ones included) is read
  * through the accessors.
  *
- *   make fuzz && mkdir -p build/fuzz/corpus_gguf && build/fuzz/fuzz_gguf -max_total_time=180 \
- *       build/fuzz/corpus_gguf tests/corpus/gguf/valid tests/corpus/gguf/bad
+ *   make fuzz && build-fuzz/fuzz_gguf -max_total_time=180 fuzz/seeds/gguf tests/corpus/gguf/valid tests/corpus/gguf/bad
  */
 #include <stdint.h>
 #include <string.h>

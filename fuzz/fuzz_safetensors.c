@@ -4,7 +4,7 @@
  * byte ranges that really lie inside the input: every accepted tensor's first and last bytes are
  * read (ASan reports any range that does not), and supported tensors are read as elements.
  *
- *   make fuzz && build/fuzz/fuzz_safetensors -max_total_time=180 fuzz/seeds/safetensors tests/corpus/safetensors
+ *   make fuzz && build-fuzz/fuzz_safetensors -max_total_time=180 fuzz/seeds/safetensors tests/corpus/safetensors
  */
 #include <stdint.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  *         vocabulary: encode with and without special tokens, decode, stream-decode; the stream
  *         must add up to the one-shot decode
  *
- *   make fuzz && build/fuzz/fuzz_tokenizer -max_total_time=180 fuzz/seeds/tokenizer
+ *   make fuzz && build-fuzz/fuzz_tokenizer -max_total_time=180 fuzz/seeds/tokenizer
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -148,6 +148,23 @@ uint64_t pv_session_bytes(const pv_model* m, const struct pv_session_params* par
  * (it reads every byte), then cached in the model. */
 int pv_model_digest(const pv_model* m, char hex[65]);
 
+/* A weight tensor holding values that are not finite (pv_model_check). */
+struct pv_weight_fault {
+	char tensor[128];   /* its name in the file ("token_embd.weight", "model.norm.weight")     */
+	int64_t rows, cols; /* the tensor seen as rows of its last (contiguous) dimension          */
+	int64_t row, col;   /* the first NaN or infinity, in that view                             */
+	float value;        /* which (NaN, +inf or -inf)                                           */
+	int64_t count;      /* non-finite values in the tensor                                     */
+};
+
+/* Reads every weight the model's files hold (quantized blocks dequantized exactly as the kernels
+ * see them: a NaN scale makes its whole block NaN) and finds the tensors with NaN or infinite
+ * values, which the forward pass would turn into garbage. Fills faults[0, min(n, max)) in file
+ * order and returns n, the number of such tensors (0: every weight is finite). Reads every byte
+ * of the weights; progress (may be NULL) is called with the fraction done. */
+int pv_model_check(const pv_model* m, struct pv_weight_fault* faults, int max, void (*progress)(void* user, double fraction),
+                   void* user);
+
 /* Session -------------------------------------------------------------------------------- */
 
 int pv_session_new(pv_session** out, const pv_model* m, const struct pv_session_params* params,

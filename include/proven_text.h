@@ -111,9 +111,17 @@ const char* pv_tok_pattern(const struct pv_tok* t);
  * even when *n is 0). Fails only on out-of-memory, a text longer than 1 GiB, a regex engine
  * failure (a custom pattern hitting PCRE2's limits), or a byte with no token in a vocabulary that
  * lacks some of the 256 byte tokens (never with Qwen's). Long runs of one character class are
- * fine: the splitter is linear in the text, the merge loop O(n log n) per piece. */
+ * fine: the splitter is linear in the text, NFC's canonical reordering is a stable counting sort
+ * of each run of combining marks (linear; utf8proc's own is quadratic in the run), the merge loop
+ * O(n log n) per piece. */
 int pv_tok_encode(const struct pv_tok* t, const char* text, size_t len, int parse_special, int32_t** ids,
                   int* n, char* err, size_t errlen);
+
+/* A malloc'd, NUL-terminated copy of s[0, n) with every ill-formed UTF-8 sequence replaced by
+ * U+FFFD exactly as pv_tok_encode replaces it (one per maximal subpart); NUL bytes are kept
+ * (*out_len counts them). What a program does with text it must put in a JSON string or a chat
+ * message (jansson refuses invalid UTF-8). NULL when out of memory. */
+char* pv_utf8_repair(const char* s, size_t n, size_t* out_len);
 
 /* Decodes n ids. On success *out is a malloc'd, NUL-terminated buffer of *len bytes (free() it).
  * Fails on an id outside [0, n_vocab) or an id with no text. */

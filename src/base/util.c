@@ -5,6 +5,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
+void pv_msg_clean(char* s)
+{
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x80) {
+			if (c < 0x20 || c == 0x7f) s[i] = '?';
+			i++;
+			continue;
+		}
+		int bad, k = pv_utf8_seq(s + i, n - i, &bad);
+		if (k > 0) {
+			i += (size_t)k;
+			continue;
+		}
+		if (k < 0) bad = (int)(n - i); /* cut at the end (a truncated %s) */
+		for (int j = 0; j < bad; j++) s[i + (size_t)j] = '?';
+		i += (size_t)bad;
+	}
+}
+
 int pv_errf(char* err, size_t errlen, const char* fmt, ...)
 {
 	if (err && errlen) {
@@ -12,6 +35,7 @@ int pv_errf(char* err, size_t errlen, const char* fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(err, errlen, fmt, ap);
 		va_end(ap);
+		pv_msg_clean(err); /* names and values from the input must not break the line */
 	}
 	return -1;
 }

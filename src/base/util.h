@@ -12,6 +12,10 @@
 /* Formats a one-line message into err (if non-NULL) and returns -1, so callers can write
  * `return pv_errf(err, errlen, "...", ...);`. */
 int pv_errf(char* err, size_t errlen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Makes s one line of valid UTF-8 in place: control characters and each byte of an ill-formed
+ * sequence (a name cut by %.40s included) become '?'. pv_errf applies it to every message, so
+ * text from a hostile file or request cannot add lines or break a JSON response. */
+void pv_msg_clean(char* s);
 
 /* Allocation that must succeed for the program to make sense (small, internal). Aborts with a
  * message on failure; request-sized buffers use plain malloc and report errors instead. */

@@ -7,6 +7,7 @@
 #include "model/config.h"
 #include "format/gguf.h"
 #include "format/gguf_write.h"
+#include "format/json_util.h"
 #include "model/model.h"
 #include "base/pool.h"
 #include "quant/quant.h"
@@ -23,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 /* ------------------------------------------------------------------ types --- */
@@ -347,11 +350,14 @@ static void build_plan(struct plan* p, const struct pv_model* m)
 
 /* ------------------------------------------------------------------ JSON side files --- */
 
-static json_t* load_json(const char* dir, const char* file)
+#define MAX_JSON_BYTES ((size_t)256 << 20)
+
+/* Read like the model loader reads them (a FIFO or a device fails, never blocks). */
+static json_t* load_json(const char* dir, const char* file, char* err, size_t errlen)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/%s", dir, file);
-	return json_load_file(path, 0, NULL);
+	return pv_json_read_file(path, MAX_JSON_BYTES, 0, err, errlen);
 }
 
 static int file_exists(const char* dir, const char* file)
@@ -847,6 +853,26 @@ static void base_name(char* out, size_t n, const char* dir)
 	out[k] = 0;
 }
 
+/* The output must not be one of the files convert reads: any entry of the model directory (the
+ * shards, the index, config.json, the tokenizer files), compared by identity (device and inode),
+ * so a hard link, a symbolic link or another spelling of the path is caught too. */
+static int output_is_input(const char* dir, const char* out, char* err, size_t errlen)
+{
+	struct stat so, si;
+	if (stat(out, &so) || !S_ISREG(so.st_mode)) return 0; /* absent, or refused by the writer */
+	DIR* d = opendir(dir);
+	if (!d) return pv_errf(err, errlen, "%s: cannot read the directory: %s", dir, strerror(errno));
+	int rc = 0;
+	for (struct dirent* e; !rc && (e = readdir(d));) {
+		if (fstatat(dirfd(d), e->d_name, &si, 0) || !S_ISREG(si.st_mode)) continue;
+		if (si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+			rc = pv_errf(err, errlen, "%s: is the model's own file %s/%s: convert will not overwrite its input (choose another --out)",
+			             out, dir, e->d_name);
+	}
+	closedir(d);
+	return rc;
+}
+
 int pv_convert(const struct pv_convert_params* p, struct pv_convert_stats* st, char* err, size_t errlen)
 {
 	struct pv_convert_stats dummy;
@@ -859,6 +885,7 @@ int pv_convert(const struct pv_convert_params* p, struct pv_convert_stats* st, c
 	if (!S_ISDIR(sb.st_mode))
 		return pv_errf(err, errlen, "%s: not a directory (convert reads a Hugging Face model directory)", p->model_dir);
 	if (!stat(p->out_path, &sb) && S_ISDIR(sb.st_mode)) return pv_errf(err, errlen, "%s: is a directory", p->out_path);
+	if (output_is_input(p->model_dir, p->out_path, err, errlen)) return -1;
 
 	pv_model* m = NULL;
 	if (pv_model_open(&m, p->model_dir, NULL, err, errlen)) return -1;
@@ -889,23 +916,16 @@ int pv_convert(const struct pv_convert_params* p, struct pv_convert_stats* st, c
 				                     "architectures require every layer to be MoE";
 	if (pv_arch_is_hybrid(c->arch) && c->lin_k_dim != c->lin_v_dim)
 		st->llama_cpp_note = "linear_key_head_dim != linear_value_head_dim, but llama.cpp uses ssm.state_size for both";
-	cfg = load_json(p->model_dir, "config.json");
-	if (!cfg) {
-		pv_errf(err, errlen, "%s/config.json: cannot read", p->model_dir);
+	if (!(cfg = load_json(p->model_dir, "config.json", err, errlen))) goto out;
+	if (file_exists(p->model_dir, "tokenizer_config.json") &&
+	    !(tcfg = load_json(p->model_dir, "tokenizer_config.json", err, errlen)))
 		goto out;
-	}
-	if (file_exists(p->model_dir, "tokenizer_config.json")) tcfg = load_json(p->model_dir, "tokenizer_config.json");
 
 	/* the vocabulary */
 	if (m->tok && file_exists(p->model_dir, "tokenizer.json")) {
 		char path[4096];
-		json_error_t je;
 		snprintf(path, sizeof path, "%s/tokenizer.json", p->model_dir);
-		tj = json_load_file(path, 0, &je);
-		if (!tj) {
-			pv_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
-			goto out;
-		}
+		if (!(tj = load_json(p->model_dir, "tokenizer.json", err, errlen))) goto out;
 		if (json_vocab(&voc, tj, m->tok, V, path, err, errlen)) goto out;
 	} else {
 		if (synthetic_vocab(&voc, V, err, errlen)) goto out;

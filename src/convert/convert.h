@@ -75,7 +75,7 @@ typedef void (*pv_convert_progress_fn)(void* ud, int i, int n, const char* name,
 
 struct pv_convert_params {
 	const char* model_dir;            /* Hugging Face directory                          */
-	const char* out_path;             /* the GGUF; written as out_path.tmp, then renamed */
+	const char* out_path;             /* the GGUF (new or a regular file; never one of the model's own files); written beside it, then renamed */
 	enum pv_convert_type type;
 	int n_threads;                    /* quantization threads; 0: all online cores      */
 	pv_convert_progress_fn progress;  /* optional                                        */
@@ -96,8 +96,9 @@ struct pv_convert_stats {
 	                                     (proven does): a static string                   */
 };
 
-/* Converts. 0 on success; -1 with a one-line message (nothing is left at out_path, and the
- * .tmp file is removed). Never prints. */
+/* Converts. 0 on success; -1 with a one-line message (out_path is left as it was and the
+ * temporary file is removed). An out_path that is, or resolves to, a file of the model
+ * directory is refused before anything is written. Never prints. */
 int pv_convert(const struct pv_convert_params* p, struct pv_convert_stats* st, char* err, size_t errlen);
 
 /* The type-selection policy above, for one matrix (2-D or stacked 3-D, not an always-F32

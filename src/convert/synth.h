@@ -57,7 +57,7 @@ typedef void (*pv_synth_progress_fn)(void* ud, uint64_t done, uint64_t total);
 struct pv_synth_params {
 	const struct pv_synth_preset* preset;
 	enum pv_convert_type type;
-	const char* out_path;   /* written as out_path.tmp, then renamed                    */
+	const char* out_path;   /* new or a regular file; written beside it, then renamed   */
 	uint64_t seed;
 	int n_layers;           /* 0: the preset's; else this many (hybrids keep the 3:1 pattern,
 	                           the last layer is attention when the pattern has none)   */
@@ -92,8 +92,8 @@ struct pv_synth_plan {
 int pv_synth_plan(struct pv_synth_plan* plan, const struct pv_synth_params* p, char* err, size_t errlen);
 void pv_synth_plan_free(struct pv_synth_plan* plan);
 
-/* Writes the file. 0, or -1 with a one-line message (nothing is left at out_path, and the .tmp
- * file is removed). Never prints. file_bytes (may be NULL) gets the size written. */
+/* Writes the file. 0, or -1 with a one-line message (out_path is left as it was and the
+ * temporary file is removed). Never prints. file_bytes (may be NULL) gets the size written. */
 int pv_synth_write(const struct pv_synth_params* p, uint64_t* file_bytes, char* err, size_t errlen);
 
 #endif

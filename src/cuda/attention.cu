@@ -2,8 +2,8 @@
  * attention.cu: causal decode/verify attention over the f32 KV cache, split-KV.
  *
  * Row t (position p = pos0 + t) attends to keys 0..p. The keys are cut into splits of S = 32
- * positions (a session constant; 64 with PV_CUDA_ATT_SPLIT=64; 32 measured faster on the H200 at
- * short context): split s covers [S s, S s + S) ∩ [0, p]. This layout depends on
+ * positions (a session constant, cuda.att_split: 16, 32 or 64; why 32, PERF.md "Tuning
+ * switches"): split s covers [S s, S s + S) ∩ [0, p]. This layout depends on
  * p alone, never on the number of rows in the call, on the context size or on the grid.
  *
  * Pass 1 (attn_split_kernel; a block of 8 warps per (split, kv head, row), the group of G query
@@ -259,7 +259,8 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, siz
 	return 0;
 }
 
-int pv_cuda_attention(cudaStream_t st, const struct attn_args* a, int n, char* err, size_t errlen)
+int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err,
+                      size_t errlen)
 {
 	if (pv_cuda_attention_check(a->nh, a->nkv, a->hd, a->n_split, err, errlen)) return -1;
 	if (a->split != 16 && a->split != 32 && a->split != 64) return pv_errf(err, errlen, "CUDA backend: attention split of %d keys", a->split);
@@ -267,9 +268,9 @@ int pv_cuda_attention(cudaStream_t st, const struct attn_args* a, int n, char* e
 		return pv_errf(err, errlen, "CUDA backend: fused attention input stage with %d rows", n);
 	const int G = a->nh / a->nkv;
 	const unsigned gx = (unsigned)(a->n_split < MAX_GRID_X ? a->n_split : MAX_GRID_X);
-	PV_LAUNCH("attention", err, errlen, attn_split_kernel, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
+	PV_LAUNCH("attention", tu, err, errlen, attn_split_kernel, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
 	          split_smem(G, a->hd, a->fuse), st, *a);
-	PV_LAUNCH("attention combine", err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS), 0, st,
-	          *a);
+	PV_LAUNCH("attention combine", tu, err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS),
+	          0, st, *a);
 	return 0;
 }

@@ -8,10 +8,12 @@
  *
  * What the backend does (src/cuda/README.md has the design and the exactness argument):
  *   - weights are uploaded once, in their stored types, when pv_model_params.backend is "cuda";
+ *     the tuning switches (pv_model_knobs) are read then, once per model;
  *   - every Qwen layer kind: attention (Qwen2 biases, q/k norm, partial RoPE, output gate),
  *     Gated DeltaNet (recurrent form), dense SwiGLU and MoE (routing on the GPU, shared expert);
- *   - a session holds the KV cache (f32, like the CPU), the DeltaNet states and checkpoint slots,
- *     rope tables computed on the host exactly as the CPU backend computes them, all scratch;
+ *   - a session holds the KV cache (f32, like the CPU), the DeltaNet states, checkpoint and
+ *     per-row snapshot slots (PV_EVAL_SNAPSHOT), the rope tables the engine computed, all scratch,
+ *     the prefill set-up and the decode graph: all made when the session is created;
  *   - every kernel reduces in an order fixed by the row length alone, so a row's logits never
  *     depend on how many rows share a call (batch invariance), on the graph or the direct path;
  *   - a one-token call replays a CUDA graph captured once per session: per token the host writes
@@ -36,10 +38,12 @@ struct pv_tensor;
 /* The backend table, or NULL when the library was built without CUDA. */
 const struct pv_backend* pv_backend_cuda(void);
 
-/* Uploads m's weights (params: progress callback, verbose summary through pv_log; may be NULL) and makes the CUDA
- * backend m's backend: sessions created afterwards run on the GPU. Fails without side effects
- * on m (other than a message) when there is no device, memory runs out or a weight type has no
- * CUDA kernel. pv_model_close frees the device copy through the backend's model_free. */
+/* Reads the tuning switches (defaults, the environment, then params->knobs: tuning.cu), uploads
+ * m's weights (params: progress callback, verbose summary through pv_log; may be NULL) and makes
+ * the CUDA backend m's backend: sessions created afterwards run on the GPU. Returns PV_OK, or
+ * without side effects on m (other than a message): PV_E_INVALID (an unknown knob or a bad
+ * value), PV_E_UNSUPPORTED (a weight type without a CUDA kernel), PV_E_NOMEM, PV_E_DEVICE (no
+ * device, a failed copy). pv_model_close frees the device copy through the backend's model_free. */
 int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params, char* err, size_t errlen);
 
 /* The device. */
@@ -98,13 +102,14 @@ struct pv_cuda_session_stats {
 int pv_cuda_session_stats(const struct pv_session* s, struct pv_cuda_session_stats* st);
 
 /* NULL while the session is healthy; else the CUDA error that stopped it. A failed step makes
- * pv_session_eval return -1 with this message (also in pv_session_error), fills the requested
+ * pv_session_eval return PV_E_DEVICE with this message (also in pv_session_error), fills the requested
  * logits with NaN, and every later step fails the same way. */
 const char* pv_cuda_session_error(const struct pv_session* s);
 
 /* Argmax (lowest index on ties, as pv_argmax) of the last logits row the last call computed on
- * the GPU; -1 if none. A one-row call always computes it, with or without host logits, so greedy
- * decoding can pass logits = NULL and read only this id. */
+ * the GPU; -1 if none. A one-row call on the decode graph always computes it, with or without
+ * host logits (other calls when an output asks for the last row); programs read argmax ids
+ * through pv_eval_out instead. */
 int pv_cuda_last_token(const struct pv_session* s);
 
 /* Where a decode token's time goes: a graph of the one-row step with timing events between its
@@ -123,24 +128,33 @@ struct pv_cuda_profile {
 };
 int pv_cuda_profile(struct pv_session* s, int32_t token, int reps, struct pv_cuda_profile* out);
 
-/* Tests: 0 evaluates one-row calls with direct launches instead of the graph (default 1). */
+/* Tests: 0 evaluates one-row calls with direct launches instead of the graph (default: the
+ * model's cuda.graphs); changes this session's copy of the switch only. */
 void pv_cuda_set_graphs(struct pv_session* s, int on);
 
-/* The prefill path: calls of at least chunk_min_tokens rows (and more than 16; for models with
- * DeltaNet layers, only calls the session runs in the chunked form) go through bf16 tensor-core
- * GEMMs (cuBLAS, loaded at run time) and a flash-style attention in chunks of `chunk` rows; the
- * results agree with the 16-row path within tolerance (not bitwise). 1 when cuBLAS can be
- * loaded (else prompts keep the 16-row path, with a one-time message on stderr). */
+/* The prefill path: calls of at least chunk_min_tokens rows (more than 16, never with
+ * PV_EVAL_EXACT) go through bf16 tensor-core GEMMs (cuBLAS, loaded at run time) and a
+ * flash-style attention in chunks of `chunk` rows; the results agree with the 16-row path within
+ * tolerance (not bitwise). 1 when cuBLAS can be loaded (else prompts keep the 16-row path, with
+ * a one-time PV_LOG_WARN message and the reason in the session stats' fallback). */
 int pv_cuda_prefill_available(void);
 /* Per session: on = 0 (the 16-row path), 1 (prefill, fast: bf16 GEMM inputs, tensor-core
  * attention) or 2 (prefill, precise: GEMM inputs as bf16 hi + lo pairs, twice the GEMMs, and
  * the f32 attention; within ~1e-3 of the exact path where the fast mode may differ by ~1e-2);
- * the default is 1 (PV_CUDA_PREFILL=0 or 2 in the environment change it); and the rows per chunk
- * (0: the default 1024, or PV_CUDA_PREFILL_CHUNK). Tests use it to force either path. */
+ * the default is the model's cuda.prefill; and the rows per chunk (0: the model's
+ * cuda.prefill_chunk). Changes this session's copy of both switches. Tests use it to force
+ * either path. */
 void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk);
 /* Tests: out[r*cols + c] = W[r][c] as the prefill's GEMMs see it (uploaded, dequantized on the
  * GPU and rounded to bf16), as floats. */
 int pv_cuda_test_dequant(const struct pv_tensor* W, float* out, char* err, size_t errlen);
+
+/* Tests: changes this session's copy of the model's knobs ("name=value,...", tuning.cu's names),
+ * for A/B runs inside one process; the next call uses them (the prefill scratch is set up again
+ * when its layout changes, the decode graph captured again when a decode switch changes).
+ * cuda.att_split and cuda.moe_side are fixed per session. Returns PV_OK, or PV_E_INVALID with a
+ * message (PV_E_DEVICE if the new capture fails). */
+int pv_cuda_set_knobs(struct pv_session* s, const char* spec, char* err, size_t errlen);
 
 /* Tests: y[t*W->rows + o] = sum_i x[t*W->cols + i] * W[o, i] for t < T (any T >= 1), through the
  * same upload and GEMV kernels as the forward pass (T is split into steps of at most 16 rows). */

@@ -1,7 +1,8 @@
 /*
  * common.cuh: what the CUDA backend's files share: the engine's C headers, checked CUDA calls,
- * the device copies of the model (struct dmodel) and of a session (struct dsession), the launch
- * entry points of each kernel file, and the fixed reduction trees every kernel uses.
+ * the device copy of the model (struct dmodel), the per-step device struct, the launch entry
+ * points of each kernel file, and the fixed reduction trees every kernel uses. A session's
+ * device state (struct dsession) is in session.cuh, for the host files that drive it.
  *
  * Exactness rules for every kernel here (src/cuda/README.md):
  *   - a reduction's order depends only on the length reduced (hidden size, head dim, row length,
@@ -26,6 +27,8 @@ extern "C" {
 #include "engine/session.h"
 }
 
+#include "tuning.cuh"
+
 /* ---- checked calls ------------------------------------------------------------------------ */
 
 /* Formats "CUDA backend: <what>: <cuda error>" into err and returns -1. */
@@ -36,6 +39,17 @@ int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e);
 	do {                                                                         \
 		cudaError_t cu_e_ = (call);                                           \
 		if (cu_e_ != cudaSuccess) return pv_cuda_fail(err, errlen, #call, cu_e_); \
+	} while (0)
+
+/* CU_OR(call, label): on failure, the message into the enclosing function's err / errlen and a
+ * jump to label (functions with clean-up to do before they return). */
+#define CU_OR(call, label)                                       \
+	do {                                                     \
+		cudaError_t cu_e_ = (call);                      \
+		if (cu_e_ != cudaSuccess) {                      \
+			pv_cuda_fail(err, errlen, #call, cu_e_); \
+			goto label;                              \
+		}                                                \
 	} while (0)
 
 
@@ -88,6 +102,8 @@ struct dmodel {
 	const float* final_norm;
 	struct dlayer* layers;                  /* host array of device pointers               */
 	struct pv_cuda_model_stats st;
+	struct pv_cuda_tuning tu;              /* the knobs in effect, read once at open       */
+	struct pv_knob knobs[PV_CUDA_N_KNOBS]; /* the same as pv_model_knobs lists them        */
 };
 
 /* upload.cu */
@@ -123,8 +139,8 @@ struct gemv_out {
 	const float* bias;
 };
 enum { PV_X_PLAIN = 0, PV_X_SWIGLU = 1 };
-int pv_cuda_gemv(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
-                 int xmode, int T, int* n_launch, char* err, size_t errlen);
+int pv_cuda_gemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
+                 const float* x2, int ldx, int xmode, int T, int* n_launch, char* err, size_t errlen);
 /* Gathered (MoE): w holds n_experts stacked matrices; slot q < slots multiplies expert sel[q]
  * (device memory, so a graph can replay it) with activation row q / k (q with x_by_slot) and
  * writes output row q (y + q * ldy). T must be 1: each slot is one row's product. */
@@ -132,40 +148,43 @@ struct gemv_gather {
 	const int* sel;
 	int slots, k, n_experts, x_by_slot;
 };
-int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
-                        int xmode, int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen);
+int pv_cuda_gemv_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out,
+                        const float* x, const float* x2, int ldx, int xmode, int T, const struct gemv_gather* ga, int* n_launch,
+                        char* err, size_t errlen);
 
 /* One-row gate/up GEMV with the SwiGLU product in its epilogue: gate->y = silu(gate x) * (up x),
  * bitwise what pv_cuda_gemv of both then pv_cuda_swiglu give. Returns 1 when it launched, 0 when
- * the shapes/types/alignment (or PV_CUDA_SWIGLU_PAIR=0) call for the two-kernel path, -1 on error. */
-int pv_cuda_gemv_swiglu(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
-                        int T, int* n_launch, char* err, size_t errlen);
+ * the shapes/types/alignment (or cuda.swiglu_pair=0) call for the two-kernel path, -1 on error. */
+int pv_cuda_gemv_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate,
+                        const struct gemv_out* up, const float* x, int ldx, int T, int* n_launch, char* err, size_t errlen);
 /* One activation row, one output (its y is delta) and the add+RMSNorm after it in the epilogue
  * (x += y; xn = rmsnorm(x) * w): 1 when launched, 0 when the shapes/types/alignment call for the
- * GEMV then pv_cuda_add_rmsnorm (same bits either way), -1 on error. */
-int pv_cuda_gemv_norm(cudaStream_t st, const struct gemv_out* out, const float* x, int ldx, const struct norm_epi* ne,
-                      int* n_launch, char* err, size_t errlen);
+ * GEMV then pv_cuda_add_rmsnorm (same bits either way; also when cuda.norm_fuse is off), -1 on error. */
+int pv_cuda_gemv_norm(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* out, const float* x, int ldx,
+                      const struct norm_epi* ne, int* n_launch, char* err, size_t errlen);
 /* The same over gathered experts (MoE): slot q's expert sel[q], written to gate->y + q * ldy. */
-int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
-                               int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen);
+int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate,
+                               const struct gemv_out* up, const float* x, int ldx, int T, const struct gemv_gather* ga,
+                               int* n_launch, char* err, size_t errlen);
 /* gemv_tma.cu: one activation row over BF16/F16/F32 rows whose weights come into shared memory
  * through the bulk copy engine (the first stages before the PDL wait); bitwise pv_cuda_gemv's
  * result. pair: outs = {gate, up}, writes silu(g) * u to gate's y. Returns 1 when it launched,
- * 0 when the shapes/types/alignment do not fit it (or it is off: PV_CUDA_GEMV_TMA=1 turns it on), -1 on error.
+ * 0 when the shapes/types/alignment do not fit it (or cuda.gemv_tma is 0, the default), -1 on error.
  * pv_cuda_gemv_tma_init raises the kernels' shared-memory limit (once, before any capture). */
-int pv_cuda_gemv_tma(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, int ldx, int pair,
-                     int* n_launch, char* err, size_t errlen);
+int pv_cuda_gemv_tma(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
+                     int ldx, int pair, int* n_launch, char* err, size_t errlen);
 int pv_cuda_gemv_tma_init(char* err, size_t errlen);
 /* g[t*ld + i] = silu(g[t*ld + i]) * u[t*ld + i] for i < width, t < n: the SwiGLU product, once, so
  * the down projection is a plain GEMV (one kernel) */
-int pv_cuda_swiglu(cudaStream_t st, float* g, const float* u, int ld, int width, int n, char* err, size_t errlen);
+int pv_cuda_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, float* g, const float* u, int ld, int width, int n,
+                   char* err, size_t errlen);
 
 /* norm_rope.cu */
-int pv_cuda_embed(cudaStream_t st, const struct dmat* E, const struct dstep* step, float* x, int H, int n,
-                  char* err, size_t errlen);
+int pv_cuda_embed(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* E, const struct dstep* step, float* x,
+                  int H, int n, char* err, size_t errlen);
 /* x[t] += delta[t] (unless delta is NULL); xn[t] = rmsnorm(x[t]) * w, rows t < n. */
-int pv_cuda_add_rmsnorm(cudaStream_t st, float* x, const float* delta, float* xn, const float* w, int H, float eps,
-                        int n, char* err, size_t errlen);
+int pv_cuda_add_rmsnorm(cudaStream_t st, const struct pv_cuda_tuning* tu, float* x, const float* delta, float* xn,
+                        const float* w, int H, float eps, int n, char* err, size_t errlen);
 struct qkv_post_args {
 	const float *qraw, *kraw, *vraw;  /* projections (biases added): [n][ldq], [n][kvd], [n][kvd] */
 	int ldq;                          /* nh*hd, or nh*2*hd with the output gate                  */
@@ -178,9 +197,11 @@ struct qkv_post_args {
 	float eps;
 	const struct dstep* step;
 };
-int pv_cuda_qkv_post(cudaStream_t st, const struct qkv_post_args* a, int n, char* err, size_t errlen);
+int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct qkv_post_args* a, int n, char* err,
+                     size_t errlen);
 /* ids[t] = argmax of logits[t][0..V) (lowest index on ties), t < n */
-int pv_cuda_argmax(cudaStream_t st, const float* logits, int V, int n, int* ids, char* err, size_t errlen);
+int pv_cuda_argmax(cudaStream_t st, const struct pv_cuda_tuning* tu, const float* logits, int V, int n, int* ids, char* err,
+                   size_t errlen);
 
 /* deltanet.cu: conv + the recurrent delta rule + gated norm, rows in order */
 struct delta_args {
@@ -199,9 +220,13 @@ struct delta_args {
 	int Hk, Hv, dk, dv, Kc, v_tiled, n;
 	float eps;
 };
-int pv_cuda_deltanet(cudaStream_t st, const struct delta_args* a, char* err, size_t errlen);
+/* snap (NULL: none): also keep the state after every row t < n in the snapshot slot t: snap is
+ * this layer's S in the slot of the call's row 0 (the layer's window follows its S, as in the
+ * checkpoint layout), snap_stride the floats from one slot to the next */
+int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, float* snap,
+                     size_t snap_stride, char* err, size_t errlen);
 
-/* The layer's weights, state and shapes in a (decode, deltanet.cu, and prefill, prefill.cu):
+/* The layer's weights, state and shapes in a (decode, deltanet.cu, and prefill, deltanet_prefill.cu):
  * S is the layer's [Hv][dk][dv] state, its conv window follows it. The caller sets the row
  * buffers (mix, z, b, a, ab, u, o), qkvz, ba_grouped and n. */
 static inline void pv_delta_args_layer(struct delta_args* a, const struct pv_config* c, const struct dlayer* L, float* S)
@@ -237,6 +262,17 @@ __device__ __forceinline__ int pv_delta_src_col(const delta_args& a, int ch)
 	const int cc = ch - 2 * kd;
 	return (cc / (r * a.dv)) * gw + 2 * a.dk + cc % (r * a.dv);
 }
+/* the output gate z of row t, value head h, column j: from z, or from Qwen3-Next's key-group-major
+ * qkvz rows in mix (the same expression in deltanet.cu's recurrence and the prefill's gated
+ * norm); r = Hv / Hk, vd = Hv dv */
+__device__ __forceinline__ float pv_delta_z(const delta_args& a, int t, int h, int j, int dk, int dv, int r, int vd)
+{
+	if (a.qkvz) {
+		const int gw = 2 * dk + 2 * r * dv, e = h * dv + j;
+		return a.mix[(size_t)t * a.ld_mix + (e / (r * dv)) * gw + 2 * dk + r * dv + e % (r * dv)];
+	}
+	return a.z[(size_t)t * vd + (size_t)h * dv + j];
+}
 int pv_cuda_delta_check(int dk, int dv, int Hk, int Hv, int Kc, char* err, size_t errlen);
 int pv_cuda_delta_init(char* err, size_t errlen); /* once per session, before any capture */
 
@@ -252,11 +288,11 @@ struct moe_args {
 	float* out;                /* [n][H]                                                        */
 	int E, k, norm_topk, shared, H, n;
 };
-int pv_cuda_moe_route(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen);
-int pv_cuda_moe_combine(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen);
+int pv_cuda_moe_route(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct moe_args* a, char* err, size_t errlen);
+int pv_cuda_moe_combine(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct moe_args* a, char* err, size_t errlen);
 
 /* attention.cu */
-#define PV_ATT_SPLIT 64        /* the largest keys per split (a session uses 32 or 64)          */
+#define PV_ATT_SPLIT 64 /* the largest keys per split (a session uses 16, 32 or 64)      */
 struct attn_args {
 	const float* q;            /* [n][nh*hd]                                                    */
 	const float *kc, *vc;      /* [n_ctx][nkv*hd]                                               */
@@ -265,7 +301,7 @@ struct attn_args {
 	float* o;                  /* [n][nh*hd]                                                    */
 	float *part_o, *part_ml;   /* [n][nh][n_split][hd], [n][nh][n_split][2]                     */
 	int nh, nkv, hd, n_split;
-	int split;                 /* keys per split (32 or 64), the same for every call of a session */
+	int split; /* keys per split (cuda.att_split), the same for every call of a session */
 	const struct dstep* step;
 	/* fused input stage (one row only): q is computed from qraw (q/k norm + RoPE, pv_head_post)
 	 * by every block, and the block of the split holding the row's position writes its kv
@@ -274,31 +310,18 @@ struct attn_args {
 	int fuse;
 	struct qkv_post_args pa;
 };
-int pv_cuda_attention(cudaStream_t st, const struct attn_args* a, int n, char* err, size_t errlen);
+int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err,
+                      size_t errlen);
 int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, size_t errlen);
 
 /* ---- launches: programmatic dependent launch (PDL) ------------------------------------------ */
 
-/* By default (PV_CUDA_PDL=0 in the environment, read once at device selection, turns it off) every
- * kernel is launched with
+/* With cuda.pdl (the default; struct pv_cuda_tuning, tuning.cuh) every kernel is launched with
  * programmatic stream serialization: the next kernel's blocks may start while the previous
  * kernel drains, and wait in pv_grid_sync() until it has completed and its writes are visible.
  * Every kernel calls pv_grid_sync() before touching global memory, so results are the same with
  * and without it (the kernels and their arithmetic do not change); only the gaps between
- * kernels shrink. Measured on the H200: +1.5 % decode on Qwen3-8B bf16. */
-extern int pv_cuda_pdl;
-extern int pv_cuda_prefetch; /* GEMV weight rows prefetched into L2 (off; PV_CUDA_PREFETCH=1: on) */
-extern int pv_cuda_gemv_r2;  /* one-row GEMVs with 2 weight rows per warp (PV_CUDA_GEMV_R=2)  */
-extern int pv_cuda_gemv_direct; /* one-row GEMVs read the activation in place (PV_CUDA_GEMV_DIRECT=0: staged) */
-extern int pv_cuda_gemv_pipe;   /* ... with the software-pipelined walk (PV_CUDA_GEMV_PIPE=0: plain walk) */
-extern int pv_cuda_swiglu_pair; /* one-row gate/up GEMV: a warp owns gate row j and up row j and
-                                 * writes silu(g) * u (PV_CUDA_SWIGLU_PAIR=0: separate kernel) */
-extern int pv_cuda_gemv_tma_on;  /* one-row BF16/F16/F32 GEMVs through gemv_tma.cu (off: measured slower; PV_CUDA_GEMV_TMA=1: on) */
-extern int pv_cuda_norm_fuse;   /* one row: add+RMSNorm by the producing GEMV's last block (off: measured slower; PV_CUDA_NORM_FUSE=1: on) */
-extern int pv_cuda_moe_side;    /* MoE: the shared expert on a second stream beside the routed experts (PV_CUDA_MOE_SIDE=0: in line) */
-extern int pv_cuda_attn_fuse;   /* one-row attention does the q/k norm, RoPE and KV write itself
-                                 * (PV_CUDA_ATTN_FUSE=0: the qkv_post kernel first) */
-
+ * kernels shrink (PERF.md, "Tuning switches"). */
 __device__ __forceinline__ void pv_grid_sync(void)
 {
 	asm volatile("griddepcontrol.wait;" ::: "memory");      /* no-op without PDL */
@@ -306,7 +329,7 @@ __device__ __forceinline__ void pv_grid_sync(void)
 }
 
 template <typename... KArgs, typename... Args>
-static inline cudaError_t pv_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+static inline cudaError_t pv_launch(int pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
                                     Args... args)
 {
 	cudaLaunchConfig_t cfg = {};
@@ -318,12 +341,13 @@ static inline cudaError_t pv_launch(void (*kernel)(KArgs...), dim3 grid, dim3 bl
 	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
 	at[0].val.programmaticStreamSerializationAllowed = 1;
 	cfg.attrs = at;
-	cfg.numAttrs = pv_cuda_pdl ? 1 : 0;
+	cfg.numAttrs = pdl ? 1 : 0;
 	return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-/* PV_LAUNCH(kernel, grid, block, smem, stream, args...) inside a launcher returning int */
-#define PV_LAUNCH(what, err, errlen, ...) CU(pv_launch(__VA_ARGS__), err, errlen)
+/* PV_LAUNCH(what, tu, err, errlen, kernel, grid, block, smem, stream, args...) inside a launcher
+ * returning int: tu (const struct pv_cuda_tuning*) says whether to use PDL */
+#define PV_LAUNCH(what, tu, err, errlen, ...) CU(pv_launch((tu)->pdl, __VA_ARGS__), err, errlen)
 
 /* ---- fixed reduction trees ------------------------------------------------------------------ */
 
@@ -387,6 +411,42 @@ __device__ __forceinline__ void pv_add_rmsnorm_row(float* x, const float* delta,
 		const float4 g = __ldg(w4 + i);
 		o4[i] = make_float4((v.x * r) * g.x, (v.y * r) * g.y, (v.z * r) * g.z, (v.w * r) * g.w);
 	}
+}
+
+/* The first half of an add+RMSNorm of row t by a block of NT threads (norm_rope.cu's kernel and
+ * the prefill's): x[t] += delta[t] (unless delta is NULL), thread-strided, in order; returns this
+ * thread's sum of squares of the new row. */
+template <int NT>
+__device__ __forceinline__ float pv_add_sumsq(float* xr, const float* delta, int t, int H)
+{
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < H; i += NT) {
+		float v = xr[i];
+		if (delta) {
+			v = v + delta[(size_t)t * H + i];
+			xr[i] = v;
+		}
+		ss = ss + v * v;
+	}
+	return ss;
+}
+
+/* Fixed-order block sum of NT threads, the same on every thread: warp butterflies, the warps in
+ * order on thread 0, broadcast through red[NT / 32] (red: NT / 32 + 1 floats). */
+template <int NT>
+__device__ __forceinline__ float pv_block_sum_all(float v, float* red)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	v = pv_warp_sum(v);
+	if (lane == 0) red[warp] = v;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		float s = red[0];
+		for (int i = 1; i < NT / 32; i++) s = s + red[i];
+		red[NT / 32] = s;
+	}
+	__syncthreads();
+	return red[NT / 32];
 }
 
 /* the add+RMSNorm a GEMV may do in its epilogue (pv_cuda_gemv_norm): after every block has

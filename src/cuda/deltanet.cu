@@ -5,13 +5,22 @@
  *   conv:      per channel, rows in order: pv_d_silu(causal depthwise conv over [conv state; rows]),
  *              then the state becomes the last Kc-1 inputs (deltanet.c conv_silu)
  *   recurrent: one block per value head; four threads per column j of the head's state S [dk][dv]
- *              (kept in registers for the call, rows i = r mod 4 each); rows in order: l2norm q (scaled 1/sqrt(dk)) and k, beta, decay,
- *              S = decay S; d = beta (v - S^T k); S += k d^T; o = S^T q; then the gated norm
- *              w * rmsnorm(o) * pv_d_silu(z) (deltanet.c delta_recurrent and the layer's epilogue)
+ *              (kept in registers for the call, rows i = r mod 4 each); rows in order: l2norm q
+ *              (scaled 1/sqrt(dk)) and k, beta, decay, S = decay S; d = beta (v - S^T k);
+ *              S += k d^T; o = S^T q; then the gated norm w * rmsnorm(o) * pv_d_silu(z)
+ *              (deltanet.c delta_recurrent and the layer's epilogue)
  * The recurrent form is the decode form on the CPU too; every reduction (over dk for S^T k and
  * S^T q, over a head for the norms) runs in a fixed order, and rows are processed one after the
- * other, so a row's result is the same in a call of any size (batch invariance). Prompts use
- * the recurrent form as well: the CPU's chunked form agrees with it within float rounding.
+ * other, so a row's result is the same in a call of any size (batch invariance). Long prompts
+ * take the prefill's wider kernels instead (deltanet_prefill.cu), never an exact call.
+ *
+ * Per-row snapshots (PV_EVAL_SNAPSHOT: speculative decoding rolls back by choosing a row): the
+ * state after every row t goes to snapshot slot t in the checkpoint layout (this layer's S, then
+ * its conv window): S by recurrent_snap_kernel, the SNAP = true instantiation of the recurrence's
+ * body, from the registers that hold it (so slot t is bitwise what a call that ended at row t
+ * leaves in S; the plain kernel is the SNAP = false instantiation, its PTX unchanged); the window
+ * by conv_window_kernel, a copy of the rows it is made of, before the conv. Both launch only for
+ * snapshot steps (pv_cuda_deltanet's snap).
  *
  * Qwen3-Next's in_proj_qkvz / in_proj_ba are key-group-major ([q_g | k_g | v_g | z_g] and
  * [b_g | a_g] per key head g): the kernels read them through an index map instead of unscrambling.
@@ -46,6 +55,30 @@ __global__ void conv_kernel(const __grid_constant__ delta_args a)
 	}
 }
 
+/* Snapshots (PV_EVAL_SNAPSHOT): the conv window after each row t, rows t + 1 .. t + P of
+ * [state ; mixed] (deltanet.c conv_silu's snapshot; after the last row it is exactly the new
+ * state conv_kernel writes), into slot t: snap + t * stride + Hv dk dv (the slot holds this
+ * layer's S, then its window [P][cd]). Launched just before conv_kernel, which replaces the state
+ * in place. A copy without arithmetic, so it is its own kernel: a template variant of conv_kernel
+ * changed the plain instantiation's PTX (loop induction variables one off: the same arithmetic,
+ * not the same bytes), and conv_kernel's must not change. */
+__global__ void conv_window_kernel(const __grid_constant__ delta_args a, float* snap, size_t stride)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+	const int cd = 2 * a.Hk * a.dk + a.Hv * a.dv, P = a.Kc - 1;
+	if (ch >= cd) return;
+	const int sc = pv_delta_src_col(a, ch);
+	for (int t = 0; t < a.n; t++) {
+		float* win = snap + (size_t)t * stride + (size_t)a.Hv * a.dk * a.dv;
+		for (int p = 0; p < P; p++) {
+			const int ci = t + 1 + p; /* row of [state ; mixed] */
+			win[(size_t)p * cd + ch] =
+			        ci < P ? a.conv_state[(size_t)ci * cd + ch] : a.mix[(size_t)(ci - P) * a.ld_mix + sc];
+		}
+	}
+}
+
 /* fixed-order block sum of NT threads: warp butterflies, then the warps in order */
 template <int NT>
 __device__ float block_sum(float v, float* red)
@@ -68,16 +101,22 @@ __device__ float block_sum(float v, float* red)
  * S += k d^T; o_j = sum_i q_i S_ij (the same way); then the gated RMSNorm over the head,
  * w * rmsnorm(o) * pv_d_silu(z). Every order is fixed by dk and dv alone, rows run in order, so a row's
  * result does not depend on the call's row count (batch invariance). The dependent chains are
- * dk / 4 long (was dk, a thread per column with S in shared memory: ~30 us per layer on the H200
- * for Hv = 32, dk = dv = 128). */
+ * dk / 4 long (was dk, a thread per column with S in shared memory: twice slower, PERF.md
+ * session 2). */
 constexpr int RQ = 4;                   /* threads per column */
 constexpr int RTHREADS = RQ * DK_MAX;   /* 512: dv <= 128 columns */
 constexpr int RROWS = DK_MAX / RQ;      /* rows of S per thread */
 
-__global__ void __launch_bounds__(RTHREADS) recurrent_kernel(const __grid_constant__ delta_args a)
+/* The body of both recurrent kernels. qs, ks [DK_MAX] and red [RTHREADS / 32]: the kernel's
+ * shared arrays. SNAP: after each row t the block's head of the state (every column j, its rows
+ * in this thread's registers) is also written to snapshot slot t, snap + t * stride, in S's own
+ * layout [Hv][dk][dv]: the same registers the end of the call writes to S, so slot t holds the
+ * bits a call that ended at row t leaves in S. */
+template <bool SNAP>
+__device__ __forceinline__ void recurrent_body(const delta_args& a, float* qs, float* ks, float* red, float* snap,
+                                               size_t stride)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
-	__shared__ float qs[DK_MAX], ks[DK_MAX], red[RTHREADS / 32];
 	const int h = blockIdx.x, tid = threadIdx.x, j = tid / RQ, r = tid % RQ;
 	const int dk = a.dk, dv = a.dv, Hk = a.Hk, Hv = a.Hv, rr_ = Hv / Hk;
 	const int kd = Hk * dk, cd = 2 * kd + Hv * dv, vd = Hv * dv;
@@ -139,6 +178,16 @@ __global__ void __launch_bounds__(RTHREADS) recurrent_kernel(const __grid_consta
 				o = o + qs[i] * x;
 			}
 		}
+		if constexpr (SNAP) {
+			if (col) {
+				float* Sn = snap + (size_t)t * stride + (size_t)h * dk * dv;
+#pragma unroll
+				for (int ii = 0; ii < RROWS; ii++) {
+					const int i = r + RQ * ii;
+					if (i < dk) Sn[(size_t)i * dv + j] = sr[ii];
+				}
+			}
+		}
 		o = o + __shfl_xor_sync(0xffffffffu, o, 1);
 		o = o + __shfl_xor_sync(0xffffffffu, o, 2);
 		/* gated RMSNorm over the head: w * rmsnorm(o) * silu(z) (one thread of each column) */
@@ -146,13 +195,7 @@ __global__ void __launch_bounds__(RTHREADS) recurrent_kernel(const __grid_consta
 		if (col && r == 0) {
 			const float rn = 1.0f / sqrtf(ss / (float)dv + a.eps);
 			float y = (o * rn) * a.lin_norm[j];
-			float z;
-			if (a.qkvz) {
-				const int gw = 2 * dk + 2 * rr_ * dv, e = h * dv + j;
-				z = a.mix[(size_t)t * a.ld_mix + (e / (rr_ * dv)) * gw + 2 * dk + rr_ * dv + e % (rr_ * dv)];
-			} else {
-				z = a.z[(size_t)t * vd + (size_t)h * dv + j];
-			}
+			const float z = pv_delta_z(a, t, h, j, dk, dv, rr_, vd);
 			a.o[(size_t)t * vd + (size_t)h * dv + j] = y * pv_d_silu(z);
 		}
 		__syncthreads(); /* qs/ks are rewritten for the next row */
@@ -163,6 +206,20 @@ __global__ void __launch_bounds__(RTHREADS) recurrent_kernel(const __grid_consta
 			const int i = r + RQ * ii;
 			if (i < dk) S[(size_t)i * dv + j] = sr[ii];
 		}
+}
+
+__global__ void __launch_bounds__(RTHREADS) recurrent_kernel(const __grid_constant__ delta_args a)
+{
+	__shared__ float qs[DK_MAX], ks[DK_MAX], red[RTHREADS / 32];
+	recurrent_body<false>(a, qs, ks, red, NULL, 0);
+}
+
+/* snap: this layer's S in the snapshot slot of the call's row 0; stride: floats per slot */
+__global__ void __launch_bounds__(RTHREADS)
+        recurrent_snap_kernel(const __grid_constant__ delta_args a, float* snap, size_t stride)
+{
+	__shared__ float qs[DK_MAX], ks[DK_MAX], red[RTHREADS / 32];
+	recurrent_body<true>(a, qs, ks, red, snap, stride);
 }
 
 } // namespace
@@ -182,11 +239,21 @@ int pv_cuda_delta_init(char* err, size_t errlen)
 	return 0; /* the state lives in registers: no shared-memory opt-in */
 }
 
-int pv_cuda_deltanet(cudaStream_t st, const struct delta_args* a, char* err, size_t errlen)
+int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, float* snap,
+                     size_t snap_stride, char* err, size_t errlen)
 {
 	if (pv_cuda_delta_check(a->dk, a->dv, a->Hk, a->Hv, a->Kc, err, errlen)) return -1;
 	const int cd = 2 * a->Hk * a->dk + a->Hv * a->dv;
-	PV_LAUNCH("deltanet conv", err, errlen, conv_kernel, dim3((unsigned)((cd + 127) / 128)), dim3(128), 0, st, *a);
-	PV_LAUNCH("deltanet recurrent", err, errlen, recurrent_kernel, dim3((unsigned)a->Hv), dim3(RTHREADS), 0, st, *a);
+	const dim3 cgrid((unsigned)((cd + 127) / 128)), rgrid((unsigned)a->Hv);
+	if (snap) {
+		PV_LAUNCH("deltanet windows", tu, err, errlen, conv_window_kernel, cgrid, dim3(128), 0, st, *a, snap,
+		          snap_stride);
+		PV_LAUNCH("deltanet conv", tu, err, errlen, conv_kernel, cgrid, dim3(128), 0, st, *a);
+		PV_LAUNCH("deltanet recurrent", tu, err, errlen, recurrent_snap_kernel, rgrid, dim3(RTHREADS), 0, st, *a, snap,
+		          snap_stride);
+	} else {
+		PV_LAUNCH("deltanet conv", tu, err, errlen, conv_kernel, cgrid, dim3(128), 0, st, *a);
+		PV_LAUNCH("deltanet recurrent", tu, err, errlen, recurrent_kernel, rgrid, dim3(RTHREADS), 0, st, *a);
+	}
 	return 0;
 }

@@ -52,38 +52,29 @@ int pv_cuda_membw(size_t bytes, int reps, double* gb_s, char* err, size_t errlen
 	cudaEvent_t e0 = NULL, e1 = NULL;
 	float* ms = (float*)calloc((size_t)reps, sizeof(float));
 	int rc = -1;
-	cudaError_t e;
-#define STEP(call)                                                   \
-	do {                                                         \
-		e = (call);                                          \
-		if (e != cudaSuccess) {                              \
-			pv_cuda_fail(err, errlen, #call, e);         \
-			goto done;                                   \
-		}                                                    \
-	} while (0)
 	if (!ms) {
 		pv_errf(err, errlen, "out of memory");
 		goto done;
 	}
-	STEP(cudaMalloc((void**)&a, bytes));
-	STEP(cudaMalloc((void**)&b, bytes));
-	STEP(cudaMemset(a, 0x5a, bytes)); /* not zeros: nothing may run faster on zeros */
-	STEP(cudaMemset(b, 0xa5, bytes));
-	STEP(cudaEventCreate(&e0));
-	STEP(cudaEventCreate(&e1));
-	STEP(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice)); /* warm-up */
+	CU_OR(cudaMalloc((void**)&a, bytes), done);
+	CU_OR(cudaMalloc((void**)&b, bytes), done);
+	CU_OR(cudaMemset(a, 0x5a, bytes), done); /* not zeros: nothing may run faster on zeros */
+	CU_OR(cudaMemset(b, 0xa5, bytes), done);
+	CU_OR(cudaEventCreate(&e0), done);
+	CU_OR(cudaEventCreate(&e1), done);
+	CU_OR(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice), done); /* warm-up */
 	for (int r = 0; r < reps; r++) {
-		STEP(cudaEventRecord(e0, 0));
-		STEP(r & 1 ? cudaMemcpyAsync(a, b, bytes, cudaMemcpyDeviceToDevice, 0)
-		           : cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0));
-		STEP(cudaEventRecord(e1, 0));
-		STEP(cudaEventSynchronize(e1));
-		STEP(cudaEventElapsedTime(&ms[r], e0, e1));
+		CU_OR(cudaEventRecord(e0, 0), done);
+		CU_OR(r & 1 ? cudaMemcpyAsync(a, b, bytes, cudaMemcpyDeviceToDevice, 0)
+		            : cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0),
+		      done);
+		CU_OR(cudaEventRecord(e1, 0), done);
+		CU_OR(cudaEventSynchronize(e1), done);
+		CU_OR(cudaEventElapsedTime(&ms[r], e0, e1), done);
 	}
 	qsort(ms, (size_t)reps, sizeof(float), cmp_float);
 	*gb_s = 2.0 * (double)bytes / (ms[reps / 2] * 1e-3) / 1e9;
 	rc = 0;
-#undef STEP
 done:
 	if (e0) cudaEventDestroy(e0);
 	if (e1) cudaEventDestroy(e1);

@@ -48,10 +48,10 @@ struct Params {
 	const int* sel;
 	int sel_k;
 	int x_by_slot;
-	int prefetch; /* L2 prefetch of the weight rows (off by default; PV_CUDA_PREFETCH=1 turns it on) */
+	int prefetch; /* L2 prefetch of the weight rows (cuda.prefetch, off by default) */
 	int direct;   /* one plain activation row, 16-byte aligned: read from global memory through L1,
 	               * no staging (gemv_kernel) */
-	int pipe;     /* direct: the software-pipelined walk (walk_direct; PV_CUDA_GEMV_PIPE=0: walk) */
+	int pipe;     /* direct: the software-pipelined walk (walk_direct; cuda.gemv_pipe, off: walk) */
 	norm_epi ne;  /* ne.x: one row, one output: the add+RMSNorm by the last block (pv_cuda_gemv_norm) */
 	int pair;     /* direct: seg[0] = gate, seg[1] = up (same shape); the grid covers seg[0]'s rows,
 	               * a warp does gate row j and up row j and writes silu(g) * u to seg[0].y */
@@ -254,56 +254,56 @@ int unit_of(int kind)
 
 typedef void (*kernel_fn)(Params);
 
-/* rows per warp: 1 for one or two activation rows (PV_CUDA_GEMV_R=2: 2, halving the activation
- * traffic per weight byte for a tuning run), 2 for four, 4 for eight or sixteen */
-int rows_per_warp(int TT) { return TT == 1 ? (pv_cuda_gemv_r2 ? 2 : 1) : TT <= 2 ? 1 : TT == 4 ? 2 : 4; }
+/* rows per warp: 1 for one or two activation rows (r2, cuda.gemv_rows = 2: 2, halving the
+ * activation traffic per weight byte for a tuning run), 2 for four, 4 for eight or sixteen */
+int rows_per_warp(int TT, int r2) { return TT == 1 ? (r2 ? 2 : 1) : TT <= 2 ? 1 : TT == 4 ? 2 : 4; }
 
 template <int K, int TT>
-kernel_fn pick_r()
+kernel_fn pick_r(int r2)
 {
 	constexpr int R = TT <= 2 ? 1 : TT == 4 ? 2 : 4;
-	if (TT == 1 && pv_cuda_gemv_r2) return gemv_kernel<K, 1, 2>;
+	if (TT == 1 && r2) return gemv_kernel<K, 1, 2>;
 	return gemv_kernel<K, TT, R>;
 }
 
 template <int K>
-kernel_fn pick_tt(int TT)
+kernel_fn pick_tt(int TT, int r2)
 {
 	switch (TT) {
-	case 1: return pick_r<K, 1>();
-	case 2: return pick_r<K, 2>();
-	case 4: return pick_r<K, 4>();
-	case 8: return pick_r<K, 8>();
-	default: return pick_r<K, 16>();
+	case 1: return pick_r<K, 1>(r2);
+	case 2: return pick_r<K, 2>(r2);
+	case 4: return pick_r<K, 4>(r2);
+	case 8: return pick_r<K, 8>(r2);
+	default: return pick_r<K, 16>(r2);
 	}
 }
 
-kernel_fn pick(int kind, int TT)
+kernel_fn pick(int kind, int TT, int r2)
 {
 	switch (kind) {
-	case K_BF16: return pick_tt<K_BF16>(TT);
-	case K_F16: return pick_tt<K_F16>(TT);
-	case K_F32: return pick_tt<K_F32>(TT);
-	case K_SCALAR: return pick_tt<K_SCALAR>(TT);
-	case K_Q8_0: return pick_tt<K_Q8_0>(TT);
-	case K_Q4_0: return pick_tt<K_Q4_0>(TT);
-	case K_Q4_K: return pick_tt<K_Q4_K>(TT);
-	case K_Q4_1: return pick_tt<K_Q4_1>(TT);
-	case K_Q5_0: return pick_tt<K_Q5_0>(TT);
-	case K_Q5_1: return pick_tt<K_Q5_1>(TT);
-	case K_Q5_K: return pick_tt<K_Q5_K>(TT);
-	default: return pick_tt<K_Q6_K>(TT);
+	case K_BF16: return pick_tt<K_BF16>(TT, r2);
+	case K_F16: return pick_tt<K_F16>(TT, r2);
+	case K_F32: return pick_tt<K_F32>(TT, r2);
+	case K_SCALAR: return pick_tt<K_SCALAR>(TT, r2);
+	case K_Q8_0: return pick_tt<K_Q8_0>(TT, r2);
+	case K_Q4_0: return pick_tt<K_Q4_0>(TT, r2);
+	case K_Q4_K: return pick_tt<K_Q4_K>(TT, r2);
+	case K_Q4_1: return pick_tt<K_Q4_1>(TT, r2);
+	case K_Q5_0: return pick_tt<K_Q5_0>(TT, r2);
+	case K_Q5_1: return pick_tt<K_Q5_1>(TT, r2);
+	case K_Q5_K: return pick_tt<K_Q5_K>(TT, r2);
+	default: return pick_tt<K_Q6_K>(TT, r2);
 	}
 }
 
-int rows_per_block(int TT) { return WARPS * rows_per_warp(TT); }
-
 /* one launch over outs[0..n) (same kind and cols) */
-int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const float* x, const float* x2, int ldx,
-           int xmode, int T, const struct gemv_gather* ga, int pair, char* err, size_t errlen, const norm_epi* ne = NULL)
+int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n, int kind, const float* x,
+           const float* x2, int ldx, int xmode, int T, const struct gemv_gather* ga, int pair, char* err, size_t errlen,
+           const norm_epi* ne = NULL)
 {
 	const int TT = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : 16;
-	const int UE = unit_of(kind), rpb = rows_per_block(TT);
+	const int r2 = tu->gemv_rows == 2;
+	const int UE = unit_of(kind), rpb = WARPS * rows_per_warp(TT, r2);
 	Params p;
 	memset(&p, 0, sizeof p);
 	const int64_t cols = outs[0].w->cols;
@@ -317,9 +317,9 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	p.x = x;
 	p.x2 = x2;
 	p.nseg = n;
-	p.prefetch = pv_cuda_prefetch;
-	p.direct = T == 1 && xmode == PV_X_PLAIN && !((uintptr_t)x & 15) && ldx % 4 == 0 && pv_cuda_gemv_direct;
-	p.pipe = pv_cuda_gemv_pipe;
+	p.prefetch = tu->prefetch;
+	p.direct = T == 1 && xmode == PV_X_PLAIN && !((uintptr_t)x & 15) && ldx % 4 == 0 && tu->gemv_direct;
+	p.pipe = tu->gemv_pipe;
 	p.pair = pair;
 	if (ne) p.ne = *ne;
 	if (ga) {
@@ -347,20 +347,21 @@ int launch(cudaStream_t st, const struct gemv_out* outs, int n, int kind, const 
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
 	const size_t smem = p.direct ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
 	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
-	PV_LAUNCH("gemv", err, errlen, pick(kind, TT), grid, dim3(THREADS), smem, st, p);
+	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2), grid, dim3(THREADS), smem, st, p);
 	return 0;
 }
 
 } // namespace
 
-int pv_cuda_gemv(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
-                 int xmode, int T, int* n_launch, char* err, size_t errlen)
+int pv_cuda_gemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
+                 const float* x2, int ldx, int xmode, int T, int* n_launch, char* err, size_t errlen)
 {
-	return pv_cuda_gemv_gather(st, outs, n_out, x, x2, ldx, xmode, T, NULL, n_launch, err, errlen);
+	return pv_cuda_gemv_gather(st, tu, outs, n_out, x, x2, ldx, xmode, T, NULL, n_launch, err, errlen);
 }
 
-int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, const float* x2, int ldx,
-                        int xmode, int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen)
+int pv_cuda_gemv_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out,
+                        const float* x, const float* x2, int ldx, int xmode, int T, const struct gemv_gather* ga, int* n_launch,
+                        char* err, size_t errlen)
 {
 	if (T < 1 || T > PV_CUDA_ROWS || n_out < 1 || (ga && (T != 1 || ga->slots < 1 || ga->k < 1 || ga->n_experts < 1)))
 		return pv_errf(err, errlen, "CUDA backend: gemv called with %d rows, %d outputs", T, n_out);
@@ -386,63 +387,117 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct gemv_out* outs, int n_out,
 				group[g++] = outs[j];
 				done[j] = 1;
 			}
-		if (!ga && T == 1 && xmode == PV_X_PLAIN && pv_cuda_gemv_direct) {
+		if (!ga && T == 1 && xmode == PV_X_PLAIN && tu->gemv_direct) {
 			/* one row of BF16/F16/F32 weights: the bulk-copy kernel (gemv_tma.cu), same bits */
-			const int h = pv_cuda_gemv_tma(st, group, g, x, ldx, 0, n_launch, err, errlen);
+			const int h = pv_cuda_gemv_tma(st, tu, group, g, x, ldx, 0, n_launch, err, errlen);
 			if (h < 0) return -1;
 			if (h) continue;
 		}
-		if (launch(st, group, g, kind, x, x2, ldx, xmode, T, ga, 0, err, errlen)) return -1;
+		if (launch(st, tu, group, g, kind, x, x2, ldx, xmode, T, ga, 0, err, errlen)) return -1;
 		if (n_launch) ++*n_launch;
 	}
 	return 0;
 }
 
-int pv_cuda_gemv_norm(cudaStream_t st, const struct gemv_out* out, const float* x, int ldx, const struct norm_epi* ne,
-                      int* n_launch, char* err, size_t errlen)
+int pv_cuda_gemv_norm(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* out, const float* x, int ldx,
+                      const struct norm_epi* ne, int* n_launch, char* err, size_t errlen)
 {
 	const struct dmat* w = out->w;
 	const int kind = kind_of(w);
-	if (!pv_cuda_norm_fuse || !pv_cuda_gemv_direct || pv_cuda_gemv_r2 || pv_cuda_gemv_pipe || pv_cuda_gemv_tma_on || kind < 0 ||
+	if (!tu->norm_fuse || !tu->gemv_direct || tu->gemv_rows == 2 || tu->gemv_pipe || tu->gemv_tma || kind < 0 ||
 	    ((uintptr_t)x & 15) || ldx % 4 || w->rows != ne->H || ne->H % 4 || out->ldy < w->rows ||
 	    (((uintptr_t)ne->x | (uintptr_t)ne->xn | (uintptr_t)ne->w | (uintptr_t)out->y) & 15) || w->rows > INT32_MAX / 2 ||
 	    w->cols > INT32_MAX / 2)
 		return 0;
-	if (launch(st, out, 1, kind, x, NULL, ldx, PV_X_PLAIN, 1, NULL, 0, err, errlen, ne)) return -1;
+	if (launch(st, tu, out, 1, kind, x, NULL, ldx, PV_X_PLAIN, 1, NULL, 0, err, errlen, ne)) return -1;
 	if (n_launch) ++*n_launch;
 	return 1;
 }
 
-int pv_cuda_gemv_swiglu(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
-                        int T, int* n_launch, char* err, size_t errlen)
+int pv_cuda_gemv_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate,
+                        const struct gemv_out* up, const float* x, int ldx, int T, int* n_launch, char* err, size_t errlen)
 {
-	return pv_cuda_gemv_swiglu_gather(st, gate, up, x, ldx, T, NULL, n_launch, err, errlen);
+	return pv_cuda_gemv_swiglu_gather(st, tu, gate, up, x, ldx, T, NULL, n_launch, err, errlen);
 }
 
-int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct gemv_out* gate, const struct gemv_out* up, const float* x, int ldx,
-                               int T, const struct gemv_gather* ga, int* n_launch, char* err, size_t errlen)
+int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate,
+                               const struct gemv_out* up, const float* x, int ldx, int T, const struct gemv_gather* ga,
+                               int* n_launch, char* err, size_t errlen)
 {
 	const struct dmat *g = gate->w, *u = up->w;
 	if (ga && (ga->slots < 1 || ga->k < 1 || ga->n_experts < 1 || g->rows % ga->n_experts)) return 0;
 	const int kind = kind_of(g);
-	if (!pv_cuda_swiglu_pair || !pv_cuda_gemv_direct || pv_cuda_gemv_r2 || T != 1 || kind < 0 || kind != kind_of(u) || g->type != u->type ||
-	    g->rows != u->rows || g->cols != u->cols || g->rows > INT32_MAX / 2 || g->cols > INT32_MAX / 2 || ((uintptr_t)x & 15) ||
-	    ldx % 4)
+	if (!tu->swiglu_pair || !tu->gemv_direct || tu->gemv_rows == 2 || T != 1 || kind < 0 || kind != kind_of(u) ||
+	    g->type != u->type || g->rows != u->rows || g->cols != u->cols || g->rows > INT32_MAX / 2 ||
+	    g->cols > INT32_MAX / 2 || ((uintptr_t)x & 15) || ldx % 4)
 		return 0;
 	struct gemv_out o[2] = { *gate, *up };
 	if (!ga) {
-		const int h = pv_cuda_gemv_tma(st, o, 2, x, ldx, 1, n_launch, err, errlen);
+		const int h = pv_cuda_gemv_tma(st, tu, o, 2, x, ldx, 1, n_launch, err, errlen);
 		if (h) return h;
 	}
-	if (launch(st, o, 2, kind, x, NULL, ldx, PV_X_PLAIN, 1, ga, 1, err, errlen)) return -1;
+	if (launch(st, tu, o, 2, kind, x, NULL, ldx, PV_X_PLAIN, 1, ga, 1, err, errlen)) return -1;
 	if (n_launch) ++*n_launch;
 	return 1;
 }
 
-int pv_cuda_swiglu(cudaStream_t st, float* g, const float* u, int ld, int width, int n, char* err, size_t errlen)
+int pv_cuda_swiglu(cudaStream_t st, const struct pv_cuda_tuning* tu, float* g, const float* u, int ld, int width, int n,
+                   char* err, size_t errlen)
 {
 	if (width < 1 || n < 1) return 0;
-	PV_LAUNCH("swiglu", err, errlen, swiglu_kernel, dim3((unsigned)((width + 255) / 256), (unsigned)n), dim3(256), 0, st, g, u,
-	          ld, width, n);
+	PV_LAUNCH("swiglu", tu, err, errlen, swiglu_kernel, dim3((unsigned)((width + 255) / 256), (unsigned)n), dim3(256), 0,
+	          st, g, u, ld, width, n);
 	return 0;
+}
+
+/* ---- tests: one matrix through the GEMV kernels ------------------------------------------------- */
+
+int pv_cuda_test_matmul(const struct pv_tensor* W, const float* x, int T, float* y, char* err, size_t errlen)
+{
+	struct pv_cuda_tuning tu_env; /* the defaults and the environment: no model here */
+	if (pv_cuda_tuning_read(&tu_env, NULL, NULL, err, errlen) || pv_cuda_select_device(err, errlen)) return -1;
+	const struct pv_cuda_tuning* tu = &tu_env;
+	struct dmat d;
+	if (pv_cuda_plan_mat(W, &d, err, errlen)) return -1;
+	unsigned char* mem = NULL;
+	float *dx = NULL, *dy = NULL;
+	cudaStream_t st = NULL;
+	struct pv_stager* sg = NULL;
+	int rc = -1;
+	const size_t xb = sizeof(float) * (size_t)T * (size_t)W->cols, yb = sizeof(float) * (size_t)T * (size_t)W->rows;
+	CU_OR(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), done);
+	CU_OR(cudaMalloc((void**)&mem, d.bytes), done);
+	{
+		size_t off = 0;
+		for (int p = 0; p < d.n_planes; p++) {
+			d.p[p] = mem + off;
+			off += (d.stride[p] * (size_t)d.rows + 255) / 256 * 256;
+		}
+	}
+	CU_OR(cudaMalloc((void**)&dx, xb), done);
+	CU_OR(cudaMalloc((void**)&dy, yb), done);
+	CU_OR(cudaMemsetAsync(dy, 0xff, yb, st), done); /* NaN: every output must be written */
+	CU_OR(cudaMemcpyAsync(dx, x, xb, cudaMemcpyHostToDevice, st), done);
+	CU_OR(cudaStreamSynchronize(st), done);
+	if (pv_stager_new(&sg, st, d.bytes, err, errlen) || pv_stager_upload_mat(sg, W, &d, 0, err, errlen) ||
+	    pv_stager_finish(sg, err, errlen))
+		goto done;
+	for (int t0 = 0; t0 < T; t0 += PV_CUDA_ROWS) {
+		const int rows = T - t0 < PV_CUDA_ROWS ? T - t0 : PV_CUDA_ROWS;
+		struct gemv_out o = { &d, dy + (size_t)t0 * W->rows, (int)W->rows, NULL };
+		if (pv_cuda_gemv(st, tu, &o, 1, dx + (size_t)t0 * W->cols, NULL, (int)W->cols, PV_X_PLAIN, rows, NULL, err,
+		                 errlen))
+			goto done;
+	}
+	CU_OR(cudaMemcpyAsync(y, dy, yb, cudaMemcpyDeviceToHost, st), done);
+	CU_OR(cudaStreamSynchronize(st), done);
+	rc = 0;
+done:
+	pv_stager_free(sg);
+	if (st) cudaStreamSynchronize(st);
+	if (st) cudaStreamDestroy(st);
+	if (mem) cudaFree(mem);
+	if (dx) cudaFree(dx);
+	if (dy) cudaFree(dy);
+	return rc;
 }

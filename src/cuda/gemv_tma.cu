@@ -11,12 +11,12 @@
  * refills a stage as soon as the warp has consumed it. 64 KiB per block, 3 blocks per SM: 192 KiB
  * in flight per SM, no registers held for it.
  *
- * Measured on the H200 (Qwen3-8B bf16, 2026-11-30): SLOWER than gemv.cu's register walk: 154 vs
- * 205 tok/s (gate/up 3109 vs 3830 GB/s, down 1986 vs 3462, o_proj 1667 vs 2508): a warp's ring
- * refills one stage per consumed stage, so a 24 KiB row (down) takes three dependent round trips
- * after the first four stages, and 3 blocks per SM leave fewer rows in flight than 4 blocks of
- * the register walk. Off by default (PV_CUDA_GEMV_TMA=1: on), kept for the A/B and as the base of
- * a block-wide ring (the next attempt: one ring per block over 8 rows, 32-64 KiB stages).
+ * Measured slower than gemv.cu's register walk on the H200 (PERF.md, "Tuning switches": the
+ * figures): a warp's ring refills one stage per consumed stage, so a 24 KiB row (down) takes
+ * three dependent round trips after the first four stages, and 3 blocks per SM leave fewer rows
+ * in flight than 4 blocks of the register walk. Off by default (cuda.gemv_tma = 1, 2, 3: on),
+ * kept for the A/B and as the base of a block-wide ring (the next attempt: one ring per block over
+ * 8 rows, 32-64 KiB stages).
  *
  * Summation order (bitwise the walk of gemv.cu, so batch invariance is kept): a stage holds units
  * [128 ks, 128 ks + 128) of the row (a unit is 16 bytes: 8 BF16/F16 or 4 F32 elements); lane l
@@ -34,8 +34,8 @@ using namespace pv_units;
 
 constexpr int WARPS = 8;
 constexpr int THREADS = WARPS * 32;
-/* stage size SB and ring depth NS per variant (PV_CUDA_GEMV_TMA=1: 2 KiB x 4, =2: 4 KiB x 3,
- * =3: 8 KiB x 2): fewer, larger copies per warp, fewer blocks per SM */
+/* stage size SB and ring depth NS per variant (cuda.gemv_tma = 1: 2 KiB x 4, 2: 4 KiB x 3,
+ * 3: 8 KiB x 2): fewer, larger copies per warp, fewer blocks per SM */
 template <int SB, int NS>
 constexpr int smem_of() { return WARPS * NS * SB; }
 
@@ -191,10 +191,10 @@ int pv_cuda_gemv_tma_init(char* err, size_t errlen)
 	return 0;
 }
 
-int pv_cuda_gemv_tma(cudaStream_t st, const struct gemv_out* outs, int n_out, const float* x, int ldx, int pair, int* n_launch,
-                     char* err, size_t errlen)
+int pv_cuda_gemv_tma(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
+                     int ldx, int pair, int* n_launch, char* err, size_t errlen)
 {
-	if (!pv_cuda_gemv_tma_on) return 0;
+	if (!tu->gemv_tma) return 0;
 	if (!ready) {
 		cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
 		if (cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return 0;
@@ -231,9 +231,12 @@ int pv_cuda_gemv_tma(cudaStream_t st, const struct gemv_out* outs, int n_out, co
 		if (!pair || i == 0) blocks += (s.rows + WARPS - 1) / WARPS;
 	}
 	if (blocks <= 0 || blocks > INT32_MAX) return 0;
-	void (*kern)(TParams) = pv_cuda_gemv_tma_on == 3 ? kernel_of<8192, 2>(kind) : pv_cuda_gemv_tma_on == 2 ? kernel_of<4096, 3>(kind) : kernel_of<2048, 4>(kind);
-	const int smem = pv_cuda_gemv_tma_on == 3 ? smem_of<8192, 2>() : pv_cuda_gemv_tma_on == 2 ? smem_of<4096, 3>() : smem_of<2048, 4>();
-	PV_LAUNCH("gemv tma", err, errlen, kern, dim3((unsigned)blocks), dim3(THREADS), (size_t)smem, st, p);
+	const int v = tu->gemv_tma;
+	void (*kern)(TParams) = v == 3   ? kernel_of<8192, 2>(kind)
+	                        : v == 2 ? kernel_of<4096, 3>(kind)
+	                                 : kernel_of<2048, 4>(kind);
+	const int smem = v == 3 ? smem_of<8192, 2>() : v == 2 ? smem_of<4096, 3>() : smem_of<2048, 4>();
+	PV_LAUNCH("gemv tma", tu, err, errlen, kern, dim3((unsigned)blocks), dim3(THREADS), (size_t)smem, st, p);
 	if (n_launch) ++*n_launch;
 	return 1;
 }

@@ -25,7 +25,7 @@ constexpr int KMAX = 16; /* experts per token */
  * any order), e_i = exp(z_i - max), their sum (lane sums in expert order, then the butterfly),
  * p_i = e_i / sum (written back over the logits); top-k by k rounds of a warp argmax (largest p,
  * ties: the lower index, forward.c's rule); then the renormalisation in slot order on lane 0.
- * (Was one thread per row: 380 us per call for E = 256 on the H200.) */
+ * (Was one thread per row: latency-bound at E = 256, PERF.md session 2.) */
 template <int RMAX>
 __global__ void __launch_bounds__(32) route_kernel(const __grid_constant__ moe_args a)
 {
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(THREADS) combine_kernel(const __grid_constant_
 
 } // namespace
 
-int pv_cuda_moe_route(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen)
+int pv_cuda_moe_route(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct moe_args* a, char* err, size_t errlen)
 {
 	if (a->E < 1 || a->E > 32 * RLIM || a->k < 1 || a->k > KMAX || a->k > a->E)
 		return pv_errf(err, errlen, "CUDA backend: MoE routing of %d experts, %d per token (at most %d and %d)", a->E, a->k,
@@ -140,13 +140,13 @@ int pv_cuda_moe_route(cudaStream_t st, const struct moe_args* a, char* err, size
 	/* registers per lane for the row's experts: the smallest instance that holds E (the results do
 	 * not depend on it: lanes own experts l, l + 32, ... either way) */
 	void (*kern)(moe_args) = a->E <= 256 ? route_kernel<8> : a->E <= 512 ? route_kernel<16> : route_kernel<32>;
-	PV_LAUNCH("moe route", err, errlen, kern, dim3((unsigned)a->n), dim3(32), 0, st, *a);
+	PV_LAUNCH("moe route", tu, err, errlen, kern, dim3((unsigned)a->n), dim3(32), 0, st, *a);
 	return 0;
 }
 
-int pv_cuda_moe_combine(cudaStream_t st, const struct moe_args* a, char* err, size_t errlen)
+int pv_cuda_moe_combine(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct moe_args* a, char* err, size_t errlen)
 {
-	PV_LAUNCH("moe combine", err, errlen, combine_kernel, dim3((unsigned)a->n, (unsigned)((a->H + THREADS - 1) / THREADS)),
-	          dim3(THREADS), 0, st, *a);
+	PV_LAUNCH("moe combine", tu, err, errlen, combine_kernel,
+	          dim3((unsigned)a->n, (unsigned)((a->H + THREADS - 1) / THREADS)), dim3(THREADS), 0, st, *a);
 	return 0;
 }

@@ -37,22 +37,6 @@ constexpr int NORM_THREADS = 512;  /* rows whose width is not a multiple of 4, o
 constexpr int NORM4_THREADS = 256; /* = the GEMV block: the fused epilogue runs the same code */
 
 /* sum over the block in a fixed order: per-warp butterflies, then the warps in order */
-template <int NT>
-__device__ float block_sum(float v, float* red)
-{
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	v = pv_warp_sum(v);
-	if (lane == 0) red[warp] = v;
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		float s = red[0];
-		for (int i = 1; i < NT / 32; i++) s = s + red[i];
-		red[NT / 32] = s;
-	}
-	__syncthreads();
-	return red[NT / 32];
-}
-
 __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(float* x, const float* delta, float* xn,
                                                                    const float* w, int H, float eps)
 {
@@ -60,16 +44,7 @@ __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(float* x, con
 	__shared__ float red[NORM_THREADS / 32 + 1];
 	const int t = blockIdx.x;
 	float* xr = x + (size_t)t * H;
-	float ss = 0.0f;
-	for (int i = threadIdx.x; i < H; i += NORM_THREADS) {
-		float v = xr[i];
-		if (delta) {
-			v = v + delta[(size_t)t * H + i];
-			xr[i] = v;
-		}
-		ss = ss + v * v;
-	}
-	ss = block_sum<NORM_THREADS>(ss, red);
+	const float ss = pv_block_sum_all<NORM_THREADS>(pv_add_sumsq<NORM_THREADS>(xr, delta, t, H), red);
 	const float r = 1.0f / sqrtf(ss / (float)H + eps); /* pv_rmsnorm */
 	for (int i = threadIdx.x; i < H; i += NORM_THREADS) xn[(size_t)t * H + i] = (xr[i] * r) * w[i];
 }
@@ -153,39 +128,41 @@ __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_kernel(const float* log
 
 } // namespace
 
-int pv_cuda_embed(cudaStream_t st, const struct dmat* E, const struct dstep* step, float* x, int H, int n, char* err,
-                  size_t errlen)
+int pv_cuda_embed(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* E, const struct dstep* step, float* x,
+                  int H, int n, char* err, size_t errlen)
 {
 	EmbArgs a = { { E->p[0], E->p[1], E->p[2], E->stride[0], E->stride[1], E->stride[2], E->type }, H, step, x };
 	dim3 grid((unsigned)((H + 255) / 256), (unsigned)n);
-	PV_LAUNCH("embed", err, errlen, embed_kernel, grid, dim3(256), 0, st, a);
+	PV_LAUNCH("embed", tu, err, errlen, embed_kernel, grid, dim3(256), 0, st, a);
 	return 0;
 }
 
-int pv_cuda_add_rmsnorm(cudaStream_t st, float* x, const float* delta, float* xn, const float* w, int H, float eps, int n,
-                        char* err, size_t errlen)
+int pv_cuda_add_rmsnorm(cudaStream_t st, const struct pv_cuda_tuning* tu, float* x, const float* delta, float* xn,
+                        const float* w, int H, float eps, int n, char* err, size_t errlen)
 {
 	const int vec = H % 4 == 0 && !(((uintptr_t)x | (uintptr_t)delta | (uintptr_t)xn | (uintptr_t)w) & 15);
 	if (vec)
-		PV_LAUNCH("add_rmsnorm", err, errlen, add_rmsnorm4_kernel, dim3((unsigned)n), dim3(NORM4_THREADS), 0, st, x, delta, xn,
-		          w, H, eps);
+		PV_LAUNCH("add_rmsnorm", tu, err, errlen, add_rmsnorm4_kernel, dim3((unsigned)n), dim3(NORM4_THREADS), 0, st, x,
+		          delta, xn, w, H, eps);
 	else
-		PV_LAUNCH("add_rmsnorm", err, errlen, add_rmsnorm_kernel, dim3((unsigned)n), dim3(NORM_THREADS), 0, st, x, delta, xn, w,
-		          H, eps);
+		PV_LAUNCH("add_rmsnorm", tu, err, errlen, add_rmsnorm_kernel, dim3((unsigned)n), dim3(NORM_THREADS), 0, st, x,
+		          delta, xn, w, H, eps);
 	return 0;
 }
 
-int pv_cuda_qkv_post(cudaStream_t st, const struct qkv_post_args* a, int n, char* err, size_t errlen)
+int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct qkv_post_args* a, int n, char* err,
+                     size_t errlen)
 {
 	if (a->hd > 256 || a->R > a->hd) return pv_errf(err, errlen, "CUDA backend: head dim %d (rope %d) above 256", a->hd, a->R);
 	const int items = a->nh + 2 * a->nkv;
 	dim3 grid((unsigned)((items + POST_WARPS - 1) / POST_WARPS), (unsigned)n);
-	PV_LAUNCH("qkv_post", err, errlen, qkv_post_kernel, grid, dim3(POST_WARPS * 32), 0, st, *a);
+	PV_LAUNCH("qkv_post", tu, err, errlen, qkv_post_kernel, grid, dim3(POST_WARPS * 32), 0, st, *a);
 	return 0;
 }
 
-int pv_cuda_argmax(cudaStream_t st, const float* logits, int V, int n, int* ids, char* err, size_t errlen)
+int pv_cuda_argmax(cudaStream_t st, const struct pv_cuda_tuning* tu, const float* logits, int V, int n, int* ids, char* err,
+                   size_t errlen)
 {
-	PV_LAUNCH("argmax", err, errlen, argmax_kernel, dim3((unsigned)n), dim3(ARGMAX_THREADS), 0, st, logits, V, ids);
+	PV_LAUNCH("argmax", tu, err, errlen, argmax_kernel, dim3((unsigned)n), dim3(ARGMAX_THREADS), 0, st, logits, V, ids);
 	return 0;
 }

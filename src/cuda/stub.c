@@ -62,6 +62,12 @@ int pv_cuda_prefill_available(void) { return 0; }
 
 void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk) { (void)s, (void)on, (void)chunk; }
 
+int pv_cuda_set_knobs(struct pv_session* s, const char* spec, char* err, size_t errlen)
+{
+	(void)s, (void)spec;
+	return pv_errf(err, errlen, NO_CUDA);
+}
+
 int pv_cuda_test_dequant(const struct pv_tensor* W, float* out, char* err, size_t errlen)
 {
 	(void)W, (void)out;

@@ -714,7 +714,7 @@ PV_HD void walk(const Seg& s, int stype, int64_t row, int lane, int u0, int u1, 
  * before it multiplies the current U, so 2U loads per lane are in flight instead of U, and the
  * loads overlap the dequantization (what bounds the quantized kinds). The units, their order and
  * the fmaf chain are walk()'s: the result is bitwise the same (test_cuda_host compares both with
- * the staged walks). PV_CUDA_GEMV_PIPE=0 uses walk() instead, for an A/B run. */
+ * the staged walks). Used with cuda.gemv_pipe = 1 (off by default; PERF.md v3). */
 template <int K>
 PV_HD void walk_direct(const Seg& s, int stype, int64_t row, int lane, int u1, const float* x, int ldx, float* acc)
 {

@@ -21,44 +21,9 @@ int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e)
 	return pv_errf(err, errlen, "CUDA backend: %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-int pv_cuda_pdl;
-int pv_cuda_prefetch;
-int pv_cuda_gemv_r2;
-int pv_cuda_gemv_direct = 1;
-int pv_cuda_gemv_pipe = 0;
-int pv_cuda_gemv_tma_on = 0;
-int pv_cuda_swiglu_pair = 1;
-int pv_cuda_attn_fuse = 1;
-int pv_cuda_moe_side = 1;
-int pv_cuda_norm_fuse = 0;
-
-static int env_off(const char* name) /* 1 unless the variable is "0" */
-{
-	const char* v = getenv(name);
-	return !(v && !strcmp(v, "0"));
-}
-
+/* Selects device 0. (The tuning switches are per model: tuning.cu, read by pv_cuda_model_init.) */
 int pv_cuda_select_device(char* err, size_t errlen)
 {
-	const char* pdl = getenv("PV_CUDA_PDL");
-	const char* pf = getenv("PV_CUDA_PREFETCH");
-	pv_cuda_pdl = !(pdl && !strcmp(pdl, "0")); /* on by default (measured +1.5 %); PV_CUDA_PDL=0: off */
-	pv_cuda_prefetch = pf && !strcmp(pf, "1"); /* off by default (measured -15 % on 8B bf16); PV_CUDA_PREFETCH=1: on */
-	const char* r2 = getenv("PV_CUDA_GEMV_R");
-	pv_cuda_gemv_r2 = r2 && !strcmp(r2, "2");
-	const char* gd = getenv("PV_CUDA_GEMV_DIRECT");
-	pv_cuda_gemv_direct = !(gd && !strcmp(gd, "0"));
-	const char* gp = getenv("PV_CUDA_GEMV_PIPE");
-	/* off by default: measured on the H200 (8B bf16 208.9 vs 200.4 tok/s, q4_k 97.8 vs 93.3);
-	 * PV_CUDA_GEMV_PIPE=1: on */
-	pv_cuda_gemv_pipe = gp && !strcmp(gp, "1");
-	const char* gtma = getenv("PV_CUDA_GEMV_TMA");
-	pv_cuda_gemv_tma_on = gtma ? atoi(gtma) : 0; /* off: measured 154 vs 205 tok/s (gemv_tma.cu); 1, 2, 3: variants */
-	pv_cuda_swiglu_pair = env_off("PV_CUDA_SWIGLU_PAIR");
-	pv_cuda_attn_fuse = env_off("PV_CUDA_ATTN_FUSE");
-	pv_cuda_moe_side = env_off("PV_CUDA_MOE_SIDE");
-	const char* nf = getenv("PV_CUDA_NORM_FUSE");
-	pv_cuda_norm_fuse = nf && !strcmp(nf, "1"); /* off: measured 211.3 vs 215.0 tok/s (8B bf16), 296 vs 310 (35B-A3B) */
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess) return pv_errf(err, errlen, "CUDA backend: no CUDA device (%s)", cudaGetErrorString(e));
@@ -326,14 +291,20 @@ void pv_cuda_model_free(struct pv_model* m) { model_free(m); }
 int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params, char* err, size_t errlen)
 {
 	const struct pv_config* c = &m->cfg;
-	if (m->dev) return pv_errf(err, errlen, "CUDA backend: the model is already on a device");
-	if (pv_cuda_select_device(err, errlen)) return -1;
+	if (m->dev) return pv_errf(err, errlen, "CUDA backend: the model is already on a device"), PV_E_INVALID;
+	/* the knobs first: a bad one fails the open before anything is uploaded */
+	struct pv_cuda_tuning tu;
+	struct pv_knob knobs[PV_CUDA_N_KNOBS];
+	if (pv_cuda_tuning_read(&tu, knobs, params ? params->knobs : NULL, err, errlen)) return PV_E_INVALID;
+	if (pv_cuda_select_device(err, errlen)) return PV_E_DEVICE;
 	struct dmodel* dm = (struct dmodel*)pv_xcalloc(1, sizeof(*dm));
+	dm->tu = tu;
+	memcpy(dm->knobs, knobs, sizeof knobs);
 	dm->layers = (struct dlayer*)pv_xcalloc((size_t)c->n_layers, sizeof(struct dlayer));
 	struct plan pl = { NULL, 0, 0 };
 	struct pv_stager* sg = NULL;
 	cudaStream_t st = NULL;
-	int rc = -1;
+	int rc = PV_E_DEVICE;
 	size_t fr = 0, tot = 0;
 	double t0 = now_s();
 	int tied = 0;
@@ -383,8 +354,10 @@ int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params,
 			add_mat(&pl, &L->router, &DL->router, 1);
 			if (add_experts(&pl, L->experts, c->n_experts, 0, c->n_experts_used, &DL->ex_gate, err, errlen) ||
 			    add_experts(&pl, L->experts, c->n_experts, 1, c->n_experts_used, &DL->ex_up, err, errlen) ||
-			    add_experts(&pl, L->experts, c->n_experts, 2, c->n_experts_used, &DL->ex_down, err, errlen))
+			    add_experts(&pl, L->experts, c->n_experts, 2, c->n_experts_used, &DL->ex_down, err, errlen)) {
+				rc = PV_E_UNSUPPORTED;
 				goto fail;
+			}
 			if (L->shexp.gate.data) {
 				add_mat(&pl, &L->shexp.gate, &DL->sh_gate, 1);
 				add_mat(&pl, &L->shexp.up, &DL->sh_up, 1);
@@ -400,7 +373,10 @@ int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params,
 
 	/* sizes, one arena */
 	for (int i = 0; i < pl.n; i++) {
-		if (pv_cuda_plan_mat(T(&pl.it[i]), D(&pl.it[i]), err, errlen)) goto fail;
+		if (pv_cuda_plan_mat(T(&pl.it[i]), D(&pl.it[i]), err, errlen)) {
+			rc = PV_E_UNSUPPORTED; /* a weight type without a kernel */
+			goto fail;
+		}
 		dm->arena_bytes += D(&pl.it[i])->bytes;
 	}
 	{
@@ -409,6 +385,7 @@ int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params,
 			pv_errf(err, errlen, "CUDA backend: cannot allocate %.2f GiB for the weights (%.2f GiB free of %.2f): %s",
 			        dm->arena_bytes / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0, cudaGetErrorString(e));
 			dm->arena = NULL;
+			rc = PV_E_NOMEM;
 			goto fail;
 		}
 	}
@@ -456,7 +433,7 @@ int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params,
 		        dm->st.used_after / 1073741824.0, dm->st.used_before / 1073741824.0);
 	m->dev = dm;
 	m->backend = pv_backend_cuda();
-	rc = 0;
+	rc = PV_OK;
 	dm = NULL;
 fail:
 	pv_stager_free(sg);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "quant/quant.h"
+#include "base/file.h"
 #include "base/util.h"
 
 #define PV_GGUF_MAX_KEY 65535 /* the GGUF spec's limit for keys */
@@ -598,20 +599,16 @@ int pv_gguf_parse(struct pv_gguf* g, const char* label, const void* buf, size_t 
 
 int pv_gguf_open(struct pv_gguf* g, const char* path, char* err, size_t errlen)
 {
-	struct stat st;
+	uint64_t size;
 
 	memset(g, 0, sizeof *g);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) return pv_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+	int fd = pv_file_open(path, &size, err, errlen); /* a FIFO or a device fails here, never blocks */
+	if (fd < 0) return -1;
+	if (size < 24) {
 		close(fd);
-		return pv_errf(err, errlen, "%s: not a regular file", path);
+		return pv_errf(err, errlen, "%s: %llu bytes is too short for a GGUF file", path, (unsigned long long)size);
 	}
-	if (st.st_size < 24) {
-		close(fd);
-		return pv_errf(err, errlen, "%s: %lld bytes is too short for a GGUF file", path, (long long)st.st_size);
-	}
-	size_t len = (size_t)st.st_size;
+	size_t len = (size_t)size;
 	void* map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (map == MAP_FAILED) return pv_errf(err, errlen, "%s: mmap failed: %s", path, strerror(errno));

@@ -2,14 +2,14 @@
  * gguf_write.h: a streaming GGUF v3 writer (the layout gguf.h describes).
  *
  * Use:
- *   pv_gguf_writer_open(&w, path, ...)            creates PATH.tmp
+ *   pv_gguf_writer_open(&w, path, ...)            creates PATH.tmp.XXXXXX
  *   pv_gguf_w_u32 / _str / _arr_str / ...         key-value pairs, in the order they are added
  *   pv_gguf_w_tensor(w, name, n_dims, ne, type)  tensor infos, in file order (offsets assigned)
  *   pv_gguf_w_begin_data(w)                       writes the header, the KVs, the infos, padding
  *   pv_gguf_w_data(w, bytes, n) ...               each tensor's bytes, in info order, in pieces
  *                                                 of any size (padding between tensors is added)
- *   pv_gguf_writer_close(w, &err)                 flush, fsync, close, rename PATH.tmp -> PATH
- * pv_gguf_writer_abort removes PATH.tmp (any time; also frees w). Only the metadata is held in
+ *   pv_gguf_writer_close(w, &err)                 flush, fsync, close, rename to PATH
+ * pv_gguf_writer_abort removes the temporary file (any time; also frees w). Only the metadata is held in
  * memory; tensor data goes straight to the file, so a model never sits in memory at once.
  *
  * Every write is checked. The first failure is kept (a one-line message naming the file) and
@@ -27,8 +27,10 @@
 
 struct pv_gguf_writer;
 
-/* Creates path + ".tmp" for writing. alignment: a power of two (0: 32), recorded as the key
- * `general.alignment`. */
+/* Creates a new temporary file beside path (path + ".tmp.XXXXXX", with O_EXCL | O_NOFOLLOW: a
+ * planted file or link is never written through) for writing. path must name nothing or a
+ * regular file (replaced at close); a directory, a device, a FIFO or a symbolic link is refused.
+ * alignment: a power of two (0: 32), recorded as the key `general.alignment`. */
 int pv_gguf_writer_open(struct pv_gguf_writer** out, const char* path, uint32_t alignment, char* err, size_t errlen);
 
 /* Scalar keys. */
@@ -61,15 +63,17 @@ int pv_gguf_w_tensor(struct pv_gguf_writer* w, const char* name, int n_dims, con
  * whole number of blocks). */
 uint64_t pv_gguf_tensor_bytes(int n_dims, const int64_t* ne, int ggml_type);
 
-/* Writes everything before the data section. No keys or tensors may be added after it. */
+/* Writes everything before the data section. No keys or tensors may be added after it. Fails
+ * (nothing written) when the file system has less free space than the file will take. */
 int pv_gguf_w_begin_data(struct pv_gguf_writer* w);
 /* Appends n bytes to the tensor being written (tensors in info order). */
 int pv_gguf_w_data(struct pv_gguf_writer* w, const void* data, size_t n);
 
 /* Finishes the file: checks every tensor got all its bytes, flushes, fsyncs, closes and renames
- * PATH.tmp to PATH. Frees w whatever the outcome; on failure PATH.tmp is removed. */
+ * the temporary file to PATH (checked again: never over anything but a regular file). Frees w
+ * whatever the outcome; on failure the temporary file is removed. */
 int pv_gguf_writer_close(struct pv_gguf_writer* w, char* err, size_t errlen);
-/* Abandons the file: closes and removes PATH.tmp, frees w. NULL is fine. */
+/* Abandons the file: closes and removes the temporary file, frees w. NULL is fine. */
 void pv_gguf_writer_abort(struct pv_gguf_writer* w);
 /* The first error, or NULL. */
 const char* pv_gguf_writer_error(const struct pv_gguf_writer* w);

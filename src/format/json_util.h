@@ -1,6 +1,6 @@
 /*
  * json_util.h: jansson helpers shared by the JSON readers (the safetensors header here,
- * config.json in model/).
+ * config.json in model/, the tokenizer's and the model directory's side files).
  */
 #ifndef PV_JSON_UTIL_H
 #define PV_JSON_UTIL_H
@@ -21,5 +21,10 @@ static inline const char* pv_json_kind(const json_t* v)
 	default: return "null";
 	}
 }
+
+/* A JSON file of at most max bytes (jansson decoding flags), read with pv_file_read (a FIFO, a
+ * device or a directory fails at once); NULL with "PATH: not valid JSON (line L, column C): ..."
+ * or the reading error. */
+json_t* pv_json_read_file(const char* path, size_t max, size_t flags, char* err, size_t errlen);
 
 #endif

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/util.h"
 #include "format/json_util.h"
 
@@ -286,21 +287,17 @@ int pv_st_parse(struct pv_st_file* f, const char* label, const void* buf, size_t
 
 int pv_st_open(struct pv_st_file* f, const char* path, char* err, size_t errlen)
 {
-	struct stat st;
+	uint64_t size;
 
 	memset(f, 0, sizeof *f);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) return pv_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+	int fd = pv_file_open(path, &size, err, errlen); /* a FIFO or a device fails here, never blocks */
+	if (fd < 0) return -1;
+	if (size < 8) {
 		close(fd);
-		return pv_errf(err, errlen, "%s: not a regular file", path);
+		return pv_errf(err, errlen, "%s: %llu bytes is too short for a safetensors file", path,
+		               (unsigned long long)size);
 	}
-	if (st.st_size < 8) {
-		close(fd);
-		return pv_errf(err, errlen, "%s: %lld bytes is too short for a safetensors file", path,
-		               (long long)st.st_size);
-	}
-	size_t len = (size_t)st.st_size;
+	size_t len = (size_t)size;
 	void* map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (map == MAP_FAILED) return pv_errf(err, errlen, "%s: mmap failed: %s", path, strerror(errno));

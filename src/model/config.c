@@ -16,6 +16,7 @@
 
 #include "format/json_util.h"
 #include "format/safetensors.h" /* pv_printable */
+#include "base/file.h"
 #include "base/util.h"
 
 #define MAX_CONFIG_BYTES (16 << 20)
@@ -435,20 +436,10 @@ int pv_config_parse_buffer(struct pv_config* c, const char* label, const char* b
 int pv_config_parse(struct pv_config* c, const char* json_path, char* err, size_t errlen)
 {
 	memset(c, 0, sizeof *c);
-	FILE* fp = fopen(json_path, "rb");
-	if (!fp) return pv_errf(err, errlen, "%s: cannot open: %s", json_path, strerror(errno));
-
-	char* buf = pv_xmalloc(MAX_CONFIG_BYTES + 1);
-	size_t n = fread(buf, 1, MAX_CONFIG_BYTES + 1, fp);
-	int bad = ferror(fp);
-	fclose(fp);
-	int rc;
-	if (bad)
-		rc = pv_errf(err, errlen, "%s: read error", json_path);
-	else if (n > MAX_CONFIG_BYTES)
-		rc = pv_errf(err, errlen, "%s: larger than %d bytes", json_path, MAX_CONFIG_BYTES);
-	else
-		rc = pv_config_parse_buffer(c, json_path, buf, n, err, errlen);
+	size_t n;
+	char* buf = pv_file_read(json_path, MAX_CONFIG_BYTES, &n, err, errlen); /* a directory, FIFO, device: a message */
+	if (!buf) return -1;
+	int rc = pv_config_parse_buffer(c, json_path, buf, n, err, errlen);
 	free(buf);
 	return rc;
 }

@@ -31,6 +31,7 @@ struct gbind {
 	size_t errlen;
 	int mixed;
 	enum pv_dtype dtype;
+	char key[256];
 };
 
 static void* own(struct pv_gguf_model* gm, void* p) { return pv_own(gm->owner, p); }
@@ -60,6 +61,19 @@ static int key_u32(struct gbind* b, const char* suffix, int* out, int required, 
 	if (v > (1u << 24)) return pv_errf(b->err, b->errlen, "%s: %s = %u is out of range", b->gm->g.path, key, v);
 	*out = (int)v;
 	return 0;
+}
+
+/* "ARCH.suffix" in a buffer of b's (valid until the next call) */
+static const char* arch_key(struct gbind* b, const char* suffix)
+{
+	snprintf(b->key, sizeof b->key, "%s.%s", b->gm->arch, suffix);
+	return b->key;
+}
+#define ARCH_KEY(b, s) arch_key(b, s)
+
+static int bad_key(struct gbind* b, const char* suffix, long long v, const char* why)
+{
+	return pv_errf(b->err, b->errlen, "%s: %s.%s = %lld %s", b->gm->g.path, b->gm->arch, suffix, v, why);
 }
 
 static int key_f32(struct gbind* b, const char* suffix, float* out, float def)
@@ -102,14 +116,23 @@ static int read_config(struct gbind* b)
 		return pv_errf(b->err, b->errlen, "%s: nextn_predict_layers %d with block_count %d is not supported", b->gm->g.path, nextn, blocks);
 	c->n_layers = blocks - nextn;
 	c->n_mtp_layers = nextn;
-	if (c->hidden <= 0 || c->n_heads <= 0 || c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads || c->n_layers <= 0 || c->max_pos <= 0)
-		return pv_errf(b->err, b->errlen, "%s: inconsistent attention settings (H %d, heads %d/%d, layers %d)", b->gm->g.path,
-		               c->hidden, c->n_heads, c->n_kv_heads, c->n_layers);
+	/* each key that is wrong is named with its value */
+	if (c->hidden <= 0) return bad_key(b, "embedding_length", c->hidden, "must be at least 1");
+	if (c->n_heads <= 0) return bad_key(b, "attention.head_count", c->n_heads, "must be at least 1");
+	if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads)
+		return bad_key(b, "attention.head_count_kv", c->n_kv_heads, "must be at least 1 and divide attention.head_count");
+	if (c->max_pos <= 0) return bad_key(b, "context_length", c->max_pos, "must be at least 1");
+	int has_kl = pv_gguf_find(&b->gm->g, ARCH_KEY(b, "attention.key_length")) != NULL;
 	if (key_u32(b, "attention.key_length", &c->head_dim, 0, c->hidden / c->n_heads)) return -1;
+	if (c->head_dim <= 0)
+		return has_kl ? bad_key(b, "attention.key_length", c->head_dim, "must be at least 1")
+		              : pv_errf(b->err, b->errlen, "%s: %s.attention.key_length is missing and embedding_length %d / head_count %d "
+		                        "gives a head of 0 dimensions", b->gm->g.path, b->gm->arch, c->hidden, c->n_heads);
 	int vlen;
 	if (key_u32(b, "attention.value_length", &vlen, 0, c->head_dim)) return -1;
-	if (vlen != c->head_dim || c->head_dim <= 0)
-		return pv_errf(b->err, b->errlen, "%s: key_length %d != value_length %d", b->gm->g.path, c->head_dim, vlen);
+	if (vlen != c->head_dim)
+		return pv_errf(b->err, b->errlen, "%s: %s.attention.value_length %d differs from attention.key_length %d (proven needs "
+		               "equal key and value head dimensions)", b->gm->g.path, b->gm->arch, vlen, c->head_dim);
 	if (key_u32(b, "rope.dimension_count", &c->rope_dim, 0, c->head_dim)) return -1;
 	if (c->rope_dim < 2 || c->rope_dim % 2 || c->rope_dim > c->head_dim)
 		return pv_errf(b->err, b->errlen, "%s: rope.dimension_count %d does not fit head dim %d", b->gm->g.path, c->rope_dim, c->head_dim);
@@ -173,7 +196,11 @@ static int read_config(struct gbind* b)
 		c->layer_moe[i] = moe && tensor(b, key) != NULL;
 	}
 	const struct pv_gguf_tensor* emb = tensor(b, "token_embd.weight");
-	if (!emb || emb->n_dims != 2) return pv_errf(b->err, b->errlen, "%s: missing tensor token_embd.weight", b->gm->g.path);
+	if (!emb) return pv_errf(b->err, b->errlen, "%s: missing tensor token_embd.weight", b->gm->g.path);
+	if (emb->n_dims != 2 || emb->ne[1] < 1 || emb->ne[1] > PV_MAX_VOCAB)
+		return pv_errf(b->err, b->errlen, "%s: tensor token_embd.weight has %d dimensions ne {%lld, %lld, %lld, %lld}, expected "
+		               "2: {embedding_length %d, vocabulary of 1 to %d}", b->gm->g.path, emb->n_dims, (long long)emb->ne[0],
+		               (long long)emb->ne[1], (long long)emb->ne[2], (long long)emb->ne[3], c->hidden, PV_MAX_VOCAB);
 	c->vocab = (int)emb->ne[1];
 	c->tied = tensor(b, "output.weight") == NULL;
 	return pv_config_check(c, b->gm->g.path, b->err, b->errlen);
@@ -411,7 +438,15 @@ static int load_text(struct pv_model* m, struct pv_gguf_model* gm, char* err, si
 		p += sl + 1;
 	}
 	/* NFC as Hugging Face tokenizers apply it for Qwen (llama.cpp does not; see proven_text.h) */
-	if (pv_tok_from_vocab(&m->tok, toks, types, (int)tok.n, mers, (int)mer.n, pre, PV_TOK_NFC, err, errlen)) goto done;
+	char msg[384];
+	if (pv_tok_from_vocab(&m->tok, toks, types, (int)tok.n, mers, (int)mer.n, pre, PV_TOK_NFC, msg, sizeof msg)) {
+		/* the key at fault: the builder's messages start with what they are about */
+		const char* key = !strncmp(msg, "merge", 5) ? "tokenizer.ggml.merges"
+		                  : strstr(msg, "unknown type") ? "tokenizer.ggml.token_type"
+		                                                : "tokenizer.ggml.tokens";
+		pv_errf(err, errlen, "%s: %s: %s", g->path, key, msg);
+		goto done;
+	}
 	if (pv_tok_n_vocab(m->tok) > m->cfg.vocab) {
 		pv_errf(err, errlen, "%s: the tokenizer has %d ids but token_embd has %d rows", g->path, pv_tok_n_vocab(m->tok), m->cfg.vocab);
 		goto done;
@@ -473,6 +508,14 @@ int pv_gguf_model_load(struct pv_model* m, const char* path, struct pv_load_stat
 	st->n_tensors = (int)gm->g.n_tensors;
 	st->prefix = "";
 	return load_text(m, gm, err, errlen);
+}
+
+int pv_gguf_model_tensor(const struct pv_gguf_model* gm, int64_t i, const char** name, struct pv_tensor* view)
+{
+	if (!gm || i < 0 || i >= gm->g.n_tensors) return 0;
+	*name = gm->g.tensors[i].name;
+	pv_gguf_tensor_view(&gm->g.tensors[i], view);
+	return 1;
 }
 
 int pv_gguf_model_mapping(const struct pv_gguf_model* gm, const void** ptr, size_t* len)

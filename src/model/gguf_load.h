@@ -17,6 +17,9 @@
 int pv_gguf_model_load(struct pv_model* m, const char* path, struct pv_load_stats* st, char* err, size_t errlen);
 /* The file mapping (for prefaulting with progress); 0 when there is none. */
 int pv_gguf_model_mapping(const struct pv_gguf_model* g, const void** ptr, size_t* len);
+/* Tensor i of the file (0 <= i < count): its name and a view of all of it as rows of ne[0];
+ * returns 0 when i is past the last (the weight check walks the file this way). */
+int pv_gguf_model_tensor(const struct pv_gguf_model* g, int64_t i, const char** name, struct pv_tensor* view);
 /* Unmaps the file and frees everything the binding allocated. NULL is fine. */
 void pv_gguf_model_free(struct pv_gguf_model* g);
 

@@ -11,10 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "model/config.h"
+#include "format/json_util.h"
 #include "format/safetensors.h"
+#include "base/file.h"
 #include "base/hash.h"
 #include "base/util.h"
 
@@ -85,12 +86,6 @@ static char* join(const char* dir, const char* name)
 	return p;
 }
 
-static int exists(const char* path)
-{
-	struct stat st;
-	return stat(path, &st) == 0;
-}
-
 /* A shard named by the index must be a plain file name inside the directory (HF cache snapshots
  * make it a symlink, which is fine). */
 static int plain_name(const char* s)
@@ -118,25 +113,7 @@ static int cmp_str(const void* a, const void* b)
 
 static json_t* read_json(const char* path, char* err, size_t errlen)
 {
-	json_error_t jerr;
-	FILE* fp = fopen(path, "rb");
-	if (!fp) {
-		pv_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-		return NULL;
-	}
-	char* buf = pv_xmalloc(MAX_INDEX_BYTES + 1);
-	size_t n = fread(buf, 1, MAX_INDEX_BYTES + 1, fp);
-	fclose(fp);
-	json_t* root = NULL;
-	if (n > MAX_INDEX_BYTES) {
-		pv_errf(err, errlen, "%s: larger than %d bytes", path, MAX_INDEX_BYTES);
-	} else if (!(root = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &jerr))) {
-		char text[sizeof jerr.text];
-		pv_errf(err, errlen, "%s: not valid JSON (line %d, column %d): %s", path, jerr.line,
-		        jerr.column, pv_printable(text, sizeof text, jerr.text));
-	}
-	free(buf);
-	return root;
+	return pv_json_read_file(path, MAX_INDEX_BYTES, JSON_REJECT_DUPLICATES, err, errlen);
 }
 
 /* Every weight_map entry must name a plain shard file that really holds the tensor. */
@@ -207,21 +184,23 @@ out:
 int pv_hf_open(struct pv_files** out, const char* dir, char* err, size_t errlen)
 {
 	struct pv_files* f = pv_xcalloc(1, sizeof *f);
-	struct stat st;
-	int rc;
+	int rc, e1, e2;
 
 	*out = NULL;
 	f->dir = pv_xstrdup(dir);
 	char* single = join(dir, "model.safetensors");
 	char* index = join(dir, "model.safetensors.index.json");
-	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+	/* a name that is there but cannot be used (a looping or dangling link, a FIFO) is reported as
+	 * itself, not as missing */
+	int ks = pv_path_kind(single, &e1), ki = pv_path_kind(index, &e2);
+	if (pv_path_kind(dir, NULL) != PV_PATH_DIR) {
 		rc = pv_errf(err, errlen, "%s: not a directory", dir);
-	} else if (exists(single)) {
+	} else if (ks != PV_PATH_ABSENT) {
 		f->shards = pv_xcalloc(1, sizeof *f->shards);
-		rc = open_shard(f, "model.safetensors", err, errlen);
+		rc = ks == PV_PATH_BROKEN ? pv_path_err(single, ks, e1, err, errlen) : open_shard(f, "model.safetensors", err, errlen);
 		if (!rc) rc = build_index(f, err, errlen);
-	} else if (exists(index)) {
-		rc = open_sharded(f, index, err, errlen);
+	} else if (ki != PV_PATH_ABSENT) {
+		rc = ki == PV_PATH_FILE ? open_sharded(f, index, err, errlen) : pv_path_err(index, ki, e2, err, errlen);
 	} else {
 		rc = pv_errf(err, errlen, "%s: neither model.safetensors nor model.safetensors.index.json found", dir);
 	}
@@ -584,6 +563,25 @@ int pv_hf_bind(struct pv_files* f, struct pv_config* cfg, struct pv_weights* w, 
 
 	unsigned d = b.dtypes_seen;
 	st->dtype = d == 1u << PV_BF16 ? "bf16" : d == 1u << PV_F16 ? "f16" : d == 1u << PV_F32 ? "f32" : "mixed";
+	return 0;
+}
+
+int pv_hf_tensor(const struct pv_files* f, int i, const char** name, struct pv_tensor* view)
+{
+	if (!f || i < 0) return 0;
+	for (int s = 0; s < f->n_shards; s++) {
+		if (i >= f->shards[s].n_tensors) {
+			i -= f->shards[s].n_tensors;
+			continue;
+		}
+		const struct pv_st_tensor* t = &f->shards[s].tensors[i];
+		*name = t->name;
+		memset(view, 0, sizeof *view);
+		if (t->dtype < 0 || t->numel <= 0) return 1;
+		int64_t cols = t->ndim ? t->shape[t->ndim - 1] : 1;
+		*view = (struct pv_tensor){ t->data, (enum pv_dtype)t->dtype, t->numel / cols, cols };
+		return 1;
+	}
 	return 0;
 }
 

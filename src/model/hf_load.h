@@ -44,6 +44,10 @@ const struct pv_st_tensor* pv_hf_find(const struct pv_files* f, const char* name
 
 /* The i-th file mapping (for prefaulting with progress); 0 when i is out of range. */
 int pv_hf_mapping(const struct pv_files* f, int i, const void** ptr, size_t* len);
+/* Tensor i of all shards in order (0 <= i < count), when its dtype is one the engine reads: its
+ * name and a view of all of it as rows of the last dimension (view->data NULL for a tensor of
+ * another dtype or no elements); returns 0 when i is past the last. */
+int pv_hf_tensor(const struct pv_files* f, int i, const char** name, struct pv_tensor* view);
 
 /* Unmaps everything. NULL is fine. */
 void pv_hf_close(struct pv_files* f);

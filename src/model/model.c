@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <time.h>
 #include <unistd.h>
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <pthread.h>
 
 #include "base/clock.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "base/sha256.h"
 #include "model/config.h"
@@ -134,15 +136,19 @@ int pv_model_load(struct pv_model* m, const char* path, const struct pv_model_pa
 	const int verbose = p->verbose;
 	const double t0 = pv_now_s();
 	m->path = pv_xstrdup(path);
-	struct stat sb;
-	int rc;
-	if (stat(path, &sb)) return pv_errf(err, errlen, "%s: %s", path, strerror(errno)), PV_E_IO;
-	if (S_ISREG(sb.st_mode)) {
+	int rc, e, kind = pv_path_kind(path, &e);
+	if (kind == PV_PATH_FILE) {
 		/* a single file: GGUF */
 		if (verbose) pv_log(PV_LOG_INFO, "%s: mapping GGUF", path);
 		rc = pv_gguf_model_load(m, path, &st, err, errlen);
-	} else {
+	} else if (kind == PV_PATH_DIR) {
 		rc = load_hf(m, path, verbose, &st, err, errlen);
+	} else if (kind == PV_PATH_OTHER) {
+		/* never opened: a FIFO would block, a device would stream */
+		return pv_errf(err, errlen, "%s: not a regular file or directory (a model is a GGUF file or a Hugging Face directory)",
+		               path), PV_E_IO;
+	} else {
+		return pv_path_err(path, kind, e, err, errlen), PV_E_IO;
 	}
 	if (rc) return PV_E_FORMAT;
 	fill_info(m, &st);
@@ -200,6 +206,63 @@ int pv_model_digest(const pv_model* cm, char hex[65])
 	memcpy(hex, m->digest, 65);
 	pthread_mutex_unlock(&m->digest_lock);
 	return PV_OK;
+}
+
+/* Scans one tensor; 1 (and *f filled) when it holds a non-finite value. */
+static int check_tensor(const char* name, const struct pv_tensor* v, float* row, struct pv_weight_fault* f)
+{
+	int found = 0;
+	for (int64_t r = 0; r < v->rows; r++) {
+		pv_tensor_row_f32(v, r, row);
+		for (int64_t c = 0; c < v->cols; c++) {
+			if (isfinite(row[c])) continue;
+			if (!found) {
+				memset(f, 0, sizeof *f);
+				snprintf(f->tensor, sizeof f->tensor, "%s", name);
+				f->rows = v->rows;
+				f->cols = v->cols;
+				f->row = r;
+				f->col = c;
+				f->value = row[c];
+				found = 1;
+			}
+			f->count++;
+		}
+	}
+	return found;
+}
+
+int pv_model_check(const pv_model* m, struct pv_weight_fault* faults, int max, void (*progress)(void* user, double fraction),
+                   void* user)
+{
+	int n = 0;
+	float* row = NULL;
+	size_t row_cap = 0;
+	uint64_t total = 0, done = 0;
+	const char* name;
+	struct pv_tensor v;
+	/* the file's tensors by index, GGUF or HF alike */
+#define TENSOR(i) (m->gguf ? pv_gguf_model_tensor(m->gguf, i, &name, &v) : pv_hf_tensor(m->files, (int)(i), &name, &v))
+	for (int64_t i = 0; TENSOR(i); i++)
+		if (v.data) total += (uint64_t)(v.rows * v.cols);
+	for (int64_t i = 0; TENSOR(i); i++) {
+		if (!v.data || v.rows <= 0 || v.cols <= 0) continue;
+		if ((size_t)v.cols > row_cap) {
+			free(row);
+			row_cap = (size_t)v.cols;
+			row = pv_xmalloc(sizeof *row * row_cap);
+		}
+		struct pv_weight_fault f;
+		if (check_tensor(name, &v, row, &f)) {
+			if (n < max && faults) faults[n] = f;
+			n++;
+		}
+		done += (uint64_t)(v.rows * v.cols);
+		if (progress) progress(user, total ? (double)done / (double)total : 1.0);
+	}
+#undef TENSOR
+	free(row);
+	return n;
 }
 
 const struct pv_model_info* pv_model_get_info(const pv_model* m)

@@ -2,17 +2,18 @@
  * model_text.c: what a model directory says about text: the tokenizer (tokenizer.json), the chat
  * template (tokenizer_config.json "chat_template" or chat_template.jinja) and the
  * end-of-generation ids (generation_config.json, config.json, and the ChatML end tokens).
- * Everything is optional; a file that is present but broken is an error.
+ * Everything is optional; a file that is present but broken (or not a regular file) is an error.
  */
 #include "model/model.h"
 #include "text/tokenizer.h"
+#include "format/json_util.h"
+#include "base/file.h"
 #include "base/util.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 void pv_model_add_eos(struct pv_model* m, int32_t id)
 {
@@ -22,17 +23,20 @@ void pv_model_add_eos(struct pv_model* m, int32_t id)
 	m->eos[m->n_eos++] = id;
 }
 
-static int exists(const char* path)
+#define MAX_SIDE_FILE (64u << 20)
+
+/* Anything at path, a dangling or looping link included (reading it then says what is wrong). */
+static int present(const char* path)
 {
-	struct stat st;
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+	return pv_path_kind(path, NULL) != PV_PATH_ABSENT;
 }
 
 /* eos_token_id: an integer or a list of integers, possibly under text_config. */
-static void eos_from_json(struct pv_model* m, const char* path)
+static int eos_from_json(struct pv_model* m, const char* path, char* err, size_t errlen)
 {
-	json_t* j = json_load_file(path, 0, NULL);
-	if (!j) return;
+	if (!present(path)) return 0;
+	json_t* j = pv_json_read_file(path, MAX_SIDE_FILE, 0, err, errlen);
+	if (!j) return -1;
 	json_t* v = json_object_get(j, "eos_token_id");
 	if (!v && json_is_object(json_object_get(j, "text_config")))
 		v = json_object_get(json_object_get(j, "text_config"), "eos_token_id");
@@ -40,43 +44,22 @@ static void eos_from_json(struct pv_model* m, const char* path)
 	for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++)
 		if (json_is_integer(json_array_get(v, i))) pv_model_add_eos(m, (int32_t)json_integer_value(json_array_get(v, i)));
 	json_decref(j);
-}
-
-static char* read_file(const char* path)
-{
-	FILE* f = fopen(path, "rb");
-	if (!f) return NULL;
-	char* buf = NULL;
-	if (!fseek(f, 0, SEEK_END)) {
-		long n = ftell(f);
-		if (n >= 0 && n < (64 << 20) && !fseek(f, 0, SEEK_SET)) {
-			buf = pv_xmalloc((size_t)n + 1);
-			if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-				free(buf);
-				buf = NULL;
-			} else {
-				buf[n] = 0;
-			}
-		}
-	}
-	fclose(f);
-	return buf;
+	return 0;
 }
 
 int pv_model_text_hf(struct pv_model* m, const char* dir, char* err, size_t errlen)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
-	if (exists(path) && pv_tok_open_json(&m->tok, path, err, errlen)) return -1;
+	if (present(path) && pv_tok_open_json(&m->tok, path, err, errlen)) return -1;
 	if (m->tok && pv_tok_n_vocab(m->tok) > m->cfg.vocab)
 		return pv_errf(err, errlen, "%s: the tokenizer has %d ids but the model's embedding has only %d rows", path,
 		               pv_tok_n_vocab(m->tok), m->cfg.vocab);
 
 	snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
-	if (exists(path)) {
-		json_error_t je;
-		json_t* j = json_load_file(path, 0, &je);
-		if (!j) return pv_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
+	if (present(path)) {
+		json_t* j = pv_json_read_file(path, MAX_SIDE_FILE, 0, err, errlen);
+		if (!j) return -1;
 		json_t* t = json_object_get(j, "chat_template");
 		if (json_is_string(t)) m->chat_template = pv_xstrdup(json_string_value(t));
 		/* the list form: [{"name": "default", "template": "..."}, ...] */
@@ -92,12 +75,13 @@ int pv_model_text_hf(struct pv_model* m, const char* dir, char* err, size_t errl
 		json_decref(j);
 	}
 	snprintf(path, sizeof(path), "%s/chat_template.jinja", dir);
-	if (!m->chat_template && exists(path)) m->chat_template = read_file(path);
+	if (!m->chat_template && present(path) && !(m->chat_template = pv_file_read(path, MAX_SIDE_FILE, NULL, err, errlen)))
+		return -1;
 
 	snprintf(path, sizeof(path), "%s/generation_config.json", dir);
-	eos_from_json(m, path);
+	if (eos_from_json(m, path, err, errlen)) return -1;
 	snprintf(path, sizeof(path), "%s/config.json", dir);
-	eos_from_json(m, path);
+	if (eos_from_json(m, path, err, errlen)) return -1;
 	if (m->tok) {
 		pv_model_add_eos(m, pv_tok_id(m->tok, "<|im_end|>"));
 		pv_model_add_eos(m, pv_tok_id(m->tok, "<|endoftext|>"));

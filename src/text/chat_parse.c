@@ -353,6 +353,7 @@ struct pv_chat_stream {
 
 static void trimmed_add(struct trimmed* t, struct strbuf* out, struct strview seg)
 {
+	if (!seg.n) return; /* nothing (seg.p may be NULL: no arithmetic on it) */
 	/* split seg into [body][trailing whitespace] */
 	struct strview body = pv_py_rstrip(seg);
 	struct strview tail = { body.p + body.n, seg.n - body.n };
@@ -411,6 +412,7 @@ void pv_chat_stream_free(pv_chat_stream* s)
 /* Consumes certain text of the current phase up to (not including) `to`. */
 static void stream_take(pv_chat_stream* s, size_t to)
 {
+	if (to == s->pos) return; /* buf.p is NULL until something was fed */
 	struct strview seg = { s->buf.p + s->pos, to - s->pos };
 	if (s->phase == ST_THINK) trimmed_add(&s->r, &s->dr, seg);
 	else trimmed_add(&s->c, &s->dc, seg);

@@ -57,6 +57,7 @@ static int fail(struct ctx* c, const char* fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(c->err, c->errlen, fmt, ap);
 		va_end(ap);
+		pv_msg_clean(c->err); /* a role or a JSON error quotes the client's text */
 	}
 	return -1;
 }

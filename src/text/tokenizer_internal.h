@@ -66,6 +66,7 @@ struct pv_tok {
 	int n_added;
 	uint32_t added_begin[257]; /* added[added_begin[b] .. added_begin[b+1]) start with byte b */
 	int nfc, ignore_merges;
+	int32_t dup_first, dup_later; /* two vocabulary ids with one text (-1: none), for messages */
 	uint8_t* nfc_check; /* bitmap over code points: 1 = NFC may change text containing it */
 	char* pattern; /* as given */
 	pcre2_code* re;

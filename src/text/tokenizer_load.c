@@ -10,16 +10,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <utf8proc.h>
 
+#include "base/file.h"
 #include "base/utf8.h"
 #include "base/util.h"
+#include "format/json_util.h"
 #include "text/tokenizer_internal.h"
 
 #define MAX_TOKENS (1 << 24)
 #define MAX_TOKEN_BYTES (1 << 16)
 #define MAX_MERGES (1 << 26)
+#define MAX_JSON_BYTES ((size_t)256 << 20) /* the real files are about 10 MiB */
 
 /* The pre-tokenizer regexes of qwen-models.md §9.2. */
 static const char re_qwen2[] =
@@ -173,6 +175,7 @@ static struct pv_tok* tok_alloc(int n_vocab)
 		return NULL;
 	}
 	memset(t->text_off, 0xFF, sizeof(uint32_t) * (size_t)n_vocab);
+	t->dup_first = t->dup_later = -1;
 	return t;
 }
 
@@ -218,8 +221,12 @@ static int tok_index(struct pv_tok* t, size_t n_merges, char* err, size_t errlen
 		if (!has_text(t, i)) continue;
 		size_t len;
 		const char* s = tok_text(t, i, &len);
-		/* a text given to two ids (possible in GGUF files) maps to the later id, as in llama.cpp */
-		if (t->flags[i] & KF_VOCAB) strmap_put(t, &t->vocab, i);
+		/* a text given to two ids (possible in GGUF files) maps to the later id, as in llama.cpp;
+		 * the first such pair is kept for the message of a merge that then fails */
+		if (t->flags[i] & KF_VOCAB) {
+			int32_t prev = strmap_put(t, &t->vocab, i);
+			if (prev >= 0 && t->dup_first < 0) t->dup_first = prev, t->dup_later = i;
+		}
 		if ((t->flags[i] & KF_ADDED) && len) {
 			int32_t prev = strmap_put(t, &t->addmap, i);
 			if (prev >= 0) {
@@ -269,19 +276,50 @@ static int tok_index(struct pv_tok* t, size_t n_merges, char* err, size_t errlen
 	return 0;
 }
 
+/* Why text s (not in the vocabulary map) is missing, for a merge's message: it belongs to an id
+ * that is not a normal vocabulary token, or two ids share a text and one lost its own. */
+static void why_missing(const struct pv_tok* t, const char* s, size_t n, char* buf, size_t len)
+{
+	buf[0] = 0;
+	for (int32_t i = 0; i < t->n_vocab; i++) {
+		size_t l;
+		if (!has_text(t, i) || (t->flags[i] & KF_VOCAB)) continue;
+		const char* x = tok_text(t, i, &l);
+		if (l != n || memcmp(x, s, n)) continue;
+		const char* kind = (t->flags[i] & KF_SPECIAL) ? "a control (special) token"
+		                   : (t->flags[i] & KF_ADDED) ? "a user-defined (added) token"
+		                                              : "an unused or unknown token";
+		snprintf(buf, len, ": id %d has this text but is typed as %s, not as a normal vocabulary token", i, kind);
+		return;
+	}
+	if (t->dup_first >= 0) {
+		size_t l;
+		const char* x = tok_text(t, t->dup_first, &l);
+		snprintf(buf, len, " (ids %d and %d have the same text \"%.*s\"; a text names one id)", t->dup_first, t->dup_later,
+		         (int)(l > 40 ? 40 : l), x);
+	}
+}
+
 static int tok_add_merge(struct pv_tok* t, const char* a, size_t an, const char* b, size_t bn, int32_t rank,
                          struct arena* scratch, char* err, size_t errlen)
 {
+	char why[200];
 	int32_t ia = strmap_get(t, &t->vocab, a, an), ib = strmap_get(t, &t->vocab, b, bn);
-	if (ia < 0 || ib < 0)
-		return pv_errf(err, errlen, "merge %d: token \"%.*s\" is not in the vocabulary", rank,
-		               (int)(ia < 0 ? (an > 40 ? 40 : an) : (bn > 40 ? 40 : bn)), ia < 0 ? a : b);
+	if (ia < 0 || ib < 0) {
+		const char* s = ia < 0 ? a : b;
+		size_t n = ia < 0 ? an : bn;
+		why_missing(t, s, n, why, sizeof why);
+		return pv_errf(err, errlen, "merge %d: token \"%.*s\" is not in the vocabulary%s", rank, (int)(n > 40 ? 40 : n), s,
+		               why);
+	}
 	scratch->n = 0;
 	if (arena_put(scratch, a, an) || arena_put(scratch, b, bn)) return pv_errf(err, errlen, "out of memory");
 	int32_t im = strmap_get(t, &t->vocab, scratch->p, scratch->n);
-	if (im < 0)
-		return pv_errf(err, errlen, "merge %d: the merged token \"%.*s\" is not in the vocabulary", rank,
-		               (int)(scratch->n > 40 ? 40 : scratch->n), scratch->p);
+	if (im < 0) {
+		why_missing(t, scratch->p, scratch->n, why, sizeof why);
+		return pv_errf(err, errlen, "merge %d: the merged token \"%.*s\" is not in the vocabulary%s", rank,
+		               (int)(scratch->n > 40 ? 40 : scratch->n), scratch->p, why);
+	}
 	pairmap_put(&t->merges, ia, ib, rank, im);
 	return 0;
 }
@@ -591,7 +629,6 @@ fail:
 
 int pv_tok_open_json(struct pv_tok** out, const char* path, char* err, size_t errlen)
 {
-	struct stat st;
 	char buf[4096];
 
 	*out = NULL;
@@ -599,17 +636,14 @@ int pv_tok_open_json(struct pv_tok** out, const char* path, char* err, size_t er
 	size_t n = strlen(path);
 	if (n >= 5 && !strcmp(path + n - 5, ".gguf"))
 		return pv_errf(err, errlen, "%s: GGUF tokenizers are not supported yet (give a tokenizer.json or its directory)", path);
-	if (stat(path, &st)) return pv_errf(err, errlen, "%s: %s", path, strerror(errno));
-	if (S_ISDIR(st.st_mode)) {
+	if (pv_path_kind(path, NULL) == PV_PATH_DIR) {
 		if ((size_t)snprintf(buf, sizeof buf, "%s/tokenizer.json", path) >= sizeof buf)
 			return pv_errf(err, errlen, "path too long");
 		path = buf;
-		if (stat(path, &st)) return pv_errf(err, errlen, "%s: %s", path, strerror(errno));
 	}
-	if (!S_ISREG(st.st_mode)) return pv_errf(err, errlen, "%s: not a regular file", path);
-	json_error_t je;
-	json_t* root = json_load_file(path, JSON_ALLOW_NUL, &je);
-	if (!root) return pv_errf(err, errlen, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+	/* a FIFO, a device, a looping link: a message, never a blocked read */
+	json_t* root = pv_json_read_file(path, MAX_JSON_BYTES, JSON_ALLOW_NUL, err, errlen);
+	if (!root) return -1;
 	if (!json_is_object(root)) {
 		json_decref(root);
 		return pv_errf(err, errlen, "%s: not a JSON object", path);

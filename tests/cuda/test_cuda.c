@@ -800,13 +800,12 @@ static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, 
 	static const char* const sname[NS] = { "exact", "one chunk", "chunks of 48", "calls of 64", "f32 attn, GEMV experts, delta cols" };
 	pv_session* s[NS] = { prefill_session(m, ctx, 256, 0, 0), prefill_session(m, ctx, 256, mode, 0),
 		              prefill_session(m, ctx, 256, mode, 48), prefill_session(m, ctx, 64, mode, 0), NULL };
-	setenv("PV_CUDA_PREFILL_ATTN", "f32", 1); /* read when the session's prefill state is made */
-	setenv("PV_CUDA_PREFILL_MOE", "gemv", 1);
-	setenv("PV_CUDA_PREFILL_DELTA", "cols", 1);
 	s[F32] = prefill_session(m, ctx, 256, mode, 0);
-	unsetenv("PV_CUDA_PREFILL_ATTN");
-	unsetenv("PV_CUDA_PREFILL_MOE");
-	unsetenv("PV_CUDA_PREFILL_DELTA");
+	/* the knobs are the model's, read at open; this session's own copy changes */
+	if (s[F32] && pv_cuda_set_knobs(s[F32], "cuda.prefill_attn=f32,cuda.prefill_moe=gemv,cuda.prefill_delta=cols", NULL, 0)) {
+		pv_session_free(s[F32]);
+		s[F32] = NULL;
+	}
 	float* l[NS];
 	for (int i = 0; i < NS; i++) l[i] = malloc(sizeof(float) * (size_t)V);
 	int ok = 1;

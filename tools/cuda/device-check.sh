@@ -1,14 +1,16 @@
 #!/bin/bash
 # device-check.sh: one device call's worth of CUDA checks, on the GPU machine, from the repo root,
-# with binaries built on the development machine (make; carried as build/proven and
-# build/cuda/test_cuda). Prints a compact table last; logs go to $OUT (at most 8 files).
+# with binaries built on the development machine (make; carried as build/proven,
+# build/cuda/test_cuda and build/cuda/test_cuda_api). Prints a compact table last; logs go to
+# $OUT (at most 8 files).
 #
 #   tools/cuda/device-check.sh          everything that fits in PV_BUDGET_S (default 440 s)
 #   tools/cuda/device-check.sh quick    tests, bandwidth, fixtures and the 8B bf16 model only
 #
 # Order (most needed first; each heavy step starts only while time is left):
 #   nvidia-smi; build/cuda/test_cuda gemv | fixtures | quant (the CUDA tests, one process per
-#   section), fixtures again with PV_CUDA_PDL=0 and with PV_CUDA_GEMV_DIRECT=0; the device-to-device
+#   section), test_cuda_api (the seam: outputs, exact calls, snapshots, prefix copies, knobs, bytes),
+#   fixtures again with PV_CUDA_PDL=0 and with PV_CUDA_GEMV_DIRECT=0; the device-to-device
 #   copy bandwidth; `proven bench --backend cuda` on fixtures; random-weight GGUF models with the
 #   published shapes written by `proven synth` (to /dev/shm when it has room, deleted after their
 #   rows): Qwen3-8B bf16 (pp512/tg128 with the profile; pp4096 and decode at depth 32k when the
@@ -42,8 +44,8 @@ have_time() { # seconds the next step may need
 	return 0
 }
 
-for f in $B/proven $B/cuda/test_cuda; do
-	[ -x "$f" ] || { echo "device-check: $f missing: build with nvcc here (make), carry build/proven and build/cuda/test_cuda"; exit 2; }
+for f in $B/proven $B/cuda/test_cuda $B/cuda/test_cuda_api; do
+	[ -x "$f" ] || { echo "device-check: $f missing: build with nvcc here (make), carry build/proven and build/cuda"; exit 2; }
 done
 W=/tmp/pv-models
 if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2 {print $4}')" -gt 40000000 ]; then W=/dev/shm/pv-models; fi
@@ -78,6 +80,16 @@ run_tests gemv "" gemv
 run_tests fixtures "" fixtures
 fixtures_rc=$last_rc
 run_tests quant "" quant
+# the engine API on the CUDA backend (tests/cuda/test_cuda_api.c), its own program
+t=$(date +%s)
+echo "### test_cuda_api" >>"$OUT/test_cuda.log"
+$B/cuda/test_cuda_api >"$OUT/.t" 2>&1
+rc=$?
+cat "$OUT/.t" >>"$OUT/test_cuda.log"
+[ $rc = 0 ] || status=1
+say "== test_cuda_api: rc $rc, $(grep -E '^test_cuda_api: [0-9]+ passed' "$OUT/.t" | tail -1) ($(($(date +%s) - t)) s)"
+grep -E '^FAIL|error' "$OUT/.t" | head -12 | tee -a "$OUT/summary.txt"
+rm -f "$OUT/.t"
 run_tests "fixtures without PDL" "PV_CUDA_PDL=0" fixtures
 run_tests "fixtures staged gemv" "PV_CUDA_GEMV_DIRECT=0" fixtures
 run_tests "fixtures without prefill" "PV_CUDA_PREFILL=0" fixtures

@@ -7,7 +7,7 @@ Usage:
 
 Generates a deterministic set of test strings (fixed seed, everything built from the text in
 this file: multilingual prose, NFD and combining marks, code, emoji and ZWJ sequences, flags,
-unusual whitespace, long runs, numbers, contractions in every case, added-token strings in text,
+unusual whitespace, long runs (combining marks too), numbers, contractions in every case, added-token strings in text,
 random code points from every plane, and byte strings that are not valid UTF-8) and records
 what the Hugging Face `tokenizers` package (PyPI; developed against 0.23.3) does with them using
 the real Qwen tokenizer.json (default: ../shared/data/qwen-tokenizer/tokenizer.json.xz, relative
@@ -38,7 +38,18 @@ import sys
 import unicodedata
 
 SEED = 20261129
-N_TARGET = 12000
+# Long runs of combining marks in every order of combining class (issue 9: NFC's canonical
+# reordering must stay linear in the run and identical to HF's); fixed cases, so N_TARGET grows by
+# their count and the random cases stay what they were.
+LONG_MARKS = [
+    "e" + "\u0323\u0301\u0302\u0308" * 5000,        # the issue's case, 40 KB: ccc 220 230 230 230
+    "a" + "\u0301\u0323" * 10000 + "b",               # 230 220 alternating: each 220 moves
+    "\u0345\u0301\u0323\u05b0\u093c" * 4000,        # 240 230 220 10 7, no starter: reversed classes
+    ("\u1100\u1161\u11a8" + "\u0301\u0323" * 50) * 200,  # Hangul jamo between runs
+    ("o" + "\u0308\u0323\u0304" * 3) * 3000,          # short runs that compose (o + 0323 -> U+1ECD)
+    "\u0f71\u0f72\u0f80\u0f74" * 5000,              # Tibetan 129 130 130 132
+]
+N_TARGET = 12000 + len(LONG_MARKS)
 
 # ---------------------------------------------------------------------------------------------
 # Source text
@@ -374,7 +385,7 @@ def fixed_cases():
     out += ["a" + ws * 3 + "b c" for ws in WHITESPACE]
     out += [" " * 20000, "a" * 20000, "1" * 5000, "\n" * 5000, "é" * 5000, "e\u0301" * 3000, "!" * 5000, "🚀" * 2000,
             ("Hello world. " * 1500), "\u0301" * 3000, " \n" * 3000, "a1" * 3000]
-    return out
+    return out + LONG_MARKS
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,379 @@
+/*
+ * moe_prefill.cu: the MoE FFN over T rows of a prompt chunk (prefill.cuh): routing for the T
+ * rows, a one-block sort of the (row, slot) pairs by expert, grouped expert GEMMs on mma.sync
+ * (ggemm_kernel), the shared expert as GEMMs, the decode's combine; or (cuda.prefill_moe=gemv)
+ * the decode's kernels in 16-row groups.
+ */
+#include "prefill.cuh"
+
+#include <string.h>
+
+namespace {
+
+/* ---- MoE: slots sorted by expert, grouped expert GEMMs ------------------------------------ */
+
+/*
+ * Sort (one block): cnt[e] = slots q (q = t k + j < nslots) with idx[q] == e; off = exclusive
+ * prefix of cnt; perm[off[e] ..] = those slots in increasing q (thread e scans all slots in
+ * order: deterministic, no atomics); row tiles of 64 sorted slots per expert, (e, first), in
+ * expert order, and their count.
+ */
+constexpr int SORT_THREADS = 1024;
+
+__global__ void __launch_bounds__(SORT_THREADS)
+        moe_sort_kernel(const int* idx, int nslots, int E, int* off, int* perm, int2* tiles, int* ntiles)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	extern __shared__ int si[];
+	int* cnt = si;            /* [E]     */
+	int* soff = si + E;       /* [E + 1] */
+	int* toff = soff + E + 1; /* [E]  */
+	for (int e = threadIdx.x; e < E; e += SORT_THREADS) {
+		int n = 0;
+		for (int q = 0; q < nslots; q++) n += idx[q] == e;
+		cnt[e] = n;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		int o = 0, to = 0;
+		for (int e = 0; e < E; e++) {
+			soff[e] = o;
+			toff[e] = to;
+			o += cnt[e];
+			to += (cnt[e] + 63) / 64;
+		}
+		soff[E] = o;
+		off[E] = o;
+		*ntiles = to;
+	}
+	__syncthreads();
+	for (int e = threadIdx.x; e < E; e += SORT_THREADS) {
+		off[e] = soff[e];
+		int w = soff[e];
+		for (int q = 0; q < nslots; q++)
+			if (idx[q] == e) perm[w++] = q;
+		for (int i = 0; i < (cnt[e] + 63) / 64; i++) tiles[toff[e] + i] = make_int2(e, soff[e] + 64 * i);
+	}
+}
+
+/*
+ * Grouped GEMM: for row tile (expert e, sorted slots s0 .. s0 + 63 of e) and output columns
+ * n0 .. n0 + 63: Y[q][n] = sum_i X[row(q)][i] W_e[n][i], q = perm[s], row(q) = q (by_slot) or
+ * q / k. W_e is rows e N .. e N + N - 1 of the stacked matrix, in its stored type, dequantized
+ * to bf16 on its way into shared memory (BF16: copied; Q8_0: d * q per 16-byte load; other types
+ * or widths: units.cuh's dq_elem per element). 4 warps; warp w computes rows 16 w .. 16 w + 15 x
+ * 64 columns with mma.sync m16n8k16 (bf16 in, f32 accumulation), k-steps of 32 in order.
+ * Blocks past the tile count exit at once (the grid is sized for the most tiles possible).
+ */
+constexpr int GM = 64, GN = 64, GK = 32, GS = GK + 8; /* GS: shared row stride (bf16), 80 bytes */
+enum { W_GENERIC = 0, W_BF16, W_Q8_0 };
+
+struct ggemm_args {
+	const bf16* x; /* activation rows, ld ldx (a multiple of 8)                   */
+	int ldx, by_slot, k;
+	int accumulate; /* Y += the product (the precise mode's second, low-half pass) */
+	const int *perm, *off, *ntiles;
+	const int2* tiles;
+	pv_units::Planes w[2]; /* stacked expert matrices [E N][K]; blockIdx.z picks one      */
+	float* y[2];           /* [slots][ldy]                                                */
+	int ldy, N, K, wkind;
+};
+__device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+	             "{%0, %1, %2, %3};"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi)
+{
+	const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); /* .x (low 16 bits) = lo */
+	return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggemm_args a)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	__shared__ __align__(16) bf16 As[GM * GS];
+	__shared__ __align__(16) bf16 Bs[GN * GS];
+	__shared__ int slot[GM];
+	const int tile = blockIdx.y;
+	if (tile >= *a.ntiles) return; /* the whole block */
+	const int2 tl = a.tiles[tile];
+	const int e = tl.x, s0 = tl.y, cnt = min(GM, a.off[e + 1] - s0);
+	const int n0 = blockIdx.x * GN, z = blockIdx.z;
+	const pv_units::Planes W = a.w[z];
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+	const int N = a.N, K = a.K;
+	if (tid < GM) slot[tid] = tid < cnt ? a.perm[s0 + tid] : -1;
+	__syncthreads();
+	float acc[8][4];
+#pragma unroll
+	for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+
+	for (int k0 = 0; k0 < K; k0 += GK) {
+		/* A: 64 rows x 32 columns, 8 bf16 per thread item */
+		for (int ch = tid; ch < GM * GK / 8; ch += 128) {
+			const int r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
+			uint4 v = make_uint4(0u, 0u, 0u, 0u);
+			const int q = slot[r];
+			if (q >= 0) {
+				const bf16* src = a.x + (size_t)(a.by_slot ? q : q / a.k) * a.ldx + k0 + cc;
+				if (k0 + cc + 8 <= K) {
+					v = *reinterpret_cast<const uint4*>(src);
+				} else {
+					unsigned short h[8];
+					for (int i = 0; i < 8; i++)
+						h[i] = k0 + cc + i < K ? reinterpret_cast<const unsigned short*>(src)[i] : 0;
+					v = make_uint4(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16,
+					               h[4] | (uint32_t)h[5] << 16, h[6] | (uint32_t)h[7] << 16);
+				}
+			}
+			*reinterpret_cast<uint4*>(As + r * GS + cc) = v;
+		}
+		/* B: weight rows n0 .. n0 + 63 of expert e, columns k0 .. k0 + 31, as bf16 */
+		if (a.wkind == W_Q8_0) { /* K % 32 == 0: one block per row and step; thread: row tid / 2, half tid % 2 */
+			const int r = tid >> 1, hh = tid & 1;
+			uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
+			if (n0 + r < N) {
+				const int64_t row = (int64_t)e * N + n0 + r;
+				const uint4 qv =
+				        __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)row * W.s0 + k0 + 16 * hh));
+				const float d =
+				        pv_units::f16f(pv_units::u16at(W.p1 + (size_t)row * W.s1 + (size_t)(k0 / 32) * 2));
+				float f[16];
+				for (int i = 0; i < 16; i++) {
+					const uint32_t wd = pv_units::word(qv, i >> 2);
+					f[i] = __fmul_rn((float)(int)(signed char)((wd >> (8 * (i & 3))) & 0xffu), d);
+				}
+				lo = make_uint4(pack_bf2(f[0], f[1]), pack_bf2(f[2], f[3]), pack_bf2(f[4], f[5]),
+				                pack_bf2(f[6], f[7]));
+				hi = make_uint4(pack_bf2(f[8], f[9]), pack_bf2(f[10], f[11]), pack_bf2(f[12], f[13]),
+				                pack_bf2(f[14], f[15]));
+			}
+			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh) = lo;
+			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh + 8) = hi;
+		} else if (a.wkind == W_BF16) { /* K % 8 == 0: 16-byte rows pieces */
+			for (int ch = tid; ch < GN * GK / 8; ch += 128) {
+				const int r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
+				uint4 v = make_uint4(0u, 0u, 0u, 0u);
+				if (n0 + r < N && k0 + cc < K) /* K % 8 == 0: the piece is whole */
+					v = __ldg(reinterpret_cast<const uint4*>(
+					        W.p0 + (size_t)((int64_t)e * N + n0 + r) * W.s0 + (size_t)(k0 + cc) * 2));
+				*reinterpret_cast<uint4*>(Bs + r * GS + cc) = v;
+			}
+		} else {
+			for (int i = tid; i < GN * GK; i += 128) {
+				const int r = i / GK, kk = i - r * GK;
+				float v = 0.0f;
+				if (n0 + r < N && k0 + kk < K) v = pv_units::dq_elem(W, (int64_t)e * N + n0 + r, k0 + kk);
+				Bs[r * GS + kk] = __float2bfloat16_rn(v);
+			}
+		}
+		__syncthreads();
+#pragma unroll
+		for (int kk = 0; kk < GK; kk += 16) {
+			uint32_t af[4];
+			ldsm_x4(af, reinterpret_cast<const __half*>(As + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * GS +
+			                                            kk + 8 * (lane >> 4)));
+#pragma unroll
+			for (int n2 = 0; n2 < 4; n2++) {
+				uint32_t bf[4];
+				ldsm_x4(bf, reinterpret_cast<const __half*>(Bs + (16 * n2 + (lane & 7) + 8 * (lane >> 4)) * GS +
+				                                            kk + 8 * ((lane >> 3) & 1)));
+				mma_bf16(acc[2 * n2], af, bf[0], bf[1]);
+				mma_bf16(acc[2 * n2 + 1], af, bf[2], bf[3]);
+			}
+		}
+		__syncthreads(); /* As, Bs consumed */
+	}
+	float* Y = a.y[z];
+#pragma unroll
+	for (int half = 0; half < 2; half++) {
+		const int q = slot[warp * 16 + g + 8 * half];
+		if (q < 0) continue;
+#pragma unroll
+		for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+			for (int e2 = 0; e2 < 2; e2++) {
+				const int n = n0 + 8 * nt + 2 * c + e2;
+				if (n < N) {
+					float* yp = Y + (size_t)q * a.ldy + n;
+					*yp = a.accumulate ? *yp + acc[nt][2 * half + e2] : acc[nt][2 * half + e2];
+				}
+			}
+	}
+}
+
+/* Fallback for MoE FFNs: the decode's kernels (router GEMV, routing, gathered expert GEMVs, the
+ * shared expert, combine) over 16-row groups of xn (f32), into delta. */
+int moe_layer(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
+{
+	struct pv_prefill* p = k->p;
+	struct dsession* v = k->d;
+	const struct pv_config* c = k->c;
+	const int H = c->hidden, E = c->n_experts, kk = c->n_experts_used, Ie = c->moe_inter, Is = c->shared_inter;
+	char* err = k->err;
+	const size_t errlen = k->errlen;
+	for (int g0 = 0; g0 < T; g0 += PV_CUDA_ROWS) {
+		const int n = T - g0 < PV_CUDA_ROWS ? T - g0 : PV_CUDA_ROWS;
+		const float* xg = p->xn + (size_t)g0 * H;
+		struct moe_args a;
+		pv_moe_args_layer(&a, c, L, n);
+		a.logits = v->rlog;
+		a.idx = v->top_idx;
+		a.w = v->top_w;
+		a.eo = v->eo;
+		a.sh = v->sho;
+		a.xn = xg;
+		a.out = p->delta + (size_t)g0 * H;
+		struct gemv_out r[1] = { { &L->router, v->rlog, E, NULL } };
+		if (pv_cuda_gemv(v->st, &v->tu, r, 1, xg, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
+		if (pv_cuda_moe_route(v->st, &v->tu, &a, err, errlen)) return -1;
+		p->nl++;
+		struct gemv_gather ga = { v->top_idx, n * kk, kk, E, 0 };
+		struct gemv_out gu[2] = { { &L->ex_gate, v->eg, Ie, NULL }, { &L->ex_up, v->eu, Ie, NULL } };
+		if (pv_cuda_gemv_gather(v->st, &v->tu, gu, 2, xg, NULL, H, PV_X_PLAIN, 1, &ga, &p->nl, err, errlen)) return -1;
+		if (pv_cuda_swiglu(v->st, &v->tu, v->eg, v->eu, Ie, Ie, n * kk, err, errlen)) return -1;
+		p->nl++;
+		ga.x_by_slot = 1;
+		struct gemv_out dn[1] = { { &L->ex_down, v->eo, H, NULL } };
+		if (pv_cuda_gemv_gather(v->st, &v->tu, dn, 1, v->eg, NULL, Ie, PV_X_PLAIN, 1, &ga, &p->nl, err, errlen))
+			return -1;
+		if (a.shared) {
+			struct gemv_out sgu[2] = { { &L->sh_gate, v->shg, Is, NULL }, { &L->sh_up, v->shu, Is, NULL } };
+			if (pv_cuda_gemv(v->st, &v->tu, sgu, 2, xg, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
+			if (pv_cuda_swiglu(v->st, &v->tu, v->shg, v->shu, Is, Is, n, err, errlen)) return -1;
+			p->nl++;
+			struct gemv_out sd[1] = { { &L->sh_down, v->sho, H, NULL } };
+			if (pv_cuda_gemv(v->st, &v->tu, sd, 1, v->shg, NULL, Is, PV_X_PLAIN, n, &p->nl, err, errlen)) return -1;
+		}
+		if (pv_cuda_moe_combine(v->st, &v->tu, &a, err, errlen)) return -1;
+		p->nl++;
+	}
+	return 0;
+}
+
+int wkind(const struct dmat* w, int K)
+{
+	if (w->type == PV_BF16 && K % 8 == 0) return W_BF16;
+	if (w->type == PV_Q8_0 && K % 32 == 0) return W_Q8_0;
+	return W_GENERIC;
+}
+
+/* MoE FFN over T rows without a host sync: the router as the decode's GEMV (f32, 16-row groups,
+ * so the expert choice is the decode's for the same input), routing (moe.cu) for the T rows, the
+ * slots sorted by expert, grouped GEMMs for the experts' gate/up and down (outputs per slot in
+ * slot order), the shared expert as GEMMs, the decode's combine (per row, slots in order). */
+int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
+{
+	struct pv_prefill* p = k->p;
+	struct dsession* v = k->d;
+	const struct pv_config* c = k->c;
+	const int H = c->hidden, E = c->n_experts, kk = c->n_experts_used, Ie = c->moe_inter, Is = c->shared_inter;
+	const int nslots = T * kk;
+	char* err = k->err;
+	const size_t errlen = k->errlen;
+	cudaStream_t st = v->st;
+	for (int g0 = 0; g0 < T; g0 += PV_CUDA_ROWS) {
+		const int n = T - g0 < PV_CUDA_ROWS ? T - g0 : PV_CUDA_ROWS;
+		struct gemv_out r[1] = { { &L->router, p->rlog + (size_t)g0 * E, E, NULL } };
+		if (pv_cuda_gemv(st, &v->tu, r, 1, p->xn + (size_t)g0 * H, NULL, H, PV_X_PLAIN, n, &p->nl, err, errlen))
+			return -1;
+	}
+	struct moe_args a;
+	pv_moe_args_layer(&a, c, L, T);
+	a.logits = p->rlog;
+	a.idx = p->tidx;
+	a.w = p->tw;
+	a.eo = p->eo;
+	a.sh = p->so;
+	a.xn = p->xn;
+	a.out = p->delta;
+	if (pv_cuda_moe_route(st, &v->tu, &a, err, errlen)) return -1;
+	p->nl++;
+	PV_LAUNCH("moe sort", &k->d->tu, err, errlen, moe_sort_kernel, dim3(1), dim3(SORT_THREADS),
+	          sizeof(int) * (size_t)(3 * E + 1), st, p->tidx, nslots, E, p->eoff, p->perm, p->tiles, p->ntiles);
+	p->nl++;
+	const unsigned max_tiles = (unsigned)((nslots + GM - 1) / GM + E);
+	{
+		ggemm_args g;
+		memset(&g, 0, sizeof g);
+		g.x = p->xb;
+		g.ldx = p->ldh;
+		g.by_slot = 0;
+		g.k = kk;
+		g.perm = p->perm;
+		g.off = p->eoff;
+		g.ntiles = p->ntiles;
+		g.tiles = p->tiles;
+		g.w[0] = pv_prefill_planes(&L->ex_gate);
+		g.w[1] = pv_prefill_planes(&L->ex_up);
+		g.y[0] = p->eg;
+		g.y[1] = p->eu;
+		g.ldy = Ie;
+		g.N = Ie;
+		g.K = H;
+		g.wkind = wkind(&L->ex_gate, H);
+		if (wkind(&L->ex_up, H) != g.wkind) g.wkind = W_GENERIC;
+		PV_LAUNCH("moe gate/up", &k->d->tu, err, errlen, ggemm_kernel,
+		          dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+		p->nl++;
+		if (pv_prefill_lo(p, p->xb)) { /* precise mode: += the low halves' product */
+			g.x = pv_prefill_lo(p, p->xb);
+			g.accumulate = 1;
+			PV_LAUNCH("moe gate/up lo", &k->d->tu, err, errlen, ggemm_kernel,
+			          dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+			p->nl++;
+		}
+	}
+	if (pv_prefill_swiglu(k, p->eg, p->eu, Ie, p->ehb, p->ldie, Ie, nslots)) return -1;
+	{
+		ggemm_args g;
+		memset(&g, 0, sizeof g);
+		g.x = p->ehb;
+		g.ldx = p->ldie;
+		g.by_slot = 1;
+		g.k = kk;
+		g.perm = p->perm;
+		g.off = p->eoff;
+		g.ntiles = p->ntiles;
+		g.tiles = p->tiles;
+		g.w[0] = pv_prefill_planes(&L->ex_down);
+		g.w[1] = g.w[0];
+		g.y[0] = p->eo;
+		g.y[1] = p->eo;
+		g.ldy = H;
+		g.N = H;
+		g.K = Ie;
+		g.wkind = wkind(&L->ex_down, Ie);
+		PV_LAUNCH("moe down", &k->d->tu, err, errlen, ggemm_kernel, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1),
+		          dim3(128), 0, st, g);
+		p->nl++;
+		if (pv_prefill_lo(p, p->ehb)) {
+			g.x = pv_prefill_lo(p, p->ehb);
+			g.accumulate = 1;
+			PV_LAUNCH("moe down lo", &k->d->tu, err, errlen, ggemm_kernel,
+			          dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
+			p->nl++;
+		}
+	}
+	if (a.shared) {
+		if (pv_prefill_gemm(k, &L->sh_gate, p->xb, p->ldh, p->sg, Is, T) ||
+		    pv_prefill_gemm(k, &L->sh_up, p->xb, p->ldh, p->su, Is, T))
+			return -1;
+		if (pv_prefill_swiglu(k, p->sg, p->su, Is, p->shb, p->ldis, Is, T)) return -1;
+		if (pv_prefill_gemm(k, &L->sh_down, p->shb, p->ldis, p->so, H, T)) return -1;
+	}
+	if (pv_cuda_moe_combine(st, &v->tu, &a, err, errlen)) return -1;
+	p->nl++;
+	return 0;
+}
+
+} // namespace
+
+int pv_prefill_moe_layer(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
+{
+	return k->p->moe_gemm ? moe_layer_gemm(k, L, T) : moe_layer(k, L, T);
+}

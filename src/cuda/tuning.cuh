@@ -1,0 +1,47 @@
+/*
+ * tuning.cuh: the CUDA backend's tuning switches (the knobs of proven_dev.h), read once per
+ * model (tuning.cu) and passed by pointer to every launcher: no process globals. A session keeps
+ * a copy of its model's (the test hooks pv_cuda_set_graphs / pv_cuda_set_prefill change only the
+ * copy). Why each default is what it is: src/cuda/PERF.md, "Tuning switches".
+ *
+ * None of them changes a kernel's arithmetic on the exact path: each picks between kernels or
+ * launch forms that give the same bits (the README's exactness section says why for each), except
+ * the prefill's, which choose among paths that agree within tolerance (never taken by exact calls).
+ */
+#ifndef PV_CUDA_TUNING_CUH
+#define PV_CUDA_TUNING_CUH
+
+#include <stddef.h>
+
+struct pv_knob;
+
+struct pv_cuda_tuning {
+	int pdl;           /* cuda.pdl: programmatic dependent launch of every kernel            */
+	int prefetch;      /* cuda.prefetch: L2 prefetch of the GEMV weight rows                 */
+	int gemv_rows;     /* cuda.gemv_rows: weight rows per warp of a one-row GEMV (1 or 2)    */
+	int gemv_direct;   /* cuda.gemv_direct: one-row GEMVs read the activation in place        */
+	int gemv_pipe;     /* cuda.gemv_pipe: the software-pipelined in-place walk                */
+	int gemv_tma;      /* cuda.gemv_tma: 0, or the bulk-copy GEMV's ring variant 1-3          */
+	int swiglu_pair;   /* cuda.swiglu_pair: gate/up GEMV with silu(g) * u in its epilogue     */
+	int attn_fuse;     /* cuda.attn_fuse: one-row attention does its own input stage          */
+	int moe_side;      /* cuda.moe_side: the MoE shared expert on a second stream             */
+	int norm_fuse;     /* cuda.norm_fuse: add+RMSNorm in the producing GEMV's last block      */
+	int graphs;        /* cuda.graphs: one-row calls replay the decode graph                  */
+	int att_split;     /* cuda.att_split: keys per attention split (16, 32, 64)               */
+	int prefill;       /* cuda.prefill: 0 off, 1 fast, 2 precise                              */
+	int prefill_chunk; /* cuda.prefill_chunk: rows per prefill chunk                          */
+	int prefill_attn;  /* cuda.prefill_attn: 0 tensor cores (mma), 1 f32                      */
+	int prefill_moe;   /* cuda.prefill_moe: 0 grouped GEMMs, 1 the decode's GEMVs             */
+	int prefill_delta; /* cuda.prefill_delta: 0 quad, 1 decode, 2 cols                        */
+};
+#define PV_CUDA_N_KNOBS 17
+
+/* The settings: every knob's default, then its environment variable when set and not empty, then
+ * spec ("name=value,..." with name "cuda.pdl" or "pdl"; NULL or "": none). knobs (may be NULL)
+ * receives [PV_CUDA_N_KNOBS] records of the result (static names and docs). Returns 0, or
+ * PV_E_INVALID with a message naming the variable or knob on an unknown name or a bad value. */
+int pv_cuda_tuning_read(struct pv_cuda_tuning* tu, struct pv_knob* knobs, const char* spec, char* err, size_t errlen);
+/* spec ("name=value,...") over the values already in tu: 0, or PV_E_INVALID with a message */
+int pv_cuda_tuning_apply(struct pv_cuda_tuning* tu, const char* spec, char* err, size_t errlen);
+
+#endif

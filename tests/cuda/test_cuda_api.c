@@ -1,0 +1,521 @@
+/*
+ * test_cuda_api.c: the engine API that speculation and serving build on, on the CUDA backend, on
+ * every fixture architecture (make test-cuda; a GPU is needed: without one it prints "no CUDA
+ * device" and fails, never passes silently). tests/test_api.c is the same for the CPU.
+ *
+ *   outputs:   argmax rows == the argmax of the CUDA logits rows; hidden rows through the LM head
+ *              (the CPU's matmul over the same weights) == the logits within TOL_CPU; any subset
+ *              of rows and outputs gives the same values, bitwise; the decode graph's one-row
+ *              calls too
+ *   exact:     PV_EVAL_EXACT calls of 40 rows (steps of 16, 16, 8) == one-row calls, bitwise
+ *   snapshots: a PV_EVAL_SNAPSHOT call, then truncation into each of its rows, then more rows ==
+ *              a session that never saw the dropped rows, bitwise; the call's own logits == an
+ *              exact call's; a 20-row call (two device steps: slots 16.. from the second); a
+ *              one-row call (direct launches, not the graph)
+ *   prefix:    copy_prefix from the current state, a checkpoint and a snapshot row, then more
+ *              rows == the source's continuation, bitwise; sync
+ *   knobs:     pv_model_knobs lists every switch (names, variables, docs, defaults); a knobs
+ *              string changes the values; switches that keep the arithmetic (cuda.pdl,
+ *              cuda.graphs, cuda.gemv_direct) keep the bits; an unknown name fails the open;
+ *              pv_cuda_set_knobs changes a session's copy (decode switches: the graph captured
+ *              again, the same bits), refuses cuda.att_split
+ *   bytes:     pv_session_bytes == the engine's host part + the session's device_bytes
+ *   cpu:       the CUDA logits vs the CPU backend's within TOL_CPU (tests/cuda/test_cuda.c's)
+ *
+ * Every "same session" claim is a memcmp: these are the properties exact speculative decoding
+ * rests on, not tolerances.
+ */
+#include "cpu/ops.h"
+#include "cuda/backend.h"
+#include "fixture.h"
+#include "harness.h"
+#include "model/model.h"
+#include "proven.h"
+#include "proven_dev.h"
+
+#define TOL_CPU 1e-4 /* against the CPU engine (summation order only), as tests/cuda/test_cuda.c */
+#define NP      24   /* prompt rows used here (the fixtures' prompts are longer)               */
+
+static int32_t* g_toks; /* the fixture's first prompt */
+static int g_ntok;
+
+static pv_session* new_session(pv_model* m, int n_snapshots)
+{
+	/* chunk_min 16: calls of 16+ rows without PV_EVAL_EXACT may take the prefill path */
+	struct pv_session_params sp = { .n_ctx = 160, .n_snapshots = n_snapshots, .chunk_min_tokens = 16 };
+	pv_session* s = NULL;
+	char err[256];
+	int rc = pv_session_new(&s, m, &sp, err, sizeof err);
+	CHECK(rc == PV_OK, "session: %s", err);
+	return s;
+}
+
+/* Evaluates toks one call per `step` rows on the exact path; logits of every row into lg. */
+static int run_exact(pv_session* s, const int32_t* toks, int n, int step, float* lg, int V)
+{
+	for (int i = 0; i < n; i += step) {
+		int k = n - i < step ? n - i : step;
+		struct pv_eval_out o = { lg ? lg + (size_t)i * V : NULL, 0, NULL, 0, NULL, 0 };
+		if (pv_session_run(s, toks + i, k, PV_EVAL_EXACT, &o)) {
+			fprintf(stderr, "run: %s\n", pv_session_error(s));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int same(const float* a, const float* b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+/* max over rows of (max |a - ref|) / max(1, max |ref|) */
+static double rel_err(const float* a, const float* ref, int n, int V)
+{
+	double worst = 0;
+	for (int t = 0; t < n; t++) {
+		double e = 0, mx = 0;
+		for (int i = 0; i < V; i++) {
+			double d = fabs((double)a[(size_t)t * V + i] - ref[(size_t)t * V + i]);
+			if (!(d <= e)) e = d;
+			if (fabs(ref[(size_t)t * V + i]) > mx) mx = fabs(ref[(size_t)t * V + i]);
+		}
+		double r = e / (mx > 1 ? mx : 1);
+		if (!(r <= worst)) worst = r;
+	}
+	return worst;
+}
+
+/* argmax and hidden rows agree with the logits, whichever rows and outputs are asked */
+static void test_outputs(pv_model* m, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab, H = pv_model_get_info(m)->hidden;
+	float* lg = malloc(sizeof(float) * V * NP);
+	float* hid = malloc(sizeof(float) * H * NP);
+	float* lg2 = malloc(sizeof(float) * V * NP);
+	int32_t am[NP], am2[NP];
+	pv_session* s = new_session(m, 0);
+	struct pv_eval_out o = { lg, 0, am, 0, hid, 0 };
+	CHECK(pv_session_run(s, g_toks, NP, PV_EVAL_EXACT, &o) == PV_OK, "%s: run: %s", name, pv_session_error(s));
+	int ok = 1;
+	for (int t = 0; t < NP; t++) ok &= am[t] == pv_argmax(lg + (size_t)t * V, V);
+	CHECK(ok, "%s: argmax rows differ from the argmax of the CUDA logits rows", name);
+	/* hidden rows are the LM head's input: the LM head over them (the CPU's matmul) gives the
+	 * logits up to summation order */
+	pv_matmul(NULL, lg2, V, hid, H, NP, &m->w.lm_head);
+	double e = rel_err(lg2, lg, NP, V);
+	CHECK(e <= TOL_CPU, "%s: the LM head over the hidden rows vs the logits: rel %.3g > %g", name, e, TOL_CPU);
+	/* some rows, some outputs: the same values */
+	pv_session_free(s);
+	s = new_session(m, 0);
+	struct pv_eval_out o2 = { NULL, 0, am2, 10, NULL, 0 };
+	CHECK(pv_session_run(s, g_toks, NP, PV_EVAL_EXACT, &o2) == PV_OK, "%s: argmax-only run", name);
+	CHECK(!memcmp(am + 10, am2, sizeof(int32_t) * (NP - 10)), "%s: argmax rows [10, n) alone differ", name);
+	pv_session_free(s);
+	s = new_session(m, 0);
+	float* hid2 = malloc(sizeof(float) * H);
+	struct pv_eval_out o3 = { lg2, NP - 3, NULL, 0, hid2, NP - 1 };
+	CHECK(pv_session_run(s, g_toks, NP, PV_EVAL_EXACT, &o3) == PV_OK, "%s: tail run", name);
+	CHECK(same(lg + (size_t)(NP - 3) * V, lg2, (size_t)3 * V), "%s: logits of the last 3 rows differ", name);
+	CHECK(same(hid + (size_t)(NP - 1) * H, hid2, (size_t)H), "%s: the last hidden row alone differs", name);
+	struct pv_session_stats st;
+	pv_session_get_stats(s, &st);
+	CHECK(st.logits_rows == 3 && st.hidden_rows == 1 && st.argmax_rows == 0 && st.rows == NP && st.exact_rows == NP,
+	      "%s: stats rows %llu logits %llu hidden %llu", name, (unsigned long long)st.rows,
+	      (unsigned long long)st.logits_rows, (unsigned long long)st.hidden_rows);
+	pv_session_free(s);
+	/* one-row calls (the decode graph): every output, and argmax alone */
+	s = new_session(m, 0);
+	pv_session* s2 = new_session(m, 0);
+	ok = 1;
+	for (int t = 0; t < 6 && ok; t++) {
+		int32_t a1 = -1, a2 = -1;
+		struct pv_eval_out p1 = { lg2, 0, &a1, 0, hid2, 0 }, p2 = { NULL, 0, &a2, 0, NULL, 0 };
+		ok = pv_session_run(s, g_toks + t, 1, 0, &p1) == PV_OK && pv_session_run(s2, g_toks + t, 1, 0, &p2) == PV_OK;
+		ok = ok && a1 == pv_argmax(lg2, V) && a1 == a2 && same(lg2, lg + (size_t)t * V, (size_t)V) &&
+		     same(hid2, hid + (size_t)t * H, (size_t)H);
+	}
+	CHECK(ok, "%s: one-row calls: argmax, logits or hidden differ from the 24-row call's rows", name);
+	pv_session_get_stats(s, &st);
+	CHECK(st.graph_launches >= 6 || getenv("PV_CUDA_GRAPHS"), "%s: one-row calls did not replay the graph (%llu launches)",
+	      name, (unsigned long long)st.graph_launches);
+	pv_session_free(s);
+	pv_session_free(s2);
+	free(lg);
+	free(lg2);
+	free(hid);
+	free(hid2);
+}
+
+/* PV_EVAL_EXACT: a long call gives every row the bits it gets alone */
+static void test_exact(pv_model* m, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab, n = 40; /* > 16 rows and >= chunk_min_tokens */
+	float* a = malloc(sizeof(float) * V * n);
+	float* b = malloc(sizeof(float) * V * n);
+	float* c = malloc(sizeof(float) * V * n);
+	pv_session* s1 = new_session(m, 0);
+	pv_session* s2 = new_session(m, 0);
+	pv_session* s3 = new_session(m, 0);
+	CHECK(run_exact(s1, g_toks, n, n, a, V) == 0, "%s: exact long call: %s", name, pv_session_error(s1));
+	CHECK(run_exact(s2, g_toks, n, 1, b, V) == 0, "%s: row by row", name);
+	CHECK(run_exact(s3, g_toks, n, 7, c, V) == 0, "%s: calls of 7 rows", name);
+	CHECK(same(a, b, (size_t)V * n), "%s: an exact %d-row call differs from one-row calls", name, n);
+	CHECK(same(a, c, (size_t)V * n), "%s: an exact %d-row call differs from calls of 7 rows", name, n);
+	struct pv_session_stats st;
+	pv_session_get_stats(s1, &st);
+	CHECK(st.exact_rows == (uint64_t)n && st.fast_rows == 0 && !strcmp(st.path_last, "exact") && st.steps == 1,
+	      "%s: exact stats", name);
+	/* without the flag the call may take the prefill: counted as fast */
+	pv_session* s4 = new_session(m, 0);
+	CHECK(pv_session_run(s4, g_toks, n, 0, NULL) == PV_OK, "%s: fast call: %s", name, pv_session_error(s4));
+	pv_session_get_stats(s4, &st);
+	CHECK(st.fast_rows == (uint64_t)n && (!strcmp(st.path_last, "fast") || !strcmp(st.path_last, "precise")),
+	      "%s: fast stats", name);
+	pv_session_free(s1);
+	pv_session_free(s2);
+	pv_session_free(s3);
+	pv_session_free(s4);
+	free(a);
+	free(b);
+	free(c);
+}
+
+/* A session at prefix P (row by row), then `rows` exact continuation rows: their logits into ref. */
+static void reference(pv_model* m, const int32_t* prefix, int P, const int32_t* cont, int C, float* ref, int V,
+                      const char* name)
+{
+	pv_session* r = new_session(m, 0);
+	CHECK(run_exact(r, prefix, P, 1, NULL, V) == 0 && run_exact(r, cont, C, C, ref, V) == 0, "%s: reference", name);
+	pv_session_free(r);
+}
+
+/* Truncating into a snapshot call: bitwise the session that never saw the dropped rows. */
+static void test_snapshots(pv_model* m, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab, hybrid = pv_model_get_info(m)->n_linear_layers > 0;
+	const int P = 12, K = 6, C = 3, K2 = 20; /* prefix, verified rows, continuation, a two-step call */
+	float* ref = malloc(sizeof(float) * V * (K2 > C ? K2 : C));
+	float* got = malloc(sizeof(float) * V * (K2 > C ? K2 : C));
+	const int32_t* seq = g_toks;       /* the reference's rows: the prompt's first P + j (<= 32 of >= 48) */
+	const int32_t* cont = g_toks + 40; /* what follows the accepted rows */
+	pv_session* s = new_session(m, K2);
+	CHECK(run_exact(s, g_toks, P, P, NULL, V) == 0 && pv_session_checkpoint(s) == PV_OK, "%s: prefix", name);
+	for (int j = 1; j <= K; j++) {
+		CHECK(pv_session_truncate(s, P) == PV_OK, "%s: back to the prefix", name);
+		struct pv_eval_out o = { got, 0, NULL, 0, NULL, 0 };
+		CHECK(pv_session_run(s, g_toks + P, K, PV_EVAL_SNAPSHOT, &o) == PV_OK, "%s: snapshot call: %s", name,
+		      pv_session_error(s));
+		if (j == 1) { /* the snapshot call's logits are the exact call's */
+			pv_session* e = new_session(m, 0);
+			CHECK(run_exact(e, g_toks, P, P, NULL, V) == 0 && run_exact(e, g_toks + P, K, K, ref, V) == 0,
+			      "%s: exact call", name);
+			CHECK(same(ref, got, (size_t)V * K), "%s: a snapshot call's logits differ from the exact call's", name);
+			pv_session_free(e);
+		}
+		struct pv_session_stats st0, st1;
+		pv_session_get_stats(s, &st0);
+		CHECK(pv_session_truncate(s, P + j) == PV_OK && pv_session_length(s) == P + j, "%s: truncate to %d: %s", name,
+		      P + j, pv_session_error(s));
+		pv_session_get_stats(s, &st1);
+		if (hybrid)
+			CHECK(st1.snapshot_loads == st0.snapshot_loads + (j < K) && st1.rollbacks == st0.rollbacks,
+			      "%s: truncation to row %d of the snapshot call did not load a snapshot", name, j);
+		CHECK(run_exact(s, cont, C, C, got, V) == 0, "%s: continuation", name);
+		reference(m, seq, P + j, cont, C, ref, V, name);
+		CHECK(same(ref, got, (size_t)V * C), "%s: snapshot truncation to %d is not bitwise the shorter session", name,
+		      P + j);
+		CHECK(pv_session_truncate(s, P + j) == PV_OK, "%s: drop the continuation", name);
+	}
+	/* a 20-row snapshot call is two device steps (16 + 4 rows): rows of both */
+	static const int rows2[] = { 1, 3, 16, 17, 19 };
+	for (size_t i = 0; i < sizeof rows2 / sizeof rows2[0]; i++) {
+		const int j = rows2[i];
+		CHECK(pv_session_truncate(s, P) == PV_OK, "%s: back to the prefix", name);
+		CHECK(pv_session_run(s, g_toks + P, K2, PV_EVAL_SNAPSHOT, NULL) == PV_OK, "%s: %d-row snapshot call: %s", name,
+		      K2, pv_session_error(s));
+		CHECK(pv_session_truncate(s, P + j) == PV_OK, "%s: truncate to %d", name, P + j);
+		CHECK(run_exact(s, cont, C, C, got, V) == 0, "%s: continuation", name);
+		reference(m, seq, P + j, cont, C, ref, V, name);
+		CHECK(same(ref, got, (size_t)V * C), "%s: truncation to row %d of a %d-row snapshot call is not bitwise", name,
+		      j, K2);
+	}
+	/* a one-row snapshot call (direct launches, not the graph), then two more rows, then back */
+	CHECK(pv_session_truncate(s, P) == PV_OK, "%s: back to the prefix", name);
+	CHECK(pv_session_run(s, g_toks + P, 1, PV_EVAL_SNAPSHOT, NULL) == PV_OK &&
+	              run_exact(s, g_toks + P + 1, 2, 2, NULL, V) == 0,
+	      "%s: one-row snapshot call", name);
+	struct pv_session_stats st0, st1;
+	pv_session_get_stats(s, &st0);
+	CHECK(pv_session_truncate(s, P + 1) == PV_OK, "%s: truncate to the one-row snapshot", name);
+	pv_session_get_stats(s, &st1);
+	if (hybrid) CHECK(st1.snapshot_loads == st0.snapshot_loads + 1, "%s: the one-row snapshot was not loaded", name);
+	CHECK(run_exact(s, cont, C, C, got, V) == 0, "%s: continuation", name);
+	reference(m, seq, P + 1, cont, C, ref, V, name);
+	CHECK(same(ref, got, (size_t)V * C), "%s: truncation to a one-row snapshot call is not bitwise", name);
+	/* a snapshot call longer than n_snapshots is refused, the session unchanged */
+	int len = pv_session_length(s);
+	int rc = pv_session_run(s, g_toks, K2 + 1, PV_EVAL_SNAPSHOT, NULL);
+	CHECK(hybrid ? rc == PV_E_INVALID && pv_session_length(s) == len : rc == PV_OK, "%s: %d-row snapshot call gave %s",
+	      name, K2 + 1, pv_status_name(rc));
+	CHECK(pv_session_ok(s), "%s: the session failed", name);
+	pv_session_free(s);
+	free(ref);
+	free(got);
+}
+
+/* copy_prefix: the destination continues bitwise like the source would; sync */
+static void test_copy_prefix(pv_model* m, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab, hybrid = pv_model_get_info(m)->n_linear_layers > 0;
+	const int C = 3;
+	const int32_t* cont = g_toks + 40;
+	float* ref16 = malloc(sizeof(float) * V * C);
+	float* ref20 = malloc(sizeof(float) * V * C);
+	float* ref22 = malloc(sizeof(float) * V * C);
+	float* got = malloc(sizeof(float) * V * C);
+	reference(m, g_toks, 16, cont, C, ref16, V, name);
+	reference(m, g_toks, 20, cont, C, ref20, V, name);
+	reference(m, g_toks, 22, cont, C, ref22, V, name);
+	pv_session* src = new_session(m, 4);
+	pv_session* dst = new_session(m, 0);
+	/* src: 16 tokens, a checkpoint, a 4-row snapshot call to 20, then 2 more */
+	CHECK(run_exact(src, g_toks, 16, 16, NULL, V) == 0 && pv_session_checkpoint(src) == PV_OK &&
+	              pv_session_run(src, g_toks + 16, 4, PV_EVAL_SNAPSHOT, NULL) == PV_OK &&
+	              run_exact(src, g_toks + 20, 2, 2, NULL, V) == 0,
+	      "%s: source", name);
+	CHECK(pv_session_copy_prefix(dst, src, 22) == PV_OK && pv_session_length(dst) == 22 &&
+	              !memcmp(pv_session_tokens(dst), g_toks, 22 * sizeof(int32_t)),
+	      "%s: copy at the current length: %s", name, pv_session_error(dst));
+	CHECK(run_exact(dst, cont, C, C, got, V) == 0 && same(ref22, got, (size_t)V * C),
+	      "%s: continuation after a current-state copy", name);
+	CHECK(pv_session_copy_prefix(dst, src, 16) == PV_OK, "%s: copy from the checkpoint: %s", name, pv_session_error(dst));
+	CHECK(run_exact(dst, cont, C, C, got, V) == 0 && same(ref16, got, (size_t)V * C),
+	      "%s: continuation after a checkpoint copy", name);
+	CHECK(pv_session_copy_prefix(dst, src, 20) == PV_OK, "%s: copy from a snapshot row: %s", name, pv_session_error(dst));
+	CHECK(run_exact(dst, cont, C, C, got, V) == 0 && same(ref20, got, (size_t)V * C),
+	      "%s: continuation after a snapshot copy", name);
+	int rc = pv_session_copy_prefix(dst, src, 14);
+	CHECK(hybrid ? rc == PV_E_UNSUPPORTED : rc == PV_OK, "%s: copy at 14 gave %s", name, pv_status_name(rc));
+	/* the source is untouched by the copies: its own continuation is still the reference's */
+	CHECK(run_exact(src, cont, C, C, got, V) == 0 && same(ref22, got, (size_t)V * C), "%s: the source changed", name);
+	pv_session_free(src);
+	pv_session_free(dst);
+
+	/* sync: keeps the shared prefix, evaluates the rest, returns the last row */
+	float* a = malloc(sizeof(float) * V);
+	float* b = malloc(sizeof(float) * V);
+	int32_t seq[40];
+	memcpy(seq, g_toks, sizeof seq);
+	pv_session* s = new_session(m, 0);
+	int reused = -1;
+	struct pv_eval_out o = { a, 0, NULL, 0, NULL, 0 };
+	CHECK(pv_session_sync(s, seq, 30, PV_EVAL_EXACT, &o, &reused) == PV_OK && reused == 0, "%s: first sync", name);
+	CHECK(pv_session_checkpoint(s) == PV_OK, "%s: checkpoint", name);
+	CHECK(pv_session_sync(s, seq, 40, PV_EVAL_EXACT, &o, &reused) == PV_OK && reused == 30, "%s: extending sync reused %d",
+	      name, reused);
+	pv_session* r = new_session(m, 0);
+	struct pv_eval_out ob = { b, 39, NULL, 0, NULL, 0 };
+	CHECK(pv_session_run(r, seq, 40, PV_EVAL_EXACT, &ob) == PV_OK && same(a, b, (size_t)V), "%s: sync's last row differs",
+	      name);
+	pv_session_free(r);
+	seq[30] = (seq[30] + 1) % V;
+	CHECK(pv_session_sync(s, seq, 35, PV_EVAL_EXACT, &o, &reused) == PV_OK && reused == 30, "%s: diverging sync", name);
+	r = new_session(m, 0);
+	ob.logits_row0 = 34;
+	CHECK(pv_session_run(r, seq, 35, PV_EVAL_EXACT, &ob) == PV_OK && same(a, b, (size_t)V), "%s: diverging sync's last row",
+	      name);
+	pv_session_free(r);
+	pv_session_free(s);
+	free(a);
+	free(b);
+	free(ref16);
+	free(ref20);
+	free(ref22);
+	free(got);
+}
+
+static const struct pv_knob* find_knob(const struct pv_knob* k, int n, const char* name)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(k[i].name, name)) return &k[i];
+	return NULL;
+}
+
+/* knobs: the list, a knobs string, the bits of switches that keep the arithmetic */
+static void test_knobs(pv_model* m, const char* dir, const char* name)
+{
+	const struct pv_knob* k = NULL;
+	const int n = pv_model_knobs(m, &k);
+	static const char* const want[] = { "cuda.pdl",          "cuda.prefetch",      "cuda.gemv_rows",    "cuda.gemv_direct",
+		                            "cuda.gemv_pipe",    "cuda.gemv_tma",      "cuda.swiglu_pair",  "cuda.attn_fuse",
+		                            "cuda.moe_side",     "cuda.norm_fuse",     "cuda.graphs",       "cuda.att_split",
+		                            "cuda.prefill",      "cuda.prefill_chunk", "cuda.prefill_attn", "cuda.prefill_moe",
+		                            "cuda.prefill_delta" };
+	const int nw = (int)(sizeof want / sizeof want[0]);
+	CHECK(n == nw && k, "%s: %d knobs listed, want %d", name, n, nw);
+	for (int i = 0; i < nw; i++) {
+		const struct pv_knob* kk = find_knob(k, n, want[i]);
+		CHECK(kk && kk->env && !strncmp(kk->env, "PV_CUDA_", 8) && kk->doc && kk->doc[0],
+		      "%s: knob %s missing or undocumented", name, want[i]);
+		/* without its variable set, a knob has its default */
+		if (kk && kk->env && !getenv(kk->env))
+			CHECK(kk->value == kk->def, "%s: %s = %d, default %d", name, want[i], kk->value, kk->def);
+	}
+	const struct pv_knob* split = find_knob(k, n, "cuda.att_split");
+	CHECK(split && split->def == 32, "%s: cuda.att_split's default", name);
+
+	/* a knobs string: the values change; pdl, graphs and the staged GEMV keep the bits */
+	pv_model* m2 = NULL;
+	char err[512];
+	struct pv_model_params p = { .backend = "cuda", .knobs = "cuda.pdl=0,cuda.graphs=0,cuda.gemv_direct=0" };
+	CHECK(pv_model_open(&m2, dir, &p, err, sizeof err) == PV_OK, "%s: open with knobs: %s", name, err);
+	if (m2) {
+		const struct pv_knob* k2 = NULL;
+		const int n2 = pv_model_knobs(m2, &k2);
+		const struct pv_knob *a = find_knob(k2, n2, "cuda.pdl"), *g = find_knob(k2, n2, "cuda.graphs"),
+		                     *d = find_knob(k2, n2, "cuda.gemv_direct");
+		CHECK(a && g && d && a->value == 0 && g->value == 0 && d->value == 0,
+		      "%s: the knobs string did not change the values", name);
+		const int V = pv_model_get_info(m)->vocab;
+		float* x = malloc(sizeof(float) * V * NP);
+		float* y = malloc(sizeof(float) * V * NP);
+		pv_session* s1 = new_session(m, 0);
+		pv_session* s2 = new_session(m2, 0);
+		CHECK(run_exact(s1, g_toks, NP, 1, x, V) == 0 && run_exact(s2, g_toks, NP, 1, y, V) == 0, "%s: runs", name);
+		CHECK(same(x, y, (size_t)V * NP), "%s: cuda.pdl=0, cuda.graphs=0, cuda.gemv_direct=0 changed the logits", name);
+		struct pv_session_stats st;
+		pv_session_get_stats(s2, &st);
+		CHECK(st.graph_launches == 0, "%s: cuda.graphs=0 still launched %llu graphs", name,
+		      (unsigned long long)st.graph_launches);
+		pv_session_free(s1);
+		pv_session_free(s2);
+		free(x);
+		free(y);
+		pv_model_close(m2);
+	}
+	/* a session's own copy (pv_cuda_set_knobs, the A/B hook): decode switches that keep the
+	 * arithmetic keep the bits, the graph captured again with them; fixed ones are refused */
+	{
+		const int V = pv_model_get_info(m)->vocab;
+		float* x = malloc(sizeof(float) * V * NP);
+		float* y = malloc(sizeof(float) * V * NP);
+		pv_session* s1 = new_session(m, 0);
+		pv_session* s2 = new_session(m, 0);
+		CHECK(pv_cuda_set_knobs(s2, "cuda.att_split=64", err, sizeof err) == PV_E_INVALID, "%s: att_split changed in a session",
+		      name);
+		CHECK(pv_cuda_set_knobs(s2, "cuda.no_such_switch=0", err, sizeof err) == PV_E_INVALID, "%s: an unknown knob accepted",
+		      name);
+		CHECK(pv_cuda_set_knobs(s2, "cuda.swiglu_pair=0,cuda.attn_fuse=0,cuda.pdl=0", err, sizeof err) == PV_OK,
+		      "%s: set_knobs: %s", name, err);
+		CHECK(run_exact(s1, g_toks, NP, 1, x, V) == 0 && run_exact(s2, g_toks, NP, 1, y, V) == 0, "%s: runs", name);
+		CHECK(same(x, y, (size_t)V * NP), "%s: swiglu_pair=0, attn_fuse=0, pdl=0 in a session changed the logits", name);
+		struct pv_cuda_session_stats cs;
+		pv_cuda_session_stats(s2, &cs);
+		CHECK(getenv("PV_CUDA_GRAPHS") || (cs.graph_captures == 2 && cs.graph_launches == NP),
+		      "%s: %llu captures, %llu launches after set_knobs (want 2, %d)", name, (unsigned long long)cs.graph_captures,
+		      (unsigned long long)cs.graph_launches, NP);
+		pv_session_free(s1);
+		pv_session_free(s2);
+		free(x);
+		free(y);
+	}
+	m2 = NULL;
+	struct pv_model_params bad = { .backend = "cuda", .knobs = "cuda.no_such_switch=1" };
+	CHECK(pv_model_open(&m2, dir, &bad, err, sizeof err) == PV_E_INVALID && !m2 && strstr(err, "no_such_switch"),
+	      "%s: an unknown knob: %s", name, err);
+	pv_model_close(m2);
+}
+
+/* session_bytes: what the session says it holds on the device, plus the engine's host part */
+static void test_bytes(pv_model* m, const char* name)
+{
+	for (int ns = 0; ns <= 4; ns += 4) {
+		struct pv_session_params p = { .n_ctx = 96, .n_snapshots = ns, .n_checkpoints = 3, .chunk_min_tokens = 16 };
+		pv_session* s = NULL;
+		char err[256];
+		CHECK(pv_session_new(&s, m, &p, err, sizeof err) == PV_OK, "%s: session: %s", name, err);
+		if (!s) continue;
+		struct pv_session_stats st;
+		pv_session_get_stats(s, &st);
+		const uint64_t host = (uint64_t)p.n_ctx * (4 + 4 * (uint64_t)m->cfg.rope_dim); /* engine/session.c */
+		const uint64_t want = pv_session_bytes(m, &p);
+		if (st.fallback) /* no prefill scratch (no cuBLAS, or its set-up failed): session_bytes counts it */
+			CHECK(host + st.device_bytes <= want, "%s: device bytes %llu above session_bytes %llu", name,
+			      (unsigned long long)(host + st.device_bytes), (unsigned long long)want);
+		else
+			CHECK(host + st.device_bytes == want,
+			      "%s (%d snapshots): session_bytes %llu, the session holds %llu + host %llu", name, ns,
+			      (unsigned long long)want, (unsigned long long)st.device_bytes, (unsigned long long)host);
+		pv_session_free(s);
+	}
+}
+
+/* the CUDA logits against the CPU backend's, within TOL_CPU */
+static void test_cpu(pv_model* m, pv_model* cm, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab;
+	float* g = malloc(sizeof(float) * V * NP);
+	float* c = malloc(sizeof(float) * V * NP);
+	pv_session* gs = new_session(m, 0);
+	struct pv_session_params cp = { .n_ctx = 160, .n_threads = 2 };
+	pv_session* cs = NULL;
+	char err[256];
+	CHECK(pv_session_new(&cs, cm, &cp, err, sizeof err) == PV_OK, "%s: CPU session: %s", name, err);
+	if (gs && cs && run_exact(gs, g_toks, NP, NP, g, V) == 0 && run_exact(cs, g_toks, NP, NP, c, V) == 0) {
+		const double e = rel_err(g, c, NP, V);
+		CHECK(e <= TOL_CPU, "%s: CUDA vs CPU rel error %.3g > %g", name, e, TOL_CPU);
+		printf("  %-16s CUDA vs CPU rel %.3e\n", name, e);
+	} else {
+		CHECK(0, "%s: CUDA vs CPU runs", name);
+	}
+	pv_session_free(gs);
+	pv_session_free(cs);
+	free(g);
+	free(c);
+}
+
+int main(void)
+{
+	struct pv_device_info di;
+	char err[512];
+	if (pv_device_info("cuda", &di, err, sizeof err)) {
+		printf("test_cuda_api: no CUDA device: %s\n", err);
+		printf("test_cuda_api: 0 passed, 1 failed\n");
+		return 1;
+	}
+	printf("test_cuda_api: %s (sm_%d%d)\n", di.name, di.cc_major, di.cc_minor);
+	char names[32][128];
+	int nf = fx_list(fx_root(), names, 32);
+	CHECK(nf >= 6, "fixtures found: %d", nf);
+	for (int f = 0; f < nf; f++) {
+		char dir[512], ref[600];
+		snprintf(dir, sizeof dir, "%s/%s", fx_root(), names[f]);
+		snprintf(ref, sizeof ref, "%s/reference.json", dir);
+		json_t* j = json_load_file(ref, 0, NULL);
+		g_toks = fx_ids(json_object_get(json_array_get(json_object_get(j, "cases"), 0), "prompt"), &g_ntok);
+		json_decref(j);
+		if (g_ntok < 48) {
+			printf("skip %s: prompt of %d tokens\n", names[f], g_ntok);
+			free(g_toks);
+			continue;
+		}
+		pv_model *m = NULL, *cm = NULL;
+		struct pv_model_params gp = { .backend = "cuda" };
+		int rc = pv_model_open(&m, dir, &gp, err, sizeof err);
+		CHECK(rc == PV_OK, "%s: open on cuda: %s", names[f], err);
+		if (!rc) rc = pv_model_open(&cm, dir, NULL, err, sizeof err);
+		CHECK(rc == PV_OK, "%s: open: %s", names[f], err);
+		if (!rc) {
+			test_outputs(m, names[f]);
+			test_exact(m, names[f]);
+			test_snapshots(m, names[f]);
+			test_copy_prefix(m, names[f]);
+			test_knobs(m, dir, names[f]);
+			test_bytes(m, names[f]);
+			test_cpu(m, cm, names[f]);
+			printf("  %-16s done (%d checks failed so far)\n", names[f], pv_t_fail);
+		}
+		pv_model_close(m);
+		pv_model_close(cm);
+		free(g_toks);
+	}
+	TEST_END("test_cuda_api");
+}
