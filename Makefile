@@ -196,7 +196,7 @@ clean:
          $(if $(CUDA_TEST),$(BUILD)/tests/test_cuda_host.d)
 
 # libFuzzer targets for the hostile inputs (clang only): the parsers, the tokenizer, the chat
-# renderer and parser, the sampler; see fuzz/*.c for how to run
+# renderer and parser, the sampler, the server's requests (HTTP JSON, socket messages); see fuzz/*.c for how to run
 # them. They link the parsing layers of the library (the folders up to model/) built with the
 # fuzzer's instrumentation into build-fuzz/libparse.a; the linker takes only what each target uses.
 FUZZ_CC     ?= clang
@@ -218,4 +218,8 @@ $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_BUILD)/libparse.a
 # the server's request parser (a program's file, not the library's) is built into its target
 $(FUZZ_BUILD)/fuzz_request: fuzz/fuzz_request.c server/request.c $(FUZZ_BUILD)/libparse.a
 	$(FUZZ_CC) $(subst fuzzer-no-link,fuzzer,$(FUZZ_FLAGS)) -o $@ fuzz/fuzz_request.c server/request.c $(FUZZ_BUILD)/libparse.a -ljansson -lpcre2-8 -lutf8proc -lm
+# the socket protocol's request checks (server/wire.c): pure, no socket
+$(FUZZ_BUILD)/fuzz_wire: fuzz/fuzz_wire.c server/wire.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(subst fuzzer-no-link,fuzzer,$(FUZZ_FLAGS)) -o $@ fuzz/fuzz_wire.c server/wire.c -lm
 -include $(FUZZ_OBJ:.o=.d) $(FUZZ_BIN:=.d)

@@ -219,7 +219,7 @@ int pvc_tokenize(pvc_session* s, const char* text, size_t len, int parse_special
 	*n = 0;
 	if (len > s->last.text_cap) return fail(s, PV_E_INVALID, "text of %zu bytes: the text area holds %llu", len, (unsigned long long)s->last.text_cap);
 	memcpy(s->map + s->last.off_text, text, len);
-	struct pvw_req q = { .op = PVW_TOKENIZE, .n = (int32_t)len, .parse_special = parse_special };
+	struct pvw_req q = { .op = PVW_TOKENIZE, .n = (int32_t)len, .parse_special = parse_special != 0 };
 	struct pvw_rep r;
 	int rc = call(s, &q, &r, NULL);
 	if (rc) return rc;

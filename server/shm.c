@@ -9,10 +9,13 @@
  * server's own by default) are served: the socket file is 0600 and SO_PEERCRED is checked on
  * every connection. A client that closes, crashes or is killed ends its connection: the thread
  * sees it (at once when idle, at the next token during a generation) and frees everything.
+ *
+ * Every request passes srv_wire_check (wire.c, fuzzed) before it is acted on, and the inputs in
+ * the segment (ids, text) are copied out first: the client can write the segment at any time,
+ * and the library must never see an id change between its check and its use.
  */
 #include "shm.h"
-
-#include "proven_wire.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -65,6 +68,7 @@ struct sess {
 	size_t bytes;
 	int n_ctx, max_rows, V, H;
 	uint64_t off_tokens, off_out, off_argmax, off_logits, off_hidden, off_text;
+	int32_t* ids; /* [n_ctx]: the private copy of the ids a request reads                  */
 };
 
 static int send_rep(int fd, struct pvw_rep* r, int pass_fd)
@@ -98,10 +102,12 @@ static int hello(struct sess* x, const struct pvw_req* q, struct pvw_rep* r)
 	const struct pv_model_info* in = pv_model_get_info(m);
 	x->V = in->vocab;
 	x->H = in->hidden;
+	/* the ranges were checked (srv_wire_check); 0 picks the defaults */
 	x->n_ctx = q->n_ctx > 0 ? q->n_ctx : srv_engine_n_ctx(x->sh->e);
+	if (x->n_ctx > in->max_context) x->n_ctx = in->max_context;
 	x->max_rows = q->max_rows > 0 ? q->max_rows : 64;
-	if (x->n_ctx > in->max_context || x->max_rows > 4096 || q->n_snapshots < 0 || q->n_snapshots > 64) {
-		rep_err(r, PV_E_INVALID, "hello: n_ctx, max_rows (<= 4096) or n_snapshots (<= 64) out of range");
+	if (!(x->ids = malloc(sizeof(int32_t) * (size_t)x->n_ctx))) {
+		rep_err(r, PV_E_NOMEM, "hello: out of memory");
 		return -1;
 	}
 	char err[256];
@@ -128,6 +134,8 @@ static int hello(struct sess* x, const struct pvw_req* q, struct pvw_rep* r)
 	    (x->map = mmap(NULL, x->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, x->mfd, 0)) == MAP_FAILED) {
 		x->map = NULL;
 		rep_err(r, PV_E_NOMEM, strerror(errno));
+		pv_session_free(x->s); /* a failed hello leaves no session (nor a count of one) */
+		x->s = NULL;
 		return -1;
 	}
 	r->vocab = x->V, r->hidden = x->H, r->n_ctx = x->n_ctx, r->max_rows = x->max_rows;
@@ -149,12 +157,8 @@ static int gone(struct sess* x)
 static void generate(struct sess* x, const struct pvw_req* q, struct pvw_rep* r)
 {
 	const pv_model* m = srv_engine_model(x->sh->e);
-	int32_t* prompt = (int32_t*)(x->map + x->off_tokens);
+	const int32_t* prompt = x->ids; /* copied out of the segment by request() */
 	int32_t* out = (int32_t*)(x->map + x->off_out);
-	if (q->n < 1 || q->n >= x->n_ctx || q->max_tokens < 1 || q->max_tokens > x->n_ctx || (q->draft != 0 && q->draft != 1)) {
-		rep_err(r, PV_E_INVALID, "generate: prompt length, max_tokens or draft out of range");
-		return;
-	}
 	struct pv_sampling smp = { q->temperature, q->top_k, q->top_p, q->min_p, q->seed, srv_engine_config(x->sh->e)->defaults.n_valid };
 	struct pv_spec_params sp = { .draft = q->draft ? PV_DRAFT_NGRAM : PV_DRAFT_NONE, .k_max = q->draft_max };
 	pv_generator* g = NULL;
@@ -196,25 +200,19 @@ static void generate(struct sess* x, const struct pvw_req* q, struct pvw_rep* r)
 	pv_generator_free(g);
 }
 
+/* q has passed srv_wire_check for this session's numbers. */
 static void request(struct sess* x, const struct pvw_req* q, struct pvw_rep* r)
 {
 	int rc = PV_OK;
-	int32_t* tokens = (int32_t*)(x->map + x->off_tokens);
+	const int32_t* tokens = x->ids;
+	if (q->op == PVW_RUN || q->op == PVW_SYNC || q->op == PVW_GENERATE || q->op == PVW_DETOKENIZE)
+		memcpy(x->ids, x->map + x->off_tokens, sizeof(int32_t) * (size_t)q->n);
 	switch (q->op) {
 	case PVW_RUN:
 	case PVW_SYNC: {
 		const int n = q->n;
-		if (n < 1 || n > x->n_ctx) {
-			rep_err(r, PV_E_INVALID, "run: n out of range");
-			return;
-		}
 		const int sync = q->op == PVW_SYNC;
 		int r0[3] = { sync ? 0 : q->logits_row0, sync ? 0 : q->argmax_row0, sync ? 0 : q->hidden_row0 };
-		for (int k = 0; k < 3; k++)
-			if ((q->want & (1u << k)) && (r0[k] < 0 || r0[k] >= n || (!sync && n - r0[k] > x->max_rows))) {
-				rep_err(r, PV_E_INVALID, "run: an output asks for more rows than max_rows, or a bad row0");
-				return;
-			}
 		struct pv_eval_out o = {
 			q->want & PVW_WANT_LOGITS ? (float*)(x->map + x->off_logits) : NULL, r0[0],
 			q->want & PVW_WANT_ARGMAX ? (int32_t*)(x->map + x->off_argmax) : NULL, r0[1],
@@ -230,15 +228,18 @@ static void request(struct sess* x, const struct pvw_req* q, struct pvw_rep* r)
 	case PVW_CHECKPOINT: rc = pv_session_checkpoint(x->s); break;
 	case PVW_GENERATE: generate(x, q, r); break;
 	case PVW_TOKENIZE: {
-		if (q->n < 0 || (uint64_t)q->n > TEXT_CAP) {
-			rep_err(r, PV_E_INVALID, "tokenize: text longer than the text area");
-			return;
-		}
 		int32_t* ids = NULL;
 		int k = 0;
 		char err[256];
-		if (pv_tok_encode(srv_engine_tok(x->sh->e), (const char*)(x->map + x->off_text), (size_t)q->n, q->parse_special, &ids,
-		                  &k, err, sizeof err)) {
+		char* text = malloc((size_t)q->n + 1); /* the tokenizer reads a copy (see the top) */
+		if (!text) {
+			rep_err(r, PV_E_NOMEM, "tokenize: out of memory");
+			return;
+		}
+		memcpy(text, x->map + x->off_text, (size_t)q->n);
+		int erc = pv_tok_encode(srv_engine_tok(x->sh->e), text, (size_t)q->n, q->parse_special, &ids, &k, err, sizeof err);
+		free(text);
+		if (erc) {
 			rep_err(r, PV_E_INVALID, err);
 		} else if (k > x->n_ctx) {
 			rep_err(r, PV_E_CONTEXT, "tokenize: more tokens than the session's context");
@@ -253,8 +254,7 @@ static void request(struct sess* x, const struct pvw_req* q, struct pvw_rep* r)
 		char* s = NULL;
 		size_t len = 0;
 		char err[256];
-		if (q->n < 0 || q->n > x->n_ctx) rep_err(r, PV_E_INVALID, "detokenize: n out of range");
-		else if (pv_tok_decode(srv_engine_tok(x->sh->e), tokens, q->n, 0, &s, &len, err, sizeof err)) rep_err(r, PV_E_INVALID, err);
+		if (pv_tok_decode(srv_engine_tok(x->sh->e), tokens, q->n, 0, &s, &len, err, sizeof err)) rep_err(r, PV_E_INVALID, err);
 		else if (len > TEXT_CAP) rep_err(r, PV_E_INVALID, "detokenize: text longer than the text area");
 		else {
 			memcpy(x->map + x->off_text, s, len);
@@ -273,34 +273,44 @@ static void* client_main(void* arg)
 	struct client* c = arg;
 	struct sess x = { .sh = c->sh, .fd = c->fd, .mfd = -1 };
 	struct pvw_req q;
+	const pv_model* m = srv_engine_model(c->sh->e);
 	for (;;) {
-		ssize_t k = recv(c->fd, &q, sizeof q, 0);
+		/* MSG_TRUNC: the message's real length, so that a longer message is refused, not cut */
+		union {
+			struct pvw_req q;
+			unsigned char b[sizeof(struct pvw_req) + 1];
+		} in;
+		ssize_t k = recv(c->fd, &in, sizeof in, MSG_TRUNC);
 		if (k <= 0) break; /* the client is gone (or the server stops) */
 		struct pvw_rep r;
 		memset(&r, 0, sizeof r);
-		r.op = q.op;
+		memset(&q, 0, sizeof q);
 		const double t0 = now_ms();
-		int pass = -1;
-		if (k != (ssize_t)sizeof q || q.magic != PVW_MAGIC) {
-			rep_err(&r, PV_E_INVALID, "not a proven_wire.h request (another protocol version?)");
-		} else if (!x.s && q.op != PVW_HELLO) {
-			rep_err(&r, PV_E_INVALID, "the first request must be hello");
+		int pass = -1, hello_failed = 0;
+		struct srv_wire_limits lim = { x.s != NULL, pv_model_get_info(m)->max_context, x.n_ctx, x.max_rows, TEXT_CAP };
+		char err[256];
+		if (srv_wire_check(&in, (size_t)k < sizeof in ? (size_t)k : sizeof in, &lim, &q, err, sizeof err)) {
+			r.op = (size_t)k >= sizeof(uint32_t) * 2 ? in.q.op : 0;
+			rep_err(&r, PV_E_INVALID, err);
 		} else if (q.op == PVW_HELLO) {
-			if (x.s) rep_err(&r, PV_E_INVALID, "hello twice");
-			else if (!hello(&x, &q, &r)) pass = x.mfd;
+			r.op = q.op;
+			if (!hello(&x, &q, &r)) pass = x.mfd;
+			else hello_failed = 1;
 		} else {
+			r.op = q.op;
 			request(&x, &q, &r);
 		}
 		r.length = x.s ? pv_session_length(x.s) : 0;
 		r.server_ms = now_ms() - t0;
 		srv_engine_count_socket(c->sh->e, q.op == PVW_HELLO && !r.status ? 1 : 0, 1);
 		if (send_rep(c->fd, &r, pass)) break;
-		if (q.op == PVW_HELLO && r.status) break;
+		if (hello_failed) break; /* the server could not make a session: nothing else to serve */
 	}
 	if (x.map) munmap(x.map, x.bytes);
 	if (x.mfd >= 0) close(x.mfd);
 	if (x.s) srv_engine_count_socket(c->sh->e, -1, 0);
 	pv_session_free(x.s);
+	free(x.ids);
 	pthread_mutex_lock(&c->sh->mu);
 	c->done = 1;
 	pthread_mutex_unlock(&c->sh->mu);

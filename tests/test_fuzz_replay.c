@@ -37,6 +37,24 @@
 #define LLVMFuzzerTestOneInput fuzz_safetensors_one
 #include "../fuzz/fuzz_safetensors.c"
 #undef LLVMFuzzerTestOneInput
+/* the server's parsers of untrusted bytes are program files, not the library's: their sources
+ * come in here with the targets (each under its own names) */
+#define LLVMFuzzerTestOneInput fuzz_request_one
+#define check check_request
+#include "../fuzz/fuzz_request.c"
+#undef check
+#undef LLVMFuzzerTestOneInput
+#define bad bad_request
+#include "../server/request.c"
+#undef bad
+#define LLVMFuzzerTestOneInput fuzz_wire_one
+#define check check_wire
+#include "../fuzz/fuzz_wire.c"
+#undef check
+#undef LLVMFuzzerTestOneInput
+#define bad bad_wire
+#include "../server/wire.c"
+#undef bad
 
 static char current[1024]; /* the input being replayed, for the crash handler */
 
@@ -78,6 +96,8 @@ TEST_CASE(tokenizer) { CHECK(replay("tokenizer", fuzz_tokenizer_one) > 50, "toke
 TEST_CASE(config) { CHECK(replay("config", fuzz_config_one) > 20, "config corpus"); }
 TEST_CASE(gguf) { CHECK(replay("gguf", fuzz_gguf_one) > 20, "gguf corpus"); }
 TEST_CASE(safetensors) { CHECK(replay("safetensors", fuzz_safetensors_one) > 20, "safetensors corpus"); }
+TEST_CASE(request) { CHECK(replay("request", fuzz_request_one) > 5, "server request corpus"); }
+TEST_CASE(wire) { CHECK(replay("wire", fuzz_wire_one) > 20, "socket protocol corpus"); }
 
 static int setup(void)
 {

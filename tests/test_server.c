@@ -13,8 +13,14 @@
 #include "proven_client.h"
 #include "proven_spec.h"
 #include "proven_text.h"
+#include "proven_wire.h"
 
 #include <arpa/inet.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/un.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -562,6 +568,169 @@ TEST_CASE(socket_crash)
 	pvc_close(other);
 	for (i = 0; i < 300 && metric(sv.port, "socket_sessions") != 0; i++) usleep(10000);
 	CHECK(metric(sv.port, "socket_sessions") == 0, "closing frees the session");
+	CHECK(srv_stop(&sv) == 0, "the server exits 0");
+}
+
+/* One raw request on a proven_wire.h connection: len bytes out, one reply in (its status; a
+ * passed descriptor in *fd_out when asked). -1000 when no complete reply came back. */
+static int wire_call(int fd, const void* msg, size_t len, struct pvw_rep* rep, int* fd_out)
+{
+	if (send(fd, msg, len, MSG_NOSIGNAL) != (ssize_t)len) return -1000;
+	struct iovec iov = { rep, sizeof *rep };
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+	ssize_t k = recvmsg(fd, &m, 0);
+	for (struct cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int got;
+			memcpy(&got, CMSG_DATA(c), sizeof got);
+			if (fd_out) *fd_out = got;
+			else close(got);
+		}
+	if (k != (ssize_t)sizeof *rep || rep->magic != PVW_MAGIC) return -1000;
+	return rep->status;
+}
+
+static int wire_connect(const char* path)
+{
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+	if (fd >= 0 && connect(fd, (struct sockaddr*)&a, sizeof a)) {
+		close(fd);
+		return -1;
+	}
+	struct timeval tv = { 30, 0 }; /* a server that never answers fails the case, not the run */
+	if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	return fd;
+}
+
+static uint64_t rng_next(uint64_t* s)
+{
+	*s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+	return *s;
+}
+
+struct scribbler {
+	volatile int32_t* ids;
+	int n;
+	atomic_int stop;
+};
+
+/* Writes random ids (valid and not) into the tokens area while the server reads it. */
+static void* scribble(void* arg)
+{
+	struct scribbler* sc = arg;
+	uint64_t r = 0x9e3779b97f4a7c15ull;
+	while (!atomic_load(&sc->stop))
+		for (int i = 0; i < sc->n; i++) {
+			uint64_t x = rng_next(&r);
+			sc->ids[i] = (x & 3) ? (int32_t)(x >> 32) : (int32_t)((x >> 32) % 1000);
+		}
+	return NULL;
+}
+
+/* Bytes that are not a well-formed request, and well-formed requests with random fields, each
+ * get one reply with a status (an error for the bad ones); a client writing the segment while
+ * the server works never crashes it; afterwards the server serves a normal client. */
+TEST_CASE(socket_malformed)
+{
+	struct srv sv;
+	if (!need_socket_server(&sv)) return;
+	int fd = wire_connect(sv.sock);
+	CHECK(fd >= 0, "connect to %s", sv.sock);
+	if (fd < 0) {
+		srv_stop(&sv);
+		return;
+	}
+	struct pvw_req q;
+	struct pvw_rep rep;
+	unsigned char big[sizeof q + 64];
+	memset(big, 0, sizeof big);
+	memset(&q, 0, sizeof q);
+	q.magic = PVW_MAGIC;
+	q.op = PVW_HELLO;
+	memcpy(big, &q, sizeof q);
+	CHECK(wire_call(fd, big, 10, &rep, NULL) == PV_E_INVALID && strstr(rep.err, "size"), "a short message: %s", rep.err);
+	CHECK(wire_call(fd, big, sizeof big, &rep, NULL) == PV_E_INVALID && strstr(rep.err, "size"), "a long message: %s", rep.err);
+	struct pvw_req bad = q;
+	bad.magic = 0x12345678;
+	CHECK(wire_call(fd, &bad, sizeof bad, &rep, NULL) == PV_E_INVALID && strstr(rep.err, "magic"), "bad magic: %s", rep.err);
+	bad = q;
+	bad.op = PVW_RUN;
+	bad.n = 1;
+	CHECK(wire_call(fd, &bad, sizeof bad, &rep, NULL) == PV_E_INVALID && strstr(rep.err, "hello"), "run before hello: %s", rep.err);
+	bad = q;
+	bad.max_rows = 1 << 20;
+	CHECK(wire_call(fd, &bad, sizeof bad, &rep, NULL) == PV_E_INVALID, "hello with 2^20 rows: %s", rep.err);
+	bad.max_rows = 8;
+	bad.n_ctx = -5;
+	CHECK(wire_call(fd, &bad, sizeof bad, &rep, NULL) == PV_E_INVALID, "hello with n_ctx -5: %s", rep.err);
+	q.n_ctx = 64;
+	q.max_rows = 8;
+	int mfd = -1;
+	struct pvw_rep h;
+	CHECK(wire_call(fd, &q, sizeof q, &h, &mfd) == 0 && mfd >= 0 && h.n_ctx == 64, "hello: %s", h.err);
+	CHECK(wire_call(fd, &q, sizeof q, &rep, NULL) == PV_E_INVALID && strstr(rep.err, "twice"), "hello twice: %s", rep.err);
+	unsigned char* map = mfd >= 0 ? mmap(NULL, h.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0) : MAP_FAILED;
+	CHECK(map != MAP_FAILED, "the segment maps");
+	const int V = h.vocab, n_ctx = h.n_ctx;
+	if (map != MAP_FAILED) {
+		struct scribbler sc = { (volatile int32_t*)(map + h.off_tokens), n_ctx, 0 };
+		memset(map + h.off_text, 'a', 4096);
+		uint64_t r = 12345;
+		int replies = 0, ok = 0, errs = 0, scribbling = 0;
+		pthread_t th;
+		for (int i = 0; i < 400; i++) {
+			if (i == 200) scribbling = !pthread_create(&th, NULL, scribble, &sc); /* the second half races the server */
+			if (i < 200)
+				for (int k = 0; k < n_ctx; k++) ((int32_t*)(map + h.off_tokens))[k] = (int32_t)(rng_next(&r) % (uint64_t)(V + 8));
+			struct pvw_req x;
+			memset(&x, 0, sizeof x);
+			x.magic = PVW_MAGIC;
+			x.op = (uint32_t)(2 + rng_next(&r) % 9); /* run .. detokenize, and one unknown op */
+			/* small values mostly, the edges and garbage sometimes */
+			int32_t* f[] = { &x.n, &x.logits_row0, &x.argmax_row0, &x.hidden_row0, &x.max_tokens, &x.top_k, &x.draft, &x.draft_max, &x.parse_special };
+			for (size_t k = 0; k < sizeof f / sizeof *f; k++) {
+				uint64_t v = rng_next(&r);
+				*f[k] = (v & 7) == 0 ? (int32_t)(v >> 32) : (v & 7) == 1 ? -1 : (int32_t)((v >> 8) % 70);
+			}
+			if (x.op == PVW_GENERATE && x.max_tokens > 16) x.max_tokens = 16; /* bounded time */
+			x.flags = (uint32_t)(rng_next(&r) % 5);
+			x.want = (uint32_t)(rng_next(&r) % 9);
+			uint64_t v = rng_next(&r);
+			x.temperature = (v & 3) == 0 ? NAN : (float)(v % 300) / 100.0f - 0.5f;
+			x.top_p = (float)(rng_next(&r) % 130) / 100.0f;
+			x.min_p = (float)(rng_next(&r) % 120) / 100.0f;
+			x.seed = rng_next(&r);
+			int st = wire_call(fd, &x, sizeof x, &rep, NULL);
+			replies += st != -1000;
+			ok += st == 0;
+			errs += st != 0 && st != -1000 && rep.err[0] != 0;
+			if (st == -1000) break;
+		}
+		if (scribbling) {
+			atomic_store(&sc.stop, 1);
+			pthread_join(th, NULL);
+		}
+		CHECK(replies == 400, "400 random requests, 400 replies (%d)", replies);
+		CHECK(ok > 20 && errs > 100 && ok + errs == replies, "%d served, %d refused with a message", ok, errs);
+		munmap(map, h.shm_bytes);
+	}
+	if (mfd >= 0) close(mfd);
+	close(fd);
+	char body[256];
+	CHECK(http_get(sv.port, "/health", body, sizeof body) == 200, "the server is alive");
+	char err[512];
+	pvc_session* s = NULL;
+	int32_t p[3] = { 9707, 1879, 11 }, out[8];
+	struct pvc_gen_params gp = { 8, 0, 0, 1.0f, 0, 0, 0, 0 };
+	struct pvc_gen_result gr;
+	CHECK(pvc_open(&s, sv.sock, NULL, err, sizeof err) == 0 && pvc_generate(s, p, 3, &gp, out, &gr) == 0 && gr.n == 8,
+	      "a normal client is served afterwards: %s", s ? pvc_error(s) : err);
+	pvc_close(s);
+	for (int i = 0; i < 300 && metric(sv.port, "socket_sessions") != 0; i++) usleep(10000);
+	CHECK(metric(sv.port, "socket_sessions") == 0, "every session is freed");
 	CHECK(srv_stop(&sv) == 0, "the server exits 0");
 }
 

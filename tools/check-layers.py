@@ -4,7 +4,8 @@
 Every #include "dir/file.h" in src/ must name a folder at or below the including file's folder
 in the order below (include/ headers are public and allowed everywhere); programs (cli/) include
 only include/*.h, except cli/convert.c and cli/synth.c, which may use src/convert/; server/ and
-client/ include include/*.h and their own headers. Prints each
+client/ include include/*.h and their own headers; nothing in src/ or include/ includes a socket
+or HTTP header. Prints each
 violation and exits 1 if there is one.
 """
 import os, re, sys
@@ -64,6 +65,18 @@ for prog in ("server", "client"):
             if os.path.exists(os.path.join(root, "include", name)) or ("/" not in name and os.path.exists(os.path.join(d, name))):
                 continue
             bad.append(f"{prog}/{f}: includes \"{name}\" (programs use include/ and their own folder)")
+
+# the library serves no one: no sockets, no HTTP (the server and the client library live outside
+# src/, so that linking libproven.a never brings a network surface into a program)
+net = re.compile(r'^\s*#\s*include\s+<(sys/socket\.h|sys/un\.h|netinet/[^>]+|arpa/inet\.h|netdb\.h|microhttpd\.h)>', re.M)
+for top in ("src", "include"):
+    for dirpath, _, files in os.walk(os.path.join(root, top)):
+        for f in files:
+            if not f.endswith((".c", ".h", ".cu", ".cuh")):
+                continue
+            p = os.path.join(dirpath, f)
+            for m in net.finditer(open(p, encoding="utf-8", errors="replace").read()):
+                bad.append(f"{os.path.relpath(p, root)}: includes <{m.group(1)}> (the library links no sockets)")
 
 for b in bad:
     print(b)
