@@ -96,7 +96,7 @@ TEST_CASE(tokenizer) { CHECK(replay("tokenizer", fuzz_tokenizer_one) > 50, "toke
 TEST_CASE(config) { CHECK(replay("config", fuzz_config_one) > 20, "config corpus"); }
 TEST_CASE(gguf) { CHECK(replay("gguf", fuzz_gguf_one) > 20, "gguf corpus"); }
 TEST_CASE(safetensors) { CHECK(replay("safetensors", fuzz_safetensors_one) > 20, "safetensors corpus"); }
-TEST_CASE(request) { CHECK(replay("request", fuzz_request_one) > 5, "server request corpus"); }
+TEST_CASE(request) { CHECK(replay("request", fuzz_request_one) > 50, "server request corpus"); }
 TEST_CASE(wire) { CHECK(replay("wire", fuzz_wire_one) > 20, "socket protocol corpus"); }
 
 static int setup(void)
