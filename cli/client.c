@@ -126,6 +126,7 @@ int cmd_client(int argc, char** argv)
 	cli_gen_defaults(&go, 0.0f, 1.0f, 0);
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
+		if (cli_is_help(a)) return cli_usage("client", stdout);
 		if (!strcmp(a, "--ids")) { print_ids = 1; continue; }
 		if (!strcmp(a, "--bench")) { do_bench = 1; continue; }
 		if (cli_gen_flag(&go, a)) continue;

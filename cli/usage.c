@@ -89,6 +89,16 @@ static const struct {
 	  "  --jsonl           each input line is a JSON string; one line of ids per line\n"
 	  "  --no-special      tokenize the text of special tokens (<|im_start|>...) as ordinary text\n",
 	  0 },
+	{ "client",
+	  "usage: proven client --socket PATH (-p TEXT | --prompt-ids 1,2,3) [--max-tokens N] [--ids] [sampling]\n"
+	  "       proven client --socket PATH --bench --model PATH [--reps N]\n"
+	  "  a generation through proven-server's shared-memory protocol (proven serve --socket PATH;\n"
+	  "  include/proven_client.h): one socket round trip for the whole generation\n"
+	  "  -p TEXT          the prompt, tokenized by the server (printed back with the completion)\n"
+	  "  --prompt-ids L   the prompt as ids (the generated ids are printed, as with --ids)\n"
+	  "  --max-tokens N   tokens to generate (default 128); --draft ngram only (prompt lookup)\n"
+	  "  --bench          the added latency of the socket against in-process calls on the same model\n",
+	  1 },
 	{ "court",
 	  "usage: proven court spec --model PATH --cases FILE.jsonl [--draft D] [--max-tokens N] [--class C]\n"
 	  "                         [--limit N] [--threads N] [--backend cpu|cuda] [speculation options]\n"

@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 	case PVW_CHECKPOINT: break;
 	case PVW_GENERATE:
 		check(q.n >= 1 && q.n < lim.n_ctx && q.max_tokens >= 1 && q.max_tokens <= lim.n_ctx && (q.draft == 0 || q.draft == 1));
-		check(q.draft_max >= 0 && q.draft_max <= SRV_WIRE_MAX_DRAFT && q.top_k >= 0);
+		check(q.draft_max >= 0 && q.top_k >= 0);
 		check(isfinite(q.temperature) && q.temperature >= 0 && q.top_p >= 0 && q.top_p <= 1 && q.min_p >= 0 && q.min_p <= 1);
 		break;
 	case PVW_TOKENIZE: check(q.n >= 0 && (uint64_t)q.n <= lim.text_cap && (q.parse_special == 0 || q.parse_special == 1)); break;

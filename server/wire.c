@@ -50,7 +50,7 @@ static int validate(const struct pvw_req* q, const struct srv_wire_limits* lim, 
 	case PVW_CHECKPOINT: return 0;
 	case PVW_GENERATE:
 		if (q->n < 1 || q->n >= lim->n_ctx || q->max_tokens < 1 || q->max_tokens > lim->n_ctx || (q->draft != 0 && q->draft != 1) ||
-		    q->draft_max < 0 || q->draft_max > SRV_WIRE_MAX_DRAFT)
+		    q->draft_max < 0)
 			return bad(err, errlen, "generate: prompt length, max_tokens, draft or draft_max out of range");
 		if (!isfinite(q->temperature) || q->temperature < 0 || !(q->top_p >= 0 && q->top_p <= 1) ||
 		    !(q->min_p >= 0 && q->min_p <= 1) || q->top_k < 0)

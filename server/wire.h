@@ -14,7 +14,6 @@
 
 #define SRV_WIRE_MAX_ROWS 4096 /* max_rows a hello may ask for                                */
 #define SRV_WIRE_MAX_SNAPSHOTS 64
-#define SRV_WIRE_MAX_DRAFT 16 /* draft_max of a generate (0: the library's default)           */
 
 struct srv_wire_limits {
 	int have_session;   /* a hello was answered: the numbers below are the session's        */
@@ -32,8 +31,8 @@ struct srv_wire_limits {
  *   run / sync: 1 <= n <= n_ctx, flags within PV_EVAL_*, want within PVW_WANT_*, and for each
  *       wanted output of a run 0 <= row0 < n and n - row0 <= max_rows (sync writes one row);
  *   truncate / rollback: 0 <= n <= n_ctx; checkpoint: nothing;
- *   generate: 1 <= n < n_ctx, 1 <= max_tokens <= n_ctx, draft 0 or 1, 0 <= draft_max <=
- *       SRV_WIRE_MAX_DRAFT, temperature finite and >= 0, top_p and min_p in [0, 1], top_k >= 0;
+ *   generate: 1 <= n < n_ctx, 1 <= max_tokens <= n_ctx, draft 0 or 1, draft_max >= 0 (0:
+ *       the default; the generator caps it), temperature finite and >= 0, top_p and min_p in [0, 1], top_k >= 0;
  *   tokenize: 0 <= n <= text_cap, parse_special 0 or 1; detokenize: 0 <= n <= n_ctx. */
 int srv_wire_check(const void* msg, size_t len, const struct srv_wire_limits* lim, struct pvw_req* q, char* err,
                    size_t errlen);

@@ -1120,7 +1120,7 @@ TEST_CASE(hostile_pass)
 TEST_CASE(help_and_version)
 {
 	static const char* const cmds[] = { "info", "generate", "run", "chat", "perplexity", "bench", "template", "tokenize",
-		                            "convert", "synth", "court" };
+		                            "convert", "synth", "court", "client" };
 	char out[16384], want[64];
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
 		snprintf(want, sizeof want, "usage: proven %s ", cmds[i]);
@@ -1132,6 +1132,9 @@ TEST_CASE(help_and_version)
 			CHECK(rc == 0 && !strncmp(out, want, strlen(want)), "proven %s: exit %d: %.200s", args, rc, out);
 		}
 	}
+	/* serve runs proven-server, whose usage names both ways to start it */
+	int src = proven(out, sizeof out, "serve --help 2>/dev/null");
+	CHECK(src == 0 && strstr(out, "usage: proven-server") && strstr(out, "proven serve"), "proven serve --help: exit %d: %.200s", src, out);
 	/* --help among other options, and a value that happens to be "--help" is a value */
 	int rc = proven(out, sizeof out, "generate --prompt-ids 1 --help 2>/dev/null");
 	CHECK(rc == 0 && strstr(out, "usage: proven generate"), "generate ... --help: exit %d: %s", rc, out);
