@@ -36,7 +36,10 @@ int main(void)
 	if (!ref) TEST_END("test_real");
 	char err[512];
 	pv_model* m = NULL;
-	CHECK(pv_model_open(&m, path, NULL, err, sizeof err) == 0, "load %s: %s", path, err);
+	/* TOL is the exact numerics' (f32 activations, src/cpu/ops.h); test_real_fast.c checks the
+	 * default (Q8 activations) against the same reference */
+	struct pv_model_params mp = { .knobs = "cpu.exact_activations=1" };
+	CHECK(pv_model_open(&m, path, &mp, err, sizeof err) == 0, "load %s: %s", path, err);
 	if (!m) TEST_END("test_real");
 	const struct pv_tok* tok = pv_model_tokenizer(m);
 	int V = pv_model_get_info(m)->vocab;

@@ -210,8 +210,8 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 		/* Qwen3-Next: rows grouped by key head g: [q_g (dk) | k_g (dk) | v_g (r dv) | z_g (r dv)],
 		 * and in_proj_ba per group [b_g (r) | a_g (r)]. Unscramble into the Qwen3.5 layout. */
 		int gw = 2 * dk + 2 * r * dv;
-		pv_matmul(s->pool, st->mix2, (int)L->in_qkvz.rows, xn, H, n, &L->in_qkvz);
-		pv_matmul(s->pool, st->ab, 2 * Hv, xn, H, n, &L->in_ba);
+		pv_mm(&pv_cpu(s)->mm, st->mix2, (int)L->in_qkvz.rows, xn, H, n, &L->in_qkvz);
+		pv_mm(&pv_cpu(s)->mm, st->ab, 2 * Hv, xn, H, n, &L->in_ba);
 		for (int t = 0; t < n; t++) {
 			const float* src = st->mix2 + (size_t)t * L->in_qkvz.rows;
 			float* mx = st->mix + (size_t)t * cd;
@@ -228,12 +228,12 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 			}
 		}
 	} else {
-		pv_matmul(s->pool, st->mix, cd, xn, H, n, &L->in_qkv);
-		pv_matmul(s->pool, st->z, vd, xn, H, n, &L->in_z);
+		pv_mm(&pv_cpu(s)->mm, st->mix, cd, xn, H, n, &L->in_qkv);
+		pv_mm(&pv_cpu(s)->mm, st->z, vd, xn, H, n, &L->in_z);
 		if (L->in_ba.data) {
 			/* Qwen3-Next GGUF: q/k/v/z already regrouped by the converter, ba still
 			 * key-group-major [b_g (r) | a_g (r)] */
-			pv_matmul(s->pool, st->ab, 2 * Hv, xn, H, n, &L->in_ba);
+			pv_mm(&pv_cpu(s)->mm, st->ab, 2 * Hv, xn, H, n, &L->in_ba);
 			for (int t = 0; t < n; t++)
 				for (int g = 0; g < Hk; g++)
 					for (int j = 0; j < r; j++) {
@@ -241,8 +241,8 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 						st->lg[(size_t)t * Hv + g * r + j] = st->ab[(size_t)t * 2 * Hv + g * 2 * r + r + j];
 					}
 		} else {
-			pv_matmul(s->pool, st->lb, Hv, xn, H, n, &L->in_b);
-			pv_matmul(s->pool, st->lg, Hv, xn, H, n, &L->in_a);
+			pv_mm(&pv_cpu(s)->mm, st->lb, Hv, xn, H, n, &L->in_b);
+			pv_mm(&pv_cpu(s)->mm, st->lg, Hv, xn, H, n, &L->in_a);
 		}
 	}
 
@@ -278,5 +278,5 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 			pv_rmsnorm(o, o, L->lin_norm, dv, c->rms_eps);
 			for (int j = 0; j < dv; j++) o[j] *= pv_silu(z[j]);
 		}
-	pv_matmul(s->pool, out, H, st->o, vd, n, &L->out_proj);
+	pv_mm(&pv_cpu(s)->mm, out, H, st->o, vd, n, &L->out_proj);
 }

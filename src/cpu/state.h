@@ -51,6 +51,10 @@ struct pv_cpu_state {
 	float *gx, *eo;           /* [B, H] gathered rows; [B*k, H] per-slot expert outputs */
 	float* lm;                /* [PV_LM_ROWS, V] logits of rows whose logits nobody keeps */
 	struct pv_thread_scratch* ts; /* n_threads                                          */
+	/* the products (ops.h): pool, the model's kernels, converted activation rows [B, ...] */
+	struct pv_mm mm;
+	void* act;
+	struct pv_kernels own_k;  /* exact numerics for a model not opened on this backend   */
 };
 
 static inline struct pv_cpu_state* pv_cpu(const struct pv_session* s) { return (struct pv_cpu_state*)s->be_state; }
@@ -68,6 +72,10 @@ void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int
  * the state after row t is also written to snapshot slot snap_row0 + t */
 void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* out, int n, int chunked, int snap_row0);
 size_t pv_deltanet_chunk_floats(const struct pv_config* c);
+
+/* backend.c: the kernels a model opened on the CPU backend uses (its knobs); NULL for a model
+ * opened elsewhere (its CPU sessions take the exact numerics) */
+const struct pv_kernels* pv_cpu_kernels(const struct pv_model* m);
 
 /* small shared helpers (forward.c) */
 void pv_rmsnorm(float* y, const float* x, const float* w, int n, float eps);

@@ -1,0 +1,284 @@
+/*
+ * kernels.c: the choice of kernel set and numerics (struct pv_kernels, ops.h), the panels of the
+ * fast numerics, and pv_mm_rows, which sends a product to the kernels that implement it:
+ *
+ *   exact numerics, or F32/F16 weights, or BF16 without AVX512-BF16:
+ *       matmul.c / qmatmul.c (AVX2/FMA kernels for the avx2 and avx512 sets, else portable)
+ *   fast numerics, quantized weights:   activation rows -> Q8 / Q8K once per call, then
+ *       avx512: qgemm_avx512.c on the panels;   generic (or no panels): qdot.c's reference
+ *   fast numerics, BF16 weights, AVX512-BF16:  activation rows -> bf16, then vdpbf16ps
+ *
+ * Work is split into pool tasks by output rows (whole panels; one task writes a contiguous run
+ * of outputs, so threads never share a cache line of y except at the ends of a call's range)
+ * and, when there are too few row blocks, by activation rows. The split never changes a result.
+ */
+#include "cpu/kern.h"
+#include "cpu/qdot.h"
+#include "base/util.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define PV_X86 1
+#else
+#define PV_X86 0
+#endif
+
+/* ---- the CPU ---------------------------------------------------------------------------- */
+
+static atomic_int g_best = -1, g_bf16 = -1;
+
+static void probe(void)
+{
+	int best = PV_ISA_GENERIC, bf16 = 0;
+#if PV_X86
+	__builtin_cpu_init();
+	/* libgcc also checks that the OS saves the ymm / zmm state */
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+		best = PV_ISA_AVX2;
+		if (pv_have_avx512_kernels() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+		    __builtin_cpu_supports("avx512vnni")) {
+			best = PV_ISA_AVX512;
+			bf16 = __builtin_cpu_supports("avx512bf16");
+		}
+	}
+#endif
+	/* racing probes store the same answers */
+	atomic_store_explicit(&g_bf16, bf16, memory_order_relaxed);
+	atomic_store_explicit(&g_best, best, memory_order_relaxed);
+}
+
+int pv_isa_best(void)
+{
+	int v = atomic_load_explicit(&g_best, memory_order_relaxed);
+	if (v < 0) {
+		probe();
+		v = atomic_load_explicit(&g_best, memory_order_relaxed);
+	}
+	return v;
+}
+
+int pv_isa_has_bf16(void)
+{
+	pv_isa_best();
+	return atomic_load_explicit(&g_bf16, memory_order_relaxed);
+}
+
+const char* pv_isa_name(int isa) { return isa == PV_ISA_AVX512 ? "avx512" : isa == PV_ISA_AVX2 ? "avx2" : "generic"; }
+
+/* ---- kernel choice and panels ----------------------------------------------------------- */
+
+struct pv_packed {
+	const unsigned char* src; /* the matrix as stored                 */
+	size_t src_bytes;
+	enum pv_dtype type;
+	int64_t rows, cols;
+	unsigned char* data; /* ceil(rows / 16) panels              */
+	size_t bytes;
+};
+
+void pv_kernels_init(struct pv_kernels* k, int isa, int exact)
+{
+	memset(k, 0, sizeof *k);
+	const int best = pv_isa_best();
+	k->isa = isa < PV_ISA_GENERIC ? PV_ISA_GENERIC : isa > best ? best : isa;
+	k->exact = exact ? 1 : 0;
+	k->bf16 = !k->exact && k->isa >= PV_ISA_AVX512 && pv_isa_has_bf16();
+}
+
+static int cmp_packed(const void* a, const void* b)
+{
+	const struct pv_packed *x = a, *y = b;
+	return x->src < y->src ? -1 : x->src > y->src;
+}
+
+int pv_kernels_pack(struct pv_kernels* k, const struct pv_tensor* const* W, int n)
+{
+	if (k->exact || k->isa < PV_ISA_AVX512) return 0;
+	struct pv_packed* pk = calloc((size_t)(n > 0 ? n : 1), sizeof *pk);
+	if (!pk) return -1;
+	int m = 0;
+	for (int i = 0; i < n; i++) {
+		const struct pv_tensor* w = W[i];
+		if (!w || !w->data || !pv_dtype_is_quant(w->type) || w->rows <= 0 || w->cols <= 0 ||
+		    w->cols % pv_dtype_block(w->type))
+			continue;
+		int dup = 0;
+		for (int j = 0; j < m; j++) dup |= pk[j].src == w->data;
+		if (dup) continue;
+		pk[m] = (struct pv_packed){
+			w->data, pv_dtype_row_bytes(w->type, w->cols) * (size_t)w->rows, w->type, w->rows, w->cols, NULL, 0
+		};
+		pk[m].bytes = (size_t)((w->rows + PV_PANEL - 1) / PV_PANEL) * pv_panel_bytes(w->type, w->cols);
+		pk[m].data = pv_aligned_alloc(pk[m].bytes);
+		if (!pk[m].data) {
+			for (int j = 0; j < m; j++) free(pk[j].data);
+			free(pk);
+			return -1;
+		}
+		pv_pack_panels(w->type, w->data, w->rows, w->cols, pk[m].data);
+		m++;
+	}
+	qsort(pk, (size_t)m, sizeof *pk, cmp_packed);
+	k->packs = pk;
+	k->n_packs = m;
+	return 0;
+}
+
+void pv_kernels_free(struct pv_kernels* k)
+{
+	for (int i = 0; i < k->n_packs; i++) free(k->packs[i].data);
+	free(k->packs);
+	k->packs = NULL;
+	k->n_packs = 0;
+}
+
+uint64_t pv_kernels_packed_bytes(const struct pv_kernels* k)
+{
+	uint64_t b = 0;
+	for (int i = 0; i < k->n_packs; i++) b += k->packs[i].bytes;
+	return b;
+}
+
+/* The panels holding W (a view of a packed matrix starting at a whole panel), or NULL. */
+static const unsigned char* find_panels(const struct pv_kernels* k, const struct pv_tensor* W)
+{
+	const unsigned char* p = W->data;
+	int lo = 0, hi = k->n_packs - 1, at = -1;
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2;
+		if (k->packs[mid].src <= p) {
+			at = mid;
+			lo = mid + 1;
+		} else {
+			hi = mid - 1;
+		}
+	}
+	if (at < 0) return NULL;
+	const struct pv_packed* e = &k->packs[at];
+	const size_t off = (size_t)(p - e->src), rb = pv_dtype_row_bytes(e->type, e->cols);
+	if (e->type != W->type || e->cols != W->cols || off >= e->src_bytes || off % rb) return NULL;
+	const int64_t row = (int64_t)(off / rb);
+	if (row % PV_PANEL || row + W->rows > e->rows) return NULL;
+	return e->data + (size_t)(row / PV_PANEL) * pv_panel_bytes(e->type, e->cols);
+}
+
+/* ---- products --------------------------------------------------------------------------- */
+
+size_t pv_mm_act_bytes(int rows, int64_t cols)
+{
+	const int64_t n = (cols + 255) / 256 * 256;
+	size_t b = pv_act_row_bytes(PV_ACT_Q8, n);
+	if (pv_act_row_bytes(PV_ACT_Q8K, n) > b) b = pv_act_row_bytes(PV_ACT_Q8K, n);
+	if (pv_act_row_bytes(PV_ACT_BF16, n) > b) b = pv_act_row_bytes(PV_ACT_BF16, n);
+	return b * (size_t)(rows > 0 ? rows : 0);
+}
+
+struct fjob {
+	const struct pv_kernels* k;
+	float* y;
+	int ldy;
+	const unsigned char* act;
+	size_t as;
+	int T;
+	const struct pv_tensor* W;
+	const unsigned char* panels;
+	int fmt;
+	int64_t base, o0, o1, rows_per_task;
+	int t_per_task, n_row_tasks;
+};
+
+static void fast_task(void* ctx, int task, int thread)
+{
+	(void)thread;
+	const struct fjob* j = ctx;
+	int64_t a = j->base + (int64_t)(task % j->n_row_tasks) * j->rows_per_task, b = a + j->rows_per_task;
+	a = a < j->o0 ? j->o0 : a;
+	b = b > j->o1 ? j->o1 : b;
+	const int t0 = (task / j->n_row_tasks) * j->t_per_task;
+	const int nt = j->T - t0 < j->t_per_task ? j->T - t0 : j->t_per_task;
+	if (a >= b || nt <= 0) return;
+	float* y = j->y + (size_t)t0 * j->ldy;
+	const unsigned char* act = j->act + (size_t)t0 * j->as;
+	const struct pv_tensor* W = j->W;
+#if PV_X86
+	if (j->fmt == PV_ACT_BF16) {
+		pv_bf16gemm_avx512(y, j->ldy, act, j->as, nt, W->data, (size_t)W->cols, W->cols, a, b);
+		return;
+	}
+	if (j->panels && j->k->isa >= PV_ISA_AVX512) {
+		pv_qgemm_avx512(W->type, y, j->ldy, act, j->as, nt, j->panels, W->cols, a, b);
+		return;
+	}
+#endif
+	pv_qgemm_generic(W->type, y, j->ldy, act, j->as, nt, W->data, W->cols, a, b);
+}
+
+/* Below this many multiply-adds a call runs on the calling thread (waking the pool costs about
+ * a microsecond). */
+#define MIN_PARALLEL_MACS (64 * 1024)
+
+void pv_mm_rows(const struct pv_mm* c, float* y, int ldy, const float* x, int ldx, int T, const struct pv_tensor* W, int64_t o0,
+                int64_t o1)
+{
+	const struct pv_kernels* k = c->k;
+	PV_ASSERT(k && W && W->data && (unsigned)W->type < PV_DTYPE_COUNT);
+	PV_ASSERT(0 <= o0 && o0 <= o1 && o1 <= W->rows);
+	if (T <= 0 || o1 == o0) return;
+	const int avx2 = k->isa >= PV_ISA_AVX2;
+	int fmt = PV_ACT_F32;
+	if (!k->exact) {
+		if (pv_dtype_is_quant(W->type))
+			fmt = pv_act_fmt_of(W->type);
+		else if (W->type == PV_BF16 && k->bf16)
+			fmt = PV_ACT_BF16;
+	}
+	const size_t rb = fmt == PV_ACT_F32 ? 0 : pv_act_row_bytes(fmt, W->cols);
+	const int tmax = rb ? (int)(c->act_bytes / rb) : 0;
+	if (fmt == PV_ACT_F32 || !c->act || tmax < 1) {
+		/* exact numerics; also a fast-numerics call without activation scratch (never from the
+		 * forward pass, whose sessions size it for every matrix) */
+		PV_ASSERT(fmt == PV_ACT_F32);
+		pv_matmul_rows_set(c->pool, avx2, y, ldy, x, ldx, T, W, o0, o1);
+		return;
+	}
+	PV_ASSERT(fmt != PV_ACT_BF16 || PV_X86);
+
+	struct fjob j = { k, NULL, ldy, c->act, rb, 0, W, NULL, fmt, 0, o0, o1, 0, 0, 1 };
+	int64_t align = 1;
+	if (fmt != PV_ACT_BF16 && k->isa >= PV_ISA_AVX512) {
+		j.panels = find_panels(k, W);
+		if (j.panels) align = PV_PANEL;
+	}
+	if (fmt == PV_ACT_BF16) align = 24;
+	const int threads = pv_pool_threads(c->pool);
+	for (int t0 = 0; t0 < T; t0 += tmax) {
+		const int nt = T - t0 < tmax ? T - t0 : tmax;
+#if PV_X86
+		if (k->isa >= PV_ISA_AVX512)
+			pv_act_convert_avx512(fmt, x + (size_t)t0 * ldx, ldx, nt, W->cols, c->act, rb);
+		else
+#endif
+			pv_act_convert(fmt, x + (size_t)t0 * ldx, ldx, nt, W->cols, c->act, rb);
+		j.y = y + (size_t)t0 * ldy;
+		j.T = nt;
+		j.base = o0 / align * align;
+		const int64_t rows = o1 - j.base;
+		const uint64_t macs = (uint64_t)(o1 - o0) * (uint64_t)W->cols * (uint64_t)nt;
+		if (threads <= 1 || macs < MIN_PARALLEL_MACS) {
+			j.rows_per_task = rows;
+			j.t_per_task = nt;
+			j.n_row_tasks = 1;
+			fast_task(&j, 0, 0);
+			continue;
+		}
+		struct pv_mm_split sp = pv_mm_split(rows, nt, threads, align);
+		j.rows_per_task = sp.rows_per_task;
+		j.t_per_task = sp.t_per_task;
+		j.n_row_tasks = sp.n_row_tasks;
+		pv_pool_run(c->pool, fast_task, &j, sp.n_tasks);
+	}
+}
