@@ -499,6 +499,71 @@ static void test_exact_context(void)
 	}
 }
 
+/* ---- several outputs of one input ---------------------------------------------------------- */
+
+static void test_multi(void)
+{
+	static const enum pv_dtype types[] = { PV_Q4_K, PV_Q6_K, PV_Q5_0, PV_BF16, PV_F32, PV_Q8_0 };
+	enum { NO = sizeof types / sizeof types[0] };
+	const int64_t cols = 512;
+	const int64_t rows[NO] = { 33, 16, 70, 9, 5, 48 };
+	unsigned char* w[NO];
+	struct pv_tensor W[NO];
+	const struct pv_tensor* Wl[NO];
+	for (int i = 0; i < NO; i++) {
+		const enum pv_dtype t = types[i];
+		const size_t rbytes = pv_dtype_is_quant(t) ? pv_dtype_row_bytes(t, cols) : (size_t)cols * pv_dtype_size(t);
+		w[i] = malloc(rbytes * rows[i]);
+		float* tmp = malloc(sizeof(float) * cols);
+		for (int64_t r = 0; r < rows[i]; r++) {
+			for (int64_t c = 0; c < cols; c++) tmp[c] = nrnd();
+			pv_quant_row(t, tmp, w[i] + r * rbytes, cols);
+		}
+		free(tmp);
+		W[i] = (struct pv_tensor){ w[i], t, rows[i], cols };
+		Wl[i] = &W[i];
+	}
+	float* x = malloc(sizeof(float) * TX * cols);
+	for (int64_t i = 0; i < TX * cols; i++) x[i] = nrnd();
+	for (int isa = PV_ISA_GENERIC; isa <= pv_isa_best(); isa++)
+		for (int exact = 0; exact < 2; exact++) {
+			struct pv_kernels k;
+			pv_kernels_init(&k, isa, exact);
+			pv_kernels_pack(&k, Wl, NO);
+			int same = 1;
+			for (int T = 1; T <= TX; T += 13) {
+				float *a[NO], *b[NO];
+				struct pv_mm_out o[NO];
+				for (int i = 0; i < NO; i++) {
+					a[i] = malloc(sizeof(float) * T * (rows[i] + 1));
+					b[i] = malloc(sizeof(float) * T * (rows[i] + 1));
+					for (int e = 0; e < T * (rows[i] + 1); e++) a[i][e] = b[i][e] = NAN;
+					o[i] = (struct pv_mm_out){ a[i], (int)rows[i] + 1, &W[i], i == 2 ? 3 : 0, rows[i] };
+					run_mm(pools[1 + i % 3], &k, b[i], (int)rows[i] + 1, x, (int)cols, T, &W[i], o[i].o0,
+					       rows[i], pv_mm_act_bytes(T, cols));
+				}
+				/* scratch for 5 rows: several passes */
+				void* act = malloc(pv_mm_act_bytes(5, cols));
+				struct pv_mm c = { pools[T % 4], &k, act, pv_mm_act_bytes(5, cols) };
+				pv_mm_multi(&c, x, (int)cols, T, o, NO);
+				free(act);
+				for (int i = 0; i < NO; i++) {
+					if (memcmp(a[i], b[i], sizeof(float) * T * (rows[i] + 1))) {
+						/* NaN padding compares bytewise too: both untouched */
+						same = 0;
+					}
+					free(a[i]);
+					free(b[i]);
+				}
+			}
+			CHECK(same, "%s %s: pv_mm_multi differs from one pv_mm_rows per output", pv_isa_name(isa),
+			      exact ? "exact" : "fast");
+			pv_kernels_free(&k);
+		}
+	for (int i = 0; i < NO; i++) free(w[i]);
+	free(x);
+}
+
 int main(void)
 {
 	pools[0] = NULL;
@@ -514,6 +579,7 @@ int main(void)
 	test_quant(isas, n_isas);
 	if (best >= PV_ISA_AVX512) test_bf16();
 	test_exact_context();
+	test_multi();
 
 	for (int i = 1; i < 4; i++) pv_pool_free(pools[i]);
 	TEST_END("test_kernels_simd");

@@ -210,8 +210,9 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 		/* Qwen3-Next: rows grouped by key head g: [q_g (dk) | k_g (dk) | v_g (r dv) | z_g (r dv)],
 		 * and in_proj_ba per group [b_g (r) | a_g (r)]. Unscramble into the Qwen3.5 layout. */
 		int gw = 2 * dk + 2 * r * dv;
-		pv_mm(&pv_cpu(s)->mm, st->mix2, (int)L->in_qkvz.rows, xn, H, n, &L->in_qkvz);
-		pv_mm(&pv_cpu(s)->mm, st->ab, 2 * Hv, xn, H, n, &L->in_ba);
+		const struct pv_mm_out o[2] = { { st->mix2, (int)L->in_qkvz.rows, &L->in_qkvz, 0, L->in_qkvz.rows },
+			                        { st->ab, 2 * Hv, &L->in_ba, 0, L->in_ba.rows } };
+		pv_mm_multi(&st->mm, xn, H, n, o, 2);
 		for (int t = 0; t < n; t++) {
 			const float* src = st->mix2 + (size_t)t * L->in_qkvz.rows;
 			float* mx = st->mix + (size_t)t * cd;
@@ -228,21 +229,23 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 			}
 		}
 	} else {
-		pv_mm(&pv_cpu(s)->mm, st->mix, cd, xn, H, n, &L->in_qkv);
-		pv_mm(&pv_cpu(s)->mm, st->z, vd, xn, H, n, &L->in_z);
+		struct pv_mm_out o[4] = { { st->mix, cd, &L->in_qkv, 0, L->in_qkv.rows }, { st->z, vd, &L->in_z, 0, L->in_z.rows } };
+		if (L->in_ba.data) {
+			o[2] = (struct pv_mm_out){ st->ab, 2 * Hv, &L->in_ba, 0, L->in_ba.rows };
+		} else {
+			o[2] = (struct pv_mm_out){ st->lb, Hv, &L->in_b, 0, L->in_b.rows };
+			o[3] = (struct pv_mm_out){ st->lg, Hv, &L->in_a, 0, L->in_a.rows };
+		}
+		pv_mm_multi(&st->mm, xn, H, n, o, L->in_ba.data ? 3 : 4);
 		if (L->in_ba.data) {
 			/* Qwen3-Next GGUF: q/k/v/z already regrouped by the converter, ba still
 			 * key-group-major [b_g (r) | a_g (r)] */
-			pv_mm(&pv_cpu(s)->mm, st->ab, 2 * Hv, xn, H, n, &L->in_ba);
 			for (int t = 0; t < n; t++)
 				for (int g = 0; g < Hk; g++)
 					for (int j = 0; j < r; j++) {
 						st->lb[(size_t)t * Hv + g * r + j] = st->ab[(size_t)t * 2 * Hv + g * 2 * r + j];
 						st->lg[(size_t)t * Hv + g * r + j] = st->ab[(size_t)t * 2 * Hv + g * 2 * r + r + j];
 					}
-		} else {
-			pv_mm(&pv_cpu(s)->mm, st->lb, Hv, xn, H, n, &L->in_b);
-			pv_mm(&pv_cpu(s)->mm, st->lg, Hv, xn, H, n, &L->in_a);
 		}
 	}
 
@@ -278,5 +281,5 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 			pv_rmsnorm(o, o, L->lin_norm, dv, c->rms_eps);
 			for (int j = 0; j < dv; j++) o[j] *= pv_silu(z[j]);
 		}
-	pv_mm(&pv_cpu(s)->mm, out, H, st->o, vd, n, &L->out_proj);
+	pv_mm(&st->mm, out, H, st->o, vd, n, &L->out_proj);
 }

@@ -97,11 +97,12 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, floa
 
 	/* Projections. Gated q_proj yields per head [q_h (hd) | gate_h (hd)]: [n, nh*2*hd]. */
 	float* qg = c->attn_gate ? st->mix : st->q;
-	pv_mm(&pv_cpu(s)->mm, qg, (int)L->wq.rows, xn, H, n, &L->wq);
 	float* kdst = kc + (size_t)pos0 * kvd;
 	float* vdst = vc + (size_t)pos0 * kvd;
-	pv_mm(&pv_cpu(s)->mm, kdst, kvd, xn, H, n, &L->wk);
-	pv_mm(&pv_cpu(s)->mm, vdst, kvd, xn, H, n, &L->wv);
+	const struct pv_mm_out qkv[3] = { { qg, (int)L->wq.rows, &L->wq, 0, L->wq.rows },
+		                          { kdst, kvd, &L->wk, 0, L->wk.rows },
+		                          { vdst, kvd, &L->wv, 0, L->wv.rows } };
+	pv_mm_multi(&st->mm, xn, H, n, qkv, 3);
 
 	for (int t = 0; t < n; t++) {
 		float* q = st->q + (size_t)t * qd;
@@ -139,7 +140,7 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, floa
 
 	if (c->attn_gate)
 		for (size_t i = 0; i < (size_t)n * qd; i++) st->o[i] *= pv_sigmoid(st->ag[i]);
-	pv_mm(&pv_cpu(s)->mm, out, H, st->o, qd, n, &L->wo);
+	pv_mm(&st->mm, out, H, st->o, qd, n, &L->wo);
 }
 
 /* ---------------------------------------------------------------------- FFN --- */
@@ -149,10 +150,10 @@ static void swiglu(struct pv_session* s, const struct pv_expert* e, const float*
 {
 	struct pv_cpu_state* st = pv_cpu(s);
 	int H = s->m->cfg.hidden, I = (int)e->gate.rows;
-	pv_mm(&pv_cpu(s)->mm, st->ff_g, I, x, H, n, &e->gate);
-	pv_mm(&pv_cpu(s)->mm, st->ff_u, I, x, H, n, &e->up);
+	const struct pv_mm_out gu[2] = { { st->ff_g, I, &e->gate, 0, e->gate.rows }, { st->ff_u, I, &e->up, 0, e->up.rows } };
+	pv_mm_multi(&st->mm, x, H, n, gu, 2);
 	for (size_t i = 0; i < (size_t)n * I; i++) st->ff_g[i] = pv_silu(st->ff_g[i]) * st->ff_u[i];
-	pv_mm(&pv_cpu(s)->mm, out, H, st->ff_g, I, n, &e->down);
+	pv_mm(&st->mm, out, H, st->ff_g, I, n, &e->down);
 }
 
 /* Router: softmax over all E logits (fp32, in place), top-k (ties: lower index), optional
@@ -188,7 +189,7 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 	const struct pv_config* c = &s->m->cfg;
 	int H = c->hidden, E = c->n_experts, k = c->n_experts_used;
 
-	pv_mm(&pv_cpu(s)->mm, st->router, E, xn, H, n, &L->router);
+	pv_mm(&st->mm, st->router, E, xn, H, n, &L->router);
 	for (int t = 0; t < n; t++)
 		route(c, st->router + (size_t)t * E, st->top_idx + (size_t)t * k, st->top_w + (size_t)t * k);
 
@@ -264,7 +265,7 @@ static void outputs(struct pv_session* s, const struct pv_step* sp, int r0)
 	if (sp->hidden)
 		memcpy(sp->hidden, xn + (size_t)(sp->hidden_row0 - r0) * H, sizeof(float) * H * (size_t)(n - sp->hidden_row0));
 	const int lr0 = sp->logits ? sp->logits_row0 : n;
-	if (lr0 < n) pv_mm(&pv_cpu(s)->mm, sp->logits, V, xn + (size_t)(lr0 - r0) * H, H, n - lr0, &m->w.lm_head);
+	if (lr0 < n) pv_mm(&st->mm, sp->logits, V, xn + (size_t)(lr0 - r0) * H, H, n - lr0, &m->w.lm_head);
 	if (!sp->argmax) return;
 	for (int t = sp->argmax_row0; t < n;) {
 		if (t >= lr0) {
@@ -273,7 +274,7 @@ static void outputs(struct pv_session* s, const struct pv_step* sp, int r0)
 			continue;
 		}
 		const int rows = lr0 - t < PV_LM_ROWS ? lr0 - t : PV_LM_ROWS;
-		pv_mm(&pv_cpu(s)->mm, st->lm, V, xn + (size_t)(t - r0) * H, H, rows, &m->w.lm_head);
+		pv_mm(&st->mm, st->lm, V, xn + (size_t)(t - r0) * H, H, rows, &m->w.lm_head);
 		for (int i = 0; i < rows; i++) sp->argmax[t + i - sp->argmax_row0] = pv_argmax(st->lm + (size_t)i * V, V);
 		t += rows;
 	}

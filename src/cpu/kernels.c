@@ -170,115 +170,174 @@ static const unsigned char* find_panels(const struct pv_kernels* k, const struct
 
 size_t pv_mm_act_bytes(int rows, int64_t cols)
 {
+	/* room for the three formats at once (pv_mm_multi converts one row set per format) */
 	const int64_t n = (cols + 255) / 256 * 256;
-	size_t b = pv_act_row_bytes(PV_ACT_Q8, n);
-	if (pv_act_row_bytes(PV_ACT_Q8K, n) > b) b = pv_act_row_bytes(PV_ACT_Q8K, n);
-	if (pv_act_row_bytes(PV_ACT_BF16, n) > b) b = pv_act_row_bytes(PV_ACT_BF16, n);
+	const size_t b = pv_act_row_bytes(PV_ACT_Q8, n) + pv_act_row_bytes(PV_ACT_Q8K, n) + pv_act_row_bytes(PV_ACT_BF16, n);
 	return b * (size_t)(rows > 0 ? rows : 0);
 }
 
-struct fjob {
-	const struct pv_kernels* k;
+/* One output of a fast-numerics run: its matrix, rows, format and share of the pool tasks. */
+struct fout {
 	float* y;
 	int ldy;
-	const unsigned char* act;
-	size_t as;
-	int T;
 	const struct pv_tensor* W;
-	const unsigned char* panels;
+	const unsigned char* panels; /* NULL: the portable kernel on the stored rows     */
 	int fmt;
 	int64_t base, o0, o1, rows_per_task;
-	int t_per_task, n_row_tasks;
+	int t_per_task, n_row_tasks, n_tasks, task0;
+};
+
+struct fjob {
+	const struct pv_kernels* k;
+	const unsigned char* act[4]; /* converted rows per format, as[f] bytes apart */
+	size_t as[4];
+	int T;
+	struct fout* outs;
+	int n;
 };
 
 static void fast_task(void* ctx, int task, int thread)
 {
 	(void)thread;
 	const struct fjob* j = ctx;
-	int64_t a = j->base + (int64_t)(task % j->n_row_tasks) * j->rows_per_task, b = a + j->rows_per_task;
-	a = a < j->o0 ? j->o0 : a;
-	b = b > j->o1 ? j->o1 : b;
-	const int t0 = (task / j->n_row_tasks) * j->t_per_task;
-	const int nt = j->T - t0 < j->t_per_task ? j->T - t0 : j->t_per_task;
+	int i = 0;
+	while (i + 1 < j->n && task >= j->outs[i + 1].task0) i++;
+	const struct fout* f = &j->outs[i];
+	task -= f->task0;
+	int64_t a = f->base + (int64_t)(task % f->n_row_tasks) * f->rows_per_task, b = a + f->rows_per_task;
+	a = a < f->o0 ? f->o0 : a;
+	b = b > f->o1 ? f->o1 : b;
+	const int t0 = (task / f->n_row_tasks) * f->t_per_task;
+	const int nt = j->T - t0 < f->t_per_task ? j->T - t0 : f->t_per_task;
 	if (a >= b || nt <= 0) return;
-	float* y = j->y + (size_t)t0 * j->ldy;
-	const unsigned char* act = j->act + (size_t)t0 * j->as;
-	const struct pv_tensor* W = j->W;
+	float* y = f->y + (size_t)t0 * f->ldy;
+	const size_t as = j->as[f->fmt];
+	const unsigned char* act = j->act[f->fmt] + (size_t)t0 * as;
+	const struct pv_tensor* W = f->W;
 #if PV_X86
-	if (j->fmt == PV_ACT_BF16) {
-		pv_bf16gemm_avx512(y, j->ldy, act, j->as, nt, W->data, (size_t)W->cols, W->cols, a, b);
+	if (f->fmt == PV_ACT_BF16) {
+		pv_bf16gemm_avx512(y, f->ldy, act, as, nt, W->data, (size_t)W->cols, W->cols, a, b);
 		return;
 	}
-	if (j->panels && j->k->isa >= PV_ISA_AVX512) {
-		pv_qgemm_avx512(W->type, y, j->ldy, act, j->as, nt, j->panels, W->cols, a, b);
+	if (f->panels) {
+		pv_qgemm_avx512(W->type, y, f->ldy, act, as, nt, f->panels, W->cols, a, b);
 		return;
 	}
 #endif
-	pv_qgemm_generic(W->type, y, j->ldy, act, j->as, nt, W->data, W->cols, a, b);
+	pv_qgemm_generic(W->type, y, f->ldy, act, as, nt, W->data, W->cols, a, b);
 }
 
-/* Below this many multiply-adds a call runs on the calling thread (waking the pool costs about
+/* Below this many multiply-adds a run stays on the calling thread (waking the pool costs about
  * a microsecond). */
 #define MIN_PARALLEL_MACS (64 * 1024)
+
+/* The activation format of W's products in k's numerics (PV_ACT_F32: the exact kernels). */
+static int fmt_of(const struct pv_kernels* k, const struct pv_tensor* W)
+{
+	if (k->exact) return PV_ACT_F32;
+	if (pv_dtype_is_quant(W->type)) return pv_act_fmt_of(W->type);
+	if (W->type == PV_BF16 && k->bf16) return PV_ACT_BF16;
+	return PV_ACT_F32;
+}
+
+#define MAX_OUTS 8
+
+void pv_mm_multi(const struct pv_mm* c, const float* x, int ldx, int T, const struct pv_mm_out* outs, int n)
+{
+	const struct pv_kernels* k = c->k;
+	PV_ASSERT(k && n >= 0 && n <= MAX_OUTS);
+	if (T <= 0) return;
+	const int avx2 = k->isa >= PV_ISA_AVX2;
+	struct fout fo[MAX_OUTS];
+	int nf = 0;
+	int64_t cols = 0;
+	size_t rb[4] = { 0, 0, 0, 0 };
+	for (int i = 0; i < n; i++) {
+		const struct pv_tensor* W = outs[i].W;
+		PV_ASSERT(W && W->data && (unsigned)W->type < PV_DTYPE_COUNT);
+		PV_ASSERT(0 <= outs[i].o0 && outs[i].o0 <= outs[i].o1 && outs[i].o1 <= W->rows);
+		if (outs[i].o1 == outs[i].o0) continue;
+		const int fmt = c->act ? fmt_of(k, W) : PV_ACT_F32;
+		if (fmt == PV_ACT_F32) {
+			/* exact numerics (also F32/F16 weights, and calls without scratch): one run each */
+			pv_matmul_rows_set(c->pool, avx2, outs[i].y, outs[i].ldy, x, ldx, T, W, outs[i].o0, outs[i].o1);
+			continue;
+		}
+		PV_ASSERT(!cols || cols == W->cols);
+		cols = W->cols;
+		rb[fmt] = pv_act_row_bytes(fmt, W->cols);
+		struct fout* f = &fo[nf++];
+		memset(f, 0, sizeof *f);
+		f->y = outs[i].y;
+		f->ldy = outs[i].ldy;
+		f->W = W;
+		f->fmt = fmt;
+		f->o0 = outs[i].o0;
+		f->o1 = outs[i].o1;
+		if (fmt != PV_ACT_BF16 && k->isa >= PV_ISA_AVX512) f->panels = find_panels(k, W);
+	}
+	if (!nf) return;
+	/* rows per pass: every format's rows must fit the scratch at once */
+	const size_t row_all = rb[1] + rb[2] + rb[3];
+	const int tmax = (int)(c->act_bytes / row_all);
+	PV_ASSERT(tmax >= 1);
+	const int threads = pv_pool_threads(c->pool);
+	struct fjob j = { k, { NULL }, { rb[0], rb[1], rb[2], rb[3] }, 0, fo, nf };
+	for (int t0 = 0; t0 < T; t0 += tmax) {
+		const int nt = T - t0 < tmax ? T - t0 : tmax;
+		/* convert this pass's rows once per format, each format in its own part of the scratch */
+		size_t off = 0;
+		for (int fmt = 1; fmt < 4; fmt++) {
+			if (!rb[fmt]) continue;
+			unsigned char* dst = (unsigned char*)c->act + off;
+			j.act[fmt] = dst;
+			off += rb[fmt] * (size_t)nt;
+#if PV_X86
+			if (k->isa >= PV_ISA_AVX512)
+				pv_act_convert_avx512(fmt, x + (size_t)t0 * ldx, ldx, nt, cols, dst, rb[fmt]);
+			else
+#endif
+				pv_act_convert(fmt, x + (size_t)t0 * ldx, ldx, nt, cols, dst, rb[fmt]);
+		}
+		j.T = nt;
+		uint64_t macs = 0;
+		for (int i = 0; i < nf; i++) macs += (uint64_t)(fo[i].o1 - fo[i].o0) * (uint64_t)cols * (uint64_t)nt;
+		const int par = threads > 1 && macs >= MIN_PARALLEL_MACS;
+		int tasks = 0;
+		for (int i = 0; i < nf; i++) {
+			struct fout* f = &fo[i];
+			const int64_t align = f->fmt == PV_ACT_BF16 ? 24 : f->panels ? PV_PANEL : 1;
+			f->base = f->o0 / align * align;
+			const int64_t rows = f->o1 - f->base;
+			if (!par) {
+				f->rows_per_task = rows;
+				f->t_per_task = nt;
+				f->n_row_tasks = 1;
+				f->n_tasks = 1;
+			} else {
+				/* every output is cut as if alone; the pool hands out all the tasks at once */
+				struct pv_mm_split sp = pv_mm_split(rows, nt, threads, align);
+				f->rows_per_task = sp.rows_per_task;
+				f->t_per_task = sp.t_per_task;
+				f->n_row_tasks = sp.n_row_tasks;
+				f->n_tasks = sp.n_tasks;
+			}
+			f->task0 = tasks;
+			tasks += f->n_tasks;
+		}
+		if (par)
+			pv_pool_run(c->pool, fast_task, &j, tasks);
+		else
+			for (int t = 0; t < tasks; t++) fast_task(&j, t, 0);
+		for (int i = 0; i < nf; i++) fo[i].y += (size_t)nt * fo[i].ldy;
+	}
+}
 
 void pv_mm_rows(const struct pv_mm* c, float* y, int ldy, const float* x, int ldx, int T, const struct pv_tensor* W, int64_t o0,
                 int64_t o1)
 {
-	const struct pv_kernels* k = c->k;
-	PV_ASSERT(k && W && W->data && (unsigned)W->type < PV_DTYPE_COUNT);
-	PV_ASSERT(0 <= o0 && o0 <= o1 && o1 <= W->rows);
+	PV_ASSERT(W && 0 <= o0 && o0 <= o1 && o1 <= W->rows);
 	if (T <= 0 || o1 == o0) return;
-	const int avx2 = k->isa >= PV_ISA_AVX2;
-	int fmt = PV_ACT_F32;
-	if (!k->exact) {
-		if (pv_dtype_is_quant(W->type))
-			fmt = pv_act_fmt_of(W->type);
-		else if (W->type == PV_BF16 && k->bf16)
-			fmt = PV_ACT_BF16;
-	}
-	const size_t rb = fmt == PV_ACT_F32 ? 0 : pv_act_row_bytes(fmt, W->cols);
-	const int tmax = rb ? (int)(c->act_bytes / rb) : 0;
-	if (fmt == PV_ACT_F32 || !c->act || tmax < 1) {
-		/* exact numerics; also a fast-numerics call without activation scratch (never from the
-		 * forward pass, whose sessions size it for every matrix) */
-		PV_ASSERT(fmt == PV_ACT_F32);
-		pv_matmul_rows_set(c->pool, avx2, y, ldy, x, ldx, T, W, o0, o1);
-		return;
-	}
-	PV_ASSERT(fmt != PV_ACT_BF16 || PV_X86);
-
-	struct fjob j = { k, NULL, ldy, c->act, rb, 0, W, NULL, fmt, 0, o0, o1, 0, 0, 1 };
-	int64_t align = 1;
-	if (fmt != PV_ACT_BF16 && k->isa >= PV_ISA_AVX512) {
-		j.panels = find_panels(k, W);
-		if (j.panels) align = PV_PANEL;
-	}
-	if (fmt == PV_ACT_BF16) align = 24;
-	const int threads = pv_pool_threads(c->pool);
-	for (int t0 = 0; t0 < T; t0 += tmax) {
-		const int nt = T - t0 < tmax ? T - t0 : tmax;
-#if PV_X86
-		if (k->isa >= PV_ISA_AVX512)
-			pv_act_convert_avx512(fmt, x + (size_t)t0 * ldx, ldx, nt, W->cols, c->act, rb);
-		else
-#endif
-			pv_act_convert(fmt, x + (size_t)t0 * ldx, ldx, nt, W->cols, c->act, rb);
-		j.y = y + (size_t)t0 * ldy;
-		j.T = nt;
-		j.base = o0 / align * align;
-		const int64_t rows = o1 - j.base;
-		const uint64_t macs = (uint64_t)(o1 - o0) * (uint64_t)W->cols * (uint64_t)nt;
-		if (threads <= 1 || macs < MIN_PARALLEL_MACS) {
-			j.rows_per_task = rows;
-			j.t_per_task = nt;
-			j.n_row_tasks = 1;
-			fast_task(&j, 0, 0);
-			continue;
-		}
-		struct pv_mm_split sp = pv_mm_split(rows, nt, threads, align);
-		j.rows_per_task = sp.rows_per_task;
-		j.t_per_task = sp.t_per_task;
-		j.n_row_tasks = sp.n_row_tasks;
-		pv_pool_run(c->pool, fast_task, &j, sp.n_tasks);
-	}
+	const struct pv_mm_out o = { y, ldy, W, o0, o1 };
+	pv_mm_multi(c, x, ldx, T, &o, 1);
 }

@@ -110,6 +110,17 @@ static inline void pv_mm(const struct pv_mm* c, float* y, int ldy, const float* 
 	pv_mm_rows(c, y, ldy, x, ldx, T, W, 0, W->rows);
 }
 
+/* Several products of the same activation rows (q/k/v, gate/up): y_i[t*ldy_i + o] for o in
+ * [o0_i, o1_i), each exactly as pv_mm_rows would compute it, with the rows converted once per
+ * format and one pool run for all (at most 8 outputs; the W_i share cols). */
+struct pv_mm_out {
+	float* y;
+	int ldy;
+	const struct pv_tensor* W;
+	int64_t o0, o1;
+};
+void pv_mm_multi(const struct pv_mm* c, const float* x, int ldx, int T, const struct pv_mm_out* outs, int n);
+
 /* ---- products --------------------------------------------------------------------------- */
 
 /*

@@ -53,7 +53,13 @@ INLINE __mmask64 ldmask(const unsigned char* p)
 }
 INLINE __m512i lo4(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(15)); }
 INLINE __m512i hi4(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(15)); }
-INLINE __m512i dp(__m512i acc, __m512i w, const int8_t* x) { return _mm512_dpbusd_epi32(acc, w, bcast32(x)); }
+/* acc + vpdpbusd(w, 4 activation bytes at x broadcast to all lanes): the broadcast rides in the
+ * instruction's memory operand ({1to16}), which GCC does not fold from the intrinsics */
+INLINE __m512i dp(__m512i acc, __m512i w, const int8_t* x)
+{
+	__asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t*)(const void*)x));
+	return acc;
+}
 
 /* ---- 32-element types -------------------------------------------------------------------- */
 
@@ -305,15 +311,16 @@ typedef void (*qtile_fn)(float* y, int ldy, __mmask16 km, const unsigned char* p
 	}
 #define QT32_ALL(TN, TY)                                                                                           \
 	QT32(TN, TY, 1)                                                                                            \
-	QT32(TN, TY, 2) QT32(TN, TY, 3) QT32(TN, TY, 4) QT32(TN, TY, 5) QT32(TN, TY, 6) QT32(TN, TY, 7)            \
+	QT32(TN, TY, 2)                                                                                            \
+	QT32(TN, TY, 3) QT32(TN, TY, 4) QT32(TN, TY, 5) QT32(TN, TY, 6) QT32(TN, TY, 7)                            \
 	        QT32(TN, TY, 8) static const qtile_fn qt_##TN[CMAX + 1] = { NULL,        qt_##TN##_1, qt_##TN##_2, \
 		                                                            qt_##TN##_3, qt_##TN##_4, qt_##TN##_5, \
 		                                                            qt_##TN##_6, qt_##TN##_7, qt_##TN##_8 };
-#define QTK_ALL(TN, TY)                                                                                                 \
-	QTK(TN, TY, 1)                                                                                                  \
-	QTK(TN, TY, 2) QTK(TN, TY, 3)                                                                                   \
-	        QTK(TN, TY, 4) static const qtile_fn qt_##TN[CMAX + 1] = { NULL, qt_##TN##_1, qt_##TN##_2, qt_##TN##_3, \
-		                                                           qt_##TN##_4 };
+#define QTK_ALL(TN, TY)                                                                                                        \
+	QTK(TN, TY, 1)                                                                                                         \
+	QTK(TN, TY, 2)                                                                                                         \
+	QTK(TN, TY, 3) QTK(TN, TY, 4) static const qtile_fn qt_##TN[CMAX + 1] = { NULL, qt_##TN##_1, qt_##TN##_2, qt_##TN##_3, \
+		                                                                  qt_##TN##_4 };
 
 QT32_ALL(q8_0, PV_Q8_0)
 QT32_ALL(q4_0, PV_Q4_0)
@@ -434,8 +441,9 @@ typedef void (*bf_fn)(float* y, int ldy, const uint16_t* x, size_t ldx, const ui
 		bf_tile(R, C, y, ldy, x, ldx, w, ldw, n);                                                                    \
 	}
 BT(1, 1)
-BT(2, 1) BT(3, 1) BT(4, 1) BT(5, 1) BT(6, 1) BT(7, 1) BT(8, 1) BT(1, 2) BT(2, 2) BT(3, 2) BT(4, 2) BT(5, 2) BT(6, 2) BT(1, 3)
-        BT(2, 3) BT(3, 3) BT(4, 3) BT(5, 3) BT(6, 3) BT(1, 4) BT(2, 4) BT(3, 4) BT(4, 4) BT(5, 4)
+BT(2, 1)
+BT(3, 1) BT(4, 1) BT(5, 1) BT(6, 1) BT(7, 1) BT(8, 1) BT(1, 2) BT(2, 2) BT(3, 2) BT(4, 2) BT(5, 2) BT(6, 2) BT(1, 3) BT(2, 3)
+        BT(3, 3) BT(4, 3) BT(5, 3) BT(6, 3) BT(1, 4) BT(2, 4) BT(3, 4) BT(4, 4) BT(5, 4)
                 BT(6, 4) static const bf_fn bts[BMAX_C + 1][BMAX_R + 1] = {
 	                { NULL },
 	                { NULL, bt_1_1, bt_2_1, bt_3_1, bt_4_1, bt_5_1, bt_6_1, bt_7_1, bt_8_1 },
