@@ -11,6 +11,7 @@
  * (used for long calls) mixes rows, and the session decides when it is used.
  */
 #include "cpu/state.h"
+#include "cpu/kern.h"
 #include "base/util.h"
 
 #include <float.h>
@@ -70,9 +71,10 @@ static void attn_row_head(void* ctx, int task, int thread)
 	float* sc = st->ts[thread].scores;
 	float scale = 1.0f / sqrtf((float)hd);
 
+	const int avx2 = st->mm.k->isa >= PV_ISA_AVX2;
 	float mx = -FLT_MAX;
 	for (int j = 0; j <= pos; j++) {
-		sc[j] = pv_dot_f32(q, K + (size_t)j * kvd, hd) * scale;
+		sc[j] = pv_dot_f32_set(avx2, q, K + (size_t)j * kvd, hd) * scale;
 		if (sc[j] > mx) mx = sc[j];
 	}
 	float sum = 0.0f;
@@ -83,7 +85,40 @@ static void attn_row_head(void* ctx, int task, int thread)
 	float inv = 1.0f / sum;
 	float* o = st->o + (size_t)t * pv_cfg_q_dim(c) + (size_t)h * hd;
 	memset(o, 0, sizeof(float) * hd);
-	for (int j = 0; j <= pos; j++) pv_axpy_f32(o, sc[j] * inv, V + (size_t)j * kvd, hd);
+	for (int j = 0; j <= pos; j++) pv_axpy_f32_set(avx2, o, sc[j] * inv, V + (size_t)j * kvd, hd);
+}
+
+/* The AVX-512 kernel set's attention (attn_avx512.c): tasks of up to ATT_ROWS query rows x one
+ * key/value head; per-thread scratch from the pool. */
+#define ATT_ROWS 8
+
+struct attn512_task {
+	struct pv_session* s;
+	const float *kc, *vc;
+	int n, pos0, rows;
+};
+
+static void attn512_task(void* ctx, int task, int thread)
+{
+	struct attn512_task* a = ctx;
+	const struct pv_config* c = &a->s->m->cfg;
+	struct pv_cpu_state* st = pv_cpu(a->s);
+	const int nkv = c->n_kv_heads, G = c->n_heads / nkv, hd = c->head_dim, qd = pv_cfg_q_dim(c);
+	const int t0 = (task / nkv) * a->rows, nt = a->n - t0 < a->rows ? a->n - t0 : a->rows;
+	pv_attn_avx512(st->q, qd, st->o, qd, a->kc, a->vc, pv_cfg_kv_dim(c), hd, G, task % nkv, t0, nt, a->pos0,
+	               1.0f / sqrtf((float)hd), pv_pool_scratch(a->s->pool, thread));
+}
+
+/* Whether the session runs the AVX-512 attention (its kernel set, a head size it handles, and
+ * the pool scratch holds a task's state). */
+static int attn512(const struct pv_session* s, int* rows)
+{
+	const struct pv_config* c = &s->m->cfg;
+	if (pv_cpu(s)->mm.k->isa < PV_ISA_AVX512 || !pv_attn_avx512_ok(c->head_dim) || !pv_pool_scratch(s->pool, 0)) return 0;
+	const int G = c->n_heads / c->n_kv_heads;
+	for (int r = ATT_ROWS; r >= 1; r /= 2)
+		if (pv_attn_avx512_scratch(r, G, c->head_dim) * sizeof(float) <= PV_POOL_SCRATCH) return *rows = r, 1;
+	return 0;
 }
 
 static void attention_layer(struct pv_session* s, const struct pv_layer* L, float* kc, float* vc, const float* xn,
@@ -135,8 +170,14 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, floa
 		}
 	}
 
-	struct attn_task at = { s, kc, vc, n, pos0 };
-	pv_pool_run(s->pool, attn_row_head, &at, n * nh);
+	int rows;
+	if (attn512(s, &rows)) {
+		struct attn512_task at = { s, kc, vc, n, pos0, rows };
+		pv_pool_run(s->pool, attn512_task, &at, (n + rows - 1) / rows * nkv);
+	} else {
+		struct attn_task at = { s, kc, vc, n, pos0 };
+		pv_pool_run(s->pool, attn_row_head, &at, n * nh);
+	}
 
 	if (c->attn_gate)
 		for (size_t i = 0; i < (size_t)n * qd; i++) st->o[i] *= pv_sigmoid(st->ag[i]);
@@ -152,7 +193,9 @@ static void swiglu(struct pv_session* s, const struct pv_expert* e, const float*
 	int H = s->m->cfg.hidden, I = (int)e->gate.rows;
 	const struct pv_mm_out gu[2] = { { st->ff_g, I, &e->gate, 0, e->gate.rows }, { st->ff_u, I, &e->up, 0, e->up.rows } };
 	pv_mm_multi(&st->mm, x, H, n, gu, 2);
-	for (size_t i = 0; i < (size_t)n * I; i++) st->ff_g[i] = pv_silu(st->ff_g[i]) * st->ff_u[i];
+	if (st->mm.k->isa >= PV_ISA_AVX512) pv_swiglu_avx512(st->ff_g, st->ff_u, (size_t)n * I);
+	else
+		for (size_t i = 0; i < (size_t)n * I; i++) st->ff_g[i] = pv_silu(st->ff_g[i]) * st->ff_u[i];
 	pv_mm(&st->mm, out, H, st->ff_g, I, n, &e->down);
 }
 
