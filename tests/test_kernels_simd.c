@@ -564,6 +564,134 @@ static void test_multi(void)
 	free(x);
 }
 
+/* ---- AVX-512 exp and attention ------------------------------------------------------------- */
+
+static void test_exp(void)
+{
+	enum { N = 200000 };
+	float* x = malloc(sizeof(float) * N);
+	float* y = malloc(sizeof(float) * N);
+	for (int i = 0; i < N; i++) x[i] = -90.0f + 180.0f * (float)i / N;
+	memcpy(y, x, sizeof(float) * N);
+	pv_exp_avx512(y, N);
+	double worst = 0;
+	for (int i = 0; i < N; i++) {
+		double r = exp((double)x[i]);
+		if (r < 1.2e-38 || r > 3.4e38) continue; /* subnormal or overflowing results */
+		double ulp = ldexp(1.0, ilogb(r) - 23), e = fabs(y[i] - r) / ulp;
+		worst = e > worst ? e : worst;
+	}
+	/* Cephes' expf polynomial on a reduced argument: a few ulp */
+	CHECK(worst <= 3.0, "exp: %.2f ulp from exp", worst);
+	printf("test_kernels_simd: avx512 exp within %.2f ulp of exp\n", worst);
+	float sp[6] = { 0.0f, -INFINITY, -100.0f, 100.0f, INFINITY, -0.0f };
+	pv_exp_avx512(sp, 6);
+	CHECK(sp[0] == 1.0f && sp[1] == 0.0f && sp[2] == 0.0f && isinf(sp[3]) && isinf(sp[4]) && sp[5] == 1.0f,
+	      "exp: special values %g %g %g %g %g %g", sp[0], sp[1], sp[2], sp[3], sp[4], sp[5]);
+	free(x);
+	free(y);
+}
+
+/*
+ * Attention against float64, and batch invariance. Bound: with scores s_j = scale q.k_j, each
+ * computed within ds_j = gamma_{hd/2+2} scale sum_d |q_d k_jd| (two fma chains, their sum, the
+ * scale), every p_j = exp(s_j - m) carries a relative error within d = 2 max_j ds_j (score and
+ * max) + u max|s_j - m| (the subtraction) + 4e-7 (the polynomial, test_exp); the normalised
+ * output o = sum p_j v_j / sum p_j then moves by at most 2 d / (1 - d) max|v| (a reweighting of
+ * the v_j), and the sums, the per-block rescales and the division add
+ * (n + 2 * blocks + 4) u (1 + d) max|v|.
+ */
+static void test_attention(void)
+{
+	static const int hds[] = { 64, 128, 256, 32 };
+	static const int Gs[] = { 7, 2, 1, 3 };
+	for (int ci = 0; ci < 4; ci++) {
+		const int hd = hds[ci], G = Gs[ci], nkv = 2, nh = G * nkv, kvd = nkv * hd, qd = nh * hd;
+		const int ctx = 150, pos0 = 37, n = 40; /* rows at positions 37..76; keys 0..76 */
+		float* kc = malloc(sizeof(float) * ctx * kvd);
+		float* vc = malloc(sizeof(float) * ctx * kvd);
+		float* q = malloc(sizeof(float) * n * qd);
+		for (int i = 0; i < ctx * kvd; i++) {
+			kc[i] = (i / kvd) < pos0 + n ? nrnd() : NAN; /* past the last row: never read */
+			vc[i] = (i / kvd) < pos0 + n ? nrnd() : NAN;
+		}
+		for (int i = 0; i < n * qd; i++) q[i] = nrnd() * 2.0f;
+		const float scale = 1.0f / sqrtf((float)hd);
+		float* ws = malloc(sizeof(float) * pv_attn_avx512_scratch(8, G, hd));
+		float* all = malloc(sizeof(float) * n * qd);
+		float* y = malloc(sizeof(float) * n * qd);
+		/* blocks of 8 rows (a prompt's tasks) */
+		for (int kvh = 0; kvh < nkv; kvh++)
+			for (int t0 = 0; t0 < n; t0 += 8)
+				pv_attn_avx512(q, qd, all, qd, kc, vc, kvd, hd, G, kvh, t0, n - t0 < 8 ? n - t0 : 8, pos0,
+				               scale, ws);
+		/* every row alone (decode), and blocks of 3 from an odd start */
+		int inv = 1;
+		for (int kvh = 0; kvh < nkv; kvh++)
+			for (int t = 0; t < n; t++)
+				pv_attn_avx512(q, qd, y, qd, kc, vc, kvd, hd, G, kvh, t, 1, pos0, scale, ws);
+		if (memcmp(all, y, sizeof(float) * n * qd)) inv = 0;
+		for (int kvh = 0; kvh < nkv; kvh++)
+			for (int t0 = 1; t0 < n; t0 += 3)
+				pv_attn_avx512(q, qd, y, qd, kc, vc, kvd, hd, G, kvh, t0, n - t0 < 3 ? n - t0 : 3, pos0, scale,
+				               ws);
+		if (memcmp(all + qd, y + qd, sizeof(float) * (n - 1) * qd)) inv = 0;
+		CHECK(inv, "attention hd %d G %d: a row's result depends on the rows computed with it", hd, G);
+		int ok = 1;
+		double worst = 0;
+		for (int t = 0; t < n; t++)
+			for (int h = 0; h < nh; h++) {
+				const int pos = pos0 + t, kh = h / G;
+				const float* qv = q + (size_t)t * qd + (size_t)h * hd;
+				double* s = malloc(sizeof(double) * (pos + 1));
+				double m = -INFINITY, ds = 0, vmax = 0, l = 0;
+				for (int j = 0; j <= pos; j++) {
+					double d = 0, a = 0;
+					for (int e = 0; e < hd; e++) {
+						d += (double)qv[e] * kc[(size_t)j * kvd + kh * hd + e];
+						a += fabs((double)qv[e] * kc[(size_t)j * kvd + kh * hd + e]);
+					}
+					s[j] = d * scale;
+					m = s[j] > m ? s[j] : m;
+					double k = hd / 2 + 2;
+					double dsj = k * U / (1 - k * U) * a * scale;
+					ds = dsj > ds ? dsj : ds;
+				}
+				double smax = 0;
+				for (int j = 0; j <= pos; j++) {
+					l += exp(s[j] - m);
+					smax = fabs(s[j] - m) > smax ? fabs(s[j] - m) : smax;
+				}
+				const double dl = 2 * ds + U * smax + 4e-7;
+				const int blocks = pos / 16 + 1;
+				for (int e = 0; e < hd; e++) {
+					double o = 0;
+					vmax = 0;
+					for (int j = 0; j <= pos; j++) {
+						const double v = vc[(size_t)j * kvd + kh * hd + e];
+						o += exp(s[j] - m) * v;
+						vmax = fabs(v) > vmax ? fabs(v) : vmax;
+					}
+					o /= l;
+					const double bound = (2 * dl / (1 - dl) + (pos + 1 + 2 * blocks + 4) * U * (1 + dl)) *
+					                     vmax * 1.000001;
+					const double err = fabs(all[(size_t)t * qd + (size_t)h * hd + e] - o);
+					if (!(err <= bound)) ok = 0;
+					if (bound > 0 && err / bound > worst) worst = err / bound;
+				}
+				free(s);
+			}
+		CHECK(ok, "attention hd %d G %d: above the float64 bound (worst %.3g x)", hd, G, worst);
+		printf("test_kernels_simd: attention hd %d G %d: worst error %.3g x the bound\n", hd, G, worst);
+		free(kc);
+		free(vc);
+		free(q);
+		free(ws);
+		free(all);
+		free(y);
+	}
+}
+
 int main(void)
 {
 	pools[0] = NULL;
@@ -577,7 +705,11 @@ int main(void)
 
 	test_act_convert(best >= PV_ISA_AVX512);
 	test_quant(isas, n_isas);
-	if (best >= PV_ISA_AVX512) test_bf16();
+	if (best >= PV_ISA_AVX512) {
+		test_bf16();
+		test_exp();
+		test_attention();
+	}
 	test_exact_context();
 	test_multi();
 

@@ -30,10 +30,12 @@
 #define INLINE static inline __attribute__((always_inline))
 
 /* exp(x): Cephes' expf polynomial on x - n ln2 (n = floor(x log2 e + 1/2)), scaled by 2^n;
- * 0 below -88.38 (where expf underflows) and for -inf, +inf above 88.38. */
+ * 0 below -88.38 (subnormal results) and for -inf, +inf above ln(FLT_MAX). */
 INLINE __m512 exp512(__m512 x)
 {
-	const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-88.3762626647949f);
+	/* hi: ln(FLT_MAX) (vscalefps scales without an intermediate overflow); lo: where expf's
+	 * results turn subnormal, which are flushed to 0 here */
+	const __m512 hi = _mm512_set1_ps(88.72283935546875f), lo = _mm512_set1_ps(-88.3762626647949f);
 	const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
 	const __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
 	__m512 v = _mm512_max_ps(_mm512_min_ps(x, hi), lo);
@@ -168,8 +170,9 @@ typedef void (*block_fn)(const float* const* qv, const float* kt, const float* V
 		block_heads(HG, NC, qv, kt, V, kvd, valid, ml, ov, vscale);                                         \
 	}
 BLK(1, 1)
-BLK(2, 1) BLK(3, 1) BLK(4, 1) BLK(1, 2) BLK(2, 2) BLK(3, 2) BLK(4, 2) BLK(1, 4) BLK(2, 4) BLK(3, 4) BLK(4, 4) BLK(1, 8)
-        BLK(2, 8) BLK(1, 16)
+BLK(2, 1)
+BLK(3, 1) BLK(4, 1) BLK(1, 2) BLK(2, 2) BLK(3, 2) BLK(4, 2) BLK(1, 4) BLK(2, 4) BLK(3, 4) BLK(4, 4) BLK(1, 8) BLK(2, 8)
+        BLK(1, 16)
 
         /* Heads per call for a head size (HG x NC accumulators fit the registers), and the functions. */
         static int heads_per_call(int nc)
