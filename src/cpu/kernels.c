@@ -16,9 +16,14 @@
 #include "cpu/qdot.h"
 #include "base/util.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #define PV_X86 1
@@ -95,12 +100,72 @@ static int cmp_packed(const void* a, const void* b)
 	return x->src < y->src ? -1 : x->src > y->src;
 }
 
+/* The panels of all of a model's matrices live in one region: 2 MiB pages where the kernel
+ * grants them (decode streams the panels, so fewer TLB misses; and 512 times fewer faults when
+ * they are written at model open). */
+#define REGION_ALIGN ((size_t)2 << 20)
+
+static unsigned char* region_alloc(size_t bytes, void** base, size_t* mapped)
+{
+#ifdef __linux__
+	*mapped = (bytes + 2 * REGION_ALIGN - 1) / REGION_ALIGN * REGION_ALIGN;
+	void* p = mmap(NULL, *mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) return NULL;
+	*base = p;
+	unsigned char* a = (unsigned char*)(((uintptr_t)p + REGION_ALIGN - 1) & ~(uintptr_t)(REGION_ALIGN - 1));
+	madvise(a, *mapped - (size_t)(a - (unsigned char*)p), MADV_HUGEPAGE); /* a hint: failure is fine */
+	return a;
+#else
+	*mapped = bytes;
+	*base = pv_aligned_alloc(bytes ? bytes : 64);
+	return *base;
+#endif
+}
+
+static void region_free(void* base, size_t mapped)
+{
+	if (!base) return;
+#ifdef __linux__
+	munmap(base, mapped);
+#else
+	(void)mapped;
+	free(base);
+#endif
+}
+
+/* Packing work, cut into pieces of about 1 MiB of panels, shared by a few threads. */
+struct pack_work {
+	const struct pv_packed* pk;
+	int m;
+	int64_t chunk_bytes;
+	atomic_int next;
+	int n_items;
+	int* item_mat;    /* per item: the matrix ...        */
+	int64_t* item_p0; /* ... and its first panel         */
+};
+
+static void* pack_worker(void* arg)
+{
+	struct pack_work* w = arg;
+	for (;;) {
+		int it = atomic_fetch_add(&w->next, 1);
+		if (it >= w->n_items) break;
+		const struct pv_packed* e = &w->pk[w->item_mat[it]];
+		const int64_t np = (e->rows + PV_PANEL - 1) / PV_PANEL, per = e->bytes / (size_t)np;
+		const int64_t span = w->chunk_bytes / per > 0 ? w->chunk_bytes / per : 1;
+		const int64_t p0 = w->item_p0[it], p1 = np - p0 < span ? np : p0 + span;
+		pv_pack_panels_range(e->type, e->src, e->rows, e->cols, e->data, p0, p1);
+	}
+	return NULL;
+}
+
 int pv_kernels_pack(struct pv_kernels* k, const struct pv_tensor* const* W, int n)
 {
 	if (k->exact || k->isa < PV_ISA_AVX512) return 0;
 	struct pv_packed* pk = calloc((size_t)(n > 0 ? n : 1), sizeof *pk);
 	if (!pk) return -1;
 	int m = 0;
+	size_t total = 0;
 	for (int i = 0; i < n; i++) {
 		const struct pv_tensor* w = W[i];
 		if (!w || !w->data || !pv_dtype_is_quant(w->type) || w->rows <= 0 || w->cols <= 0 ||
@@ -113,15 +178,55 @@ int pv_kernels_pack(struct pv_kernels* k, const struct pv_tensor* const* W, int 
 			w->data, pv_dtype_row_bytes(w->type, w->cols) * (size_t)w->rows, w->type, w->rows, w->cols, NULL, 0
 		};
 		pk[m].bytes = (size_t)((w->rows + PV_PANEL - 1) / PV_PANEL) * pv_panel_bytes(w->type, w->cols);
-		pk[m].data = pv_aligned_alloc(pk[m].bytes);
-		if (!pk[m].data) {
-			for (int j = 0; j < m; j++) free(pk[j].data);
-			free(pk);
-			return -1;
-		}
-		pv_pack_panels(w->type, w->data, w->rows, w->cols, pk[m].data);
+		total += pv_a64(pk[m].bytes);
 		m++;
 	}
+	unsigned char* region = m ? region_alloc(total, &k->region, &k->region_bytes) : NULL;
+	if (m && !region) {
+		free(pk);
+		return -1;
+	}
+	/* work items: each matrix in pieces of about 1 MiB */
+	const int64_t chunk = (int64_t)1 << 20;
+	int n_items = 0;
+	for (int i = 0; i < m; i++) {
+		pk[i].data = region;
+		region += pv_a64(pk[i].bytes);
+		const int64_t np = (pk[i].rows + PV_PANEL - 1) / PV_PANEL, per = (int64_t)(pk[i].bytes / (size_t)np);
+		const int64_t span = chunk / per > 0 ? chunk / per : 1;
+		n_items += (int)((np + span - 1) / span);
+	}
+	struct pack_work w = {
+		pk, m, chunk, 0, n_items, calloc((size_t)n_items + 1, sizeof(int)), calloc((size_t)n_items + 1, sizeof(int64_t))
+	};
+	if (!w.item_mat || !w.item_p0) {
+		free(w.item_mat);
+		free(w.item_p0);
+		region_free(k->region, k->region_bytes);
+		k->region = NULL;
+		free(pk);
+		return -1;
+	}
+	for (int i = 0, it = 0; i < m; i++) {
+		const int64_t np = (pk[i].rows + PV_PANEL - 1) / PV_PANEL, per = (int64_t)(pk[i].bytes / (size_t)np);
+		const int64_t span = chunk / per > 0 ? chunk / per : 1;
+		for (int64_t p = 0; p < np; p += span, it++) {
+			w.item_mat[it] = i;
+			w.item_p0[it] = p;
+		}
+	}
+	/* a few threads (the work is memory-bound beyond that); where the system refuses one, the
+	 * caller does more of the work */
+	enum { MAX_PACKERS = 8 };
+	pthread_t th[MAX_PACKERS];
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	int nth = online < 1 ? 1 : online > MAX_PACKERS ? MAX_PACKERS : (int)online, started = 0;
+	for (int i = 1; i < nth && i < n_items; i++)
+		if (!pthread_create(&th[started], NULL, pack_worker, &w)) started++;
+	pack_worker(&w);
+	for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+	free(w.item_mat);
+	free(w.item_p0);
 	qsort(pk, (size_t)m, sizeof *pk, cmp_packed);
 	k->packs = pk;
 	k->n_packs = m;
@@ -130,8 +235,10 @@ int pv_kernels_pack(struct pv_kernels* k, const struct pv_tensor* const* W, int 
 
 void pv_kernels_free(struct pv_kernels* k)
 {
-	for (int i = 0; i < k->n_packs; i++) free(k->packs[i].data);
 	free(k->packs);
+	region_free(k->region, k->region_bytes);
+	k->region = NULL;
+	k->region_bytes = 0;
 	k->packs = NULL;
 	k->n_packs = 0;
 }

@@ -76,6 +76,8 @@ struct pv_kernels {
 	struct pv_packed* packs;  /* fast numerics on AVX2/AVX512: the quantized matrices in 16-row
 	                           * panels (cpu/qdot.h), sorted by the address of the original   */
 	int n_packs;
+	void* region;             /* the panels' memory (kernels.c)                              */
+	size_t region_bytes;
 };
 
 /* Sets isa (clamped to pv_isa_best()) and the numerics; no panels yet. */

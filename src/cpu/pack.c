@@ -92,19 +92,24 @@ static void pack_block(enum pv_dtype t, const unsigned char* const blk[PV_PANEL]
 	case PV_Q6_K:
 		for (int j = 0; j < 16; j++)
 			for (int r = 0; r < PV_PANEL; r++) dst[32 + 16 * j + r] = b[r][192 + j];
-		for (int v = 0; v < 16; v++)
-			for (int r = 0; r < PV_PANEL; r++)
-				for (int i = 0; i < 4; i++) {
-					int byte = 0;
-					for (int f = 0; f < 4; f++)
-						byte |= q6_hi2(b[r], 128 * (f & 1) + 8 * v + 4 * (f >> 1) + i) << (2 * f);
-					dst[288 + 64 * v + 4 * r + i] = (unsigned char)byte;
-				}
-		for (int z = 0; z < 32; z++)
-			for (int r = 0; r < PV_PANEL; r++)
+		for (int r = 0; r < PV_PANEL; r++) {
+			unsigned char lo[256], hi[256];
+			for (int e = 0; e < 256; e++) {
+				lo[e] = (unsigned char)q6_lo4(b[r], e);
+				hi[e] = (unsigned char)q6_hi2(b[r], e);
+			}
+			/* high bits: fields f = 0..3 of byte i of vector v hold elements 8v+i, 128+8v+i,
+			 * 8v+4+i, 128+8v+4+i (qdot.h) */
+			for (int v = 0; v < 16; v++)
+				for (int i = 0; i < 4; i++)
+					dst[288 + 64 * v + 4 * r + i] =
+					        (unsigned char)(hi[8 * v + i] | hi[128 + 8 * v + i] << 2 |
+					                        hi[8 * v + 4 + i] << 4 | hi[128 + 8 * v + 4 + i] << 6);
+			for (int z = 0; z < 32; z++)
 				for (int i = 0; i < 4; i++)
 					dst[1312 + 64 * z + 4 * r + i] =
-					        (unsigned char)(q6_lo4(b[r], 4 * z + i) | q6_lo4(b[r], 128 + 4 * z + i) << 4);
+					        (unsigned char)(lo[4 * z + i] | lo[128 + 4 * z + i] << 4);
+		}
 		return;
 	default: return;
 	}
@@ -112,10 +117,15 @@ static void pack_block(enum pv_dtype t, const unsigned char* const blk[PV_PANEL]
 
 void pv_pack_panels(enum pv_dtype t, const void* src, int64_t rows, int64_t cols, void* dst)
 {
+	pv_pack_panels_range(t, src, rows, cols, dst, 0, (rows + PV_PANEL - 1) / PV_PANEL);
+}
+
+void pv_pack_panels_range(enum pv_dtype t, const void* src, int64_t rows, int64_t cols, void* dst, int64_t p0, int64_t p1)
+{
 	const size_t rb = pv_dtype_row_bytes(t, cols), bb = pv_dtype_block_bytes(t), pb = pv_panel_block_bytes(t);
-	const int64_t nb = cols / pv_dtype_block(t), np = (rows + PV_PANEL - 1) / PV_PANEL;
+	const int64_t nb = cols / pv_dtype_block(t);
 	unsigned char* out = dst;
-	for (int64_t p = 0; p < np; p++)
+	for (int64_t p = p0; p < p1; p++)
 		for (int64_t k = 0; k < nb; k++) {
 			const unsigned char* blk[PV_PANEL];
 			for (int r = 0; r < PV_PANEL; r++) {

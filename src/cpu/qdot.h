@@ -136,6 +136,8 @@ void pv_act_convert(int fmt, const float* x, int ldx, int T, int64_t n, void* ds
 /* Repacks rows [0, rows) of a quantized matrix (type t, cols) into panels at dst
  * (ceil(rows / 16) * pv_panel_bytes(t, cols) bytes). */
 void pv_pack_panels(enum pv_dtype t, const void* src, int64_t rows, int64_t cols, void* dst);
+/* The same for panels [p0, p1) only (dst is still the first panel's address). */
+void pv_pack_panels_range(enum pv_dtype t, const void* src, int64_t rows, int64_t cols, void* dst, int64_t p0, int64_t p1);
 
 /* f32 -> bf16 as vcvtneps2bf16 does it: round to nearest even, zeros and subnormals to a zero
  * of the same sign, NaN to a quiet NaN. */
