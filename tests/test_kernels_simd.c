@@ -692,6 +692,54 @@ static void test_attention(void)
 	}
 }
 
+/* The AVX-512 recurrent DeltaNet step: bitwise the avx2 set's (decay multiply, one fma per
+ * element of each axpy, rows in order), for the head sizes it takes. */
+static void test_delta_step(void)
+{
+	static const int dvs[] = { 16, 64, 128, 256 };
+	int same = 1;
+	for (int di = 0; di < 4; di++) {
+		const int dk = 128, dv = dvs[di];
+		float* S0 = malloc(sizeof(float) * dk * dv);
+		float* S1 = malloc(sizeof(float) * dk * dv);
+		float *q = malloc(sizeof(float) * dk), *k = malloc(sizeof(float) * dk), *v = malloc(sizeof(float) * dv);
+		float *o0 = malloc(sizeof(float) * dv), *o1 = malloc(sizeof(float) * dv), *m = malloc(sizeof(float) * dv);
+		float* d = malloc(sizeof(float) * dv);
+		for (int i = 0; i < dk * dv; i++) S0[i] = S1[i] = nrnd();
+		for (int step = 0; step < 5; step++) {
+			for (int i = 0; i < dk; i++) {
+				q[i] = nrnd() * 0.1f;
+				k[i] = nrnd() * 0.1f;
+			}
+			for (int j = 0; j < dv; j++) v[j] = nrnd();
+			const float decay = 0.9f + 0.01f * step, beta = 0.3f + 0.1f * step;
+			memset(m, 0, sizeof(float) * dv);
+			for (int i = 0; i < dk; i++) {
+				for (int j = 0; j < dv; j++) S0[i * dv + j] *= decay;
+				pv_axpy_f32_set(1, m, k[i], S0 + i * dv, dv);
+			}
+			for (int j = 0; j < dv; j++) d[j] = beta * (v[j] - m[j]);
+			memset(o0, 0, sizeof(float) * dv);
+			for (int i = 0; i < dk; i++) {
+				pv_axpy_f32_set(1, S0 + i * dv, k[i], d, dv);
+				pv_axpy_f32_set(1, o0, q[i], S0 + i * dv, dv);
+			}
+			pv_delta_step_avx512(S1, dk, dv, q, k, v, decay, beta, o1);
+			if (memcmp(S0, S1, sizeof(float) * dk * dv) || memcmp(o0, o1, sizeof(float) * dv)) same = 0;
+		}
+		free(S0);
+		free(S1);
+		free(q);
+		free(k);
+		free(v);
+		free(o0);
+		free(o1);
+		free(m);
+		free(d);
+	}
+	CHECK(same, "DeltaNet: the AVX-512 recurrent step differs from the AVX2 one");
+}
+
 int main(void)
 {
 	pools[0] = NULL;
@@ -709,6 +757,7 @@ int main(void)
 		test_bf16();
 		test_exp();
 		test_attention();
+		test_delta_step();
 	}
 	test_exact_context();
 	test_multi();

@@ -15,6 +15,7 @@
  * rounding; tests check both against each other and against transformers.
  */
 #include "cpu/state.h"
+#include "cpu/kern.h"
 #include "base/util.h"
 
 #include <string.h>
@@ -52,25 +53,34 @@ static void delta_recurrent(void* ctx, int h, int thread)
 	float* m = st->ts[thread].chunk; /* [dv] */
 	float* d = m + dv;              /* [dv] */
 
+	const int isa = st->mm.k->isa, avx2 = isa >= PV_ISA_AVX2;
+	const int avx512 = isa >= PV_ISA_AVX512 && pv_delta_avx512_ok(dv, cd, c->conv_kernel);
 	for (int t = 0; t < dt->n; t++) {
 		const float* u = st->mix2 + (size_t)t * cd;
 		const float* q = u + (size_t)kh * dk;
 		const float* k = u + kd + (size_t)kh * dk;
 		const float* v = u + 2 * kd + (size_t)h * dv;
 		float decay = expf(st->lg[(size_t)t * Hv + h]), beta = st->lb[(size_t)t * Hv + h];
+		if (avx512) {
+			/* the same per-element operations as below with the AVX2 axpy, passes fused */
+			pv_delta_step_avx512(S, dk, dv, q, k, v, decay, beta, st->o + (size_t)t * vd + (size_t)h * dv);
+			if (dt->snap_row0 >= 0)
+				memcpy(st->snap_buf[dt->snap_row0 + t] + dt->snap_off + (size_t)h * dk * dv, S, sizeof(float) * dk * dv);
+			continue;
+		}
 		memset(m, 0, sizeof(float) * dv);
 		for (int i = 0; i < dk; i++) {
 			float* Si = S + (size_t)i * dv;
 			for (int j = 0; j < dv; j++) Si[j] *= decay;
-			pv_axpy_f32(m, k[i], Si, dv);
+			pv_axpy_f32_set(avx2, m, k[i], Si, dv);
 		}
 		for (int j = 0; j < dv; j++) d[j] = beta * (v[j] - m[j]);
 		float* o = st->o + (size_t)t * vd + (size_t)h * dv;
 		memset(o, 0, sizeof(float) * dv);
 		for (int i = 0; i < dk; i++) {
 			float* Si = S + (size_t)i * dv;
-			pv_axpy_f32(Si, k[i], d, dv);
-			pv_axpy_f32(o, q[i], Si, dv);
+			pv_axpy_f32_set(avx2, Si, k[i], d, dv);
+			pv_axpy_f32_set(avx2, o, q[i], Si, dv);
 		}
 		if (dt->snap_row0 >= 0)
 			memcpy(st->snap_buf[dt->snap_row0 + t] + dt->snap_off + (size_t)h * dk * dv, S, sizeof(float) * dk * dv);
@@ -160,7 +170,7 @@ static void delta_chunked(void* ctx, int h, int thread)
 /* Causal depthwise conv over [state (Kc-1 rows) ; mixed (n rows)], then SiLU; updates state.
  * snap (NULL: none): snap[t] + off receives the window after row t (rows t-P+1 .. t of the input). */
 static void conv_silu(const struct pv_config* c, float* state, const float* conv_w, const float* mixed,
-                      float* out, int n, float* const* snap, size_t off)
+                      float* out, int n, float* const* snap, size_t off, int avx512)
 {
 	int cd = pv_cfg_conv_dim(c), K = c->conv_kernel, P = K - 1;
 	for (int t = 0; snap && t < n; t++)
@@ -169,7 +179,8 @@ static void conv_silu(const struct pv_config* c, float* state, const float* conv
 			memcpy(snap[t] + off + (size_t)i * cd, src < 0 ? state + (size_t)(P + src) * cd : mixed + (size_t)src * cd,
 			       sizeof(float) * cd);
 		}
-	for (int t = 0; t < n; t++) {
+	if (avx512) pv_conv_silu_avx512(state, conv_w, mixed, out, n, cd, K);
+	for (int t = 0; !avx512 && t < n; t++) {
 		for (int ch = 0; ch < cd; ch++) {
 			const float* w = conv_w + (size_t)ch * K;
 			float acc = 0.0f;
@@ -253,8 +264,9 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 	const size_t S_floats = (size_t)Hv * dk * dv;
 	const size_t snap_off = (size_t)st->lin_index[layer] * pv_state_floats_per_layer(c);
 	const int snap = snap_row0 >= 0 && !chunked;
+	const int avx512 = st->mm.k->isa >= PV_ISA_AVX512 && pv_delta_avx512_ok(dv, cd, c->conv_kernel);
 	conv_silu(c, st->conv[layer], L->conv_w, st->mix, st->mix2, n, snap ? st->snap_buf + snap_row0 : NULL,
-	          snap_off + S_floats);
+	          snap_off + S_floats, avx512);
 
 	float qscale = 1.0f / sqrtf((float)dk);
 	for (int t = 0; t < n; t++) {
@@ -279,7 +291,9 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 			float* o = st->o + (size_t)t * vd + (size_t)h * dv;
 			const float* z = st->z + (size_t)t * vd + (size_t)h * dv;
 			pv_rmsnorm(o, o, L->lin_norm, dv, c->rms_eps);
-			for (int j = 0; j < dv; j++) o[j] *= pv_silu(z[j]);
+			if (avx512) pv_silu_gate_avx512(o, z, (size_t)dv);
+			else
+				for (int j = 0; j < dv; j++) o[j] *= pv_silu(z[j]);
 		}
 	pv_mm(&st->mm, out, H, st->o, vd, n, &L->out_proj);
 }

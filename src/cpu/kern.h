@@ -46,6 +46,16 @@ void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const float* kc,
 void pv_swiglu_avx512(float* g, const float* u, size_t n);
 void pv_exp_avx512(float* x, size_t n);
 
+/* AVX-512 Gated DeltaNet steps (deltanet_avx512.c): whether they handle the shapes (dv a
+ * multiple of 16 up to 256, conv_dim a multiple of 16, kernel up to 8); one recurrent step of
+ * one value head (the avx2 set's per-element operations); the causal conv + SiLU over n rows;
+ * o *= silu(z). */
+int pv_delta_avx512_ok(int dv, int cd, int K);
+void pv_delta_step_avx512(float* S, int dk, int dv, const float* q, const float* k, const float* v, float decay,
+                          float beta, float* o);
+void pv_conv_silu_avx512(const float* state, const float* conv_w, const float* mixed, float* out, int n, int cd, int K);
+void pv_silu_gate_avx512(float* o, const float* z, size_t n);
+
 /* Which sets this build compiled (1) on this architecture; the CPU check is pv_isa_best(). */
 int pv_have_avx512_kernels(void);
 
