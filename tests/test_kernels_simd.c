@@ -1,7 +1,8 @@
 /*
  * test_kernels_simd.c: the kernel sets and the two numerics of the CPU products (src/cpu/kernels.c,
- * qdot.c, pack.c, qgemm_avx512.c; the exact numerics' kernels are test_kernels.c's and
- * test_quant.c's), for every kernel set this machine runs.
+ * qdot.c, pack.c, qgemm_avx512.c, qgemm_avx2.c; the exact numerics' kernels are test_kernels.c's
+ * and test_quant.c's) and the AVX-512 attention and DeltaNet steps (attn_avx512.c,
+ * deltanet_avx512.c), for every kernel set this machine runs.
  *
  * Checked, for every quantized type and BF16, on weights whose quant bytes and sub-block scales
  * are random bit patterns (every stored value occurs) with sane f16 scales:

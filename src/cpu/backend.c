@@ -341,7 +341,7 @@ static int cpu_model_init(struct pv_model* m, const struct pv_model_params* p, c
 	static const char* docs[N_KNOBS] = {
 		"CPU kernel set: 0 generic, 1 avx2, 2 avx512 (default and ceiling: the best this CPU runs)",
 		"1: f32 activations, every product the f32 dot product of the dequantized weights; 0: activations "
-		"converted once per row (Q8 blocks, bf16) for integer / bf16 dot products (default 0 with avx512)",
+		"converted once per row (Q8 blocks, bf16) for integer / bf16 dot products (default 0 with avx2, avx512)",
 	};
 	int val[N_KNOBS] = { pv_isa_best(), -1 }, set[N_KNOBS] = { 0, 0 };
 	/* defaults, then the environment, then the knobs string */
@@ -370,8 +370,8 @@ static int cpu_model_init(struct pv_model* m, const struct pv_model_params* p, c
 	}
 	struct cpu_model* cm = pv_xcalloc(1, sizeof *cm);
 	pv_kernels_init(&cm->k, val[KNOB_ISA], 1);
-	/* the fast numerics are the default where their kernels exist (AVX-512 VNNI) */
-	const int exact_def = cm->k.isa >= PV_ISA_AVX512 ? 0 : 1;
+	/* the fast numerics are the default where their kernels exist (AVX2, AVX-512 VNNI) */
+	const int exact_def = cm->k.isa >= PV_ISA_AVX2 ? 0 : 1;
 	pv_kernels_init(&cm->k, val[KNOB_ISA], set[KNOB_EXACT] ? val[KNOB_EXACT] : exact_def);
 	const int isa_def = pv_isa_best();
 	const int vals[N_KNOBS] = { cm->k.isa, cm->k.exact }, defs[N_KNOBS] = { isa_def, exact_def };

@@ -29,6 +29,9 @@ void pv_qgemm_generic(enum pv_dtype t, float* y, int ldy, const void* act, size_
  * panel) x T converted activation rows; writes y[t*ldy + o] for those rows only. */
 void pv_qgemm_avx512(enum pv_dtype t, float* y, int ldy, const void* act, size_t act_stride, int T, const unsigned char* panels,
                      int64_t n, int64_t o0, int64_t o1);
+/* AVX2 (qgemm_avx2.c): the same over the same panels, 8 rows at a time (vpmaddubsw). */
+void pv_qgemm_avx2(enum pv_dtype t, float* y, int ldy, const void* act, size_t act_stride, int T,
+                   const unsigned char* panels, int64_t n, int64_t o0, int64_t o1);
 /* AVX512-BF16: BF16 rows [o0, o1) of w (row stride ldw elements) x T bf16 activation rows
  * (act_stride bytes apart). Order per output: 16 lanes, lane j adds the products of elements
  * 32c+2j and 32c+2j+1 (vdpbf16ps) for c = 0, 1, ... (the last chunk zero-padded), then

@@ -5,7 +5,8 @@
  *   exact numerics, or F32/F16 weights, or BF16 without AVX512-BF16:
  *       matmul.c / qmatmul.c (AVX2/FMA kernels for the avx2 and avx512 sets, else portable)
  *   fast numerics, quantized weights:   activation rows -> Q8 / Q8K once per call, then
- *       avx512: qgemm_avx512.c on the panels;   generic (or no panels): qdot.c's reference
+ *       avx512 / avx2: qgemm_avx512.c / qgemm_avx2.c on the panels;  generic (or no panels):
+ *       qdot.c's reference
  *   fast numerics, BF16 weights, AVX512-BF16:  activation rows -> bf16, then vdpbf16ps
  *
  * Work is split into pool tasks by output rows (whole panels; one task writes a contiguous run
@@ -161,7 +162,7 @@ static void* pack_worker(void* arg)
 
 int pv_kernels_pack(struct pv_kernels* k, const struct pv_tensor* const* W, int n)
 {
-	if (k->exact || k->isa < PV_ISA_AVX512) return 0;
+	if (k->exact || k->isa < PV_ISA_AVX2) return 0;
 	struct pv_packed* pk = calloc((size_t)(n > 0 ? n : 1), sizeof *pk);
 	if (!pk) return -1;
 	int m = 0;
@@ -327,7 +328,8 @@ static void fast_task(void* ctx, int task, int thread)
 		return;
 	}
 	if (f->panels) {
-		pv_qgemm_avx512(W->type, y, f->ldy, act, as, nt, f->panels, W->cols, a, b);
+		if (j->k->isa >= PV_ISA_AVX512) pv_qgemm_avx512(W->type, y, f->ldy, act, as, nt, f->panels, W->cols, a, b);
+		else pv_qgemm_avx2(W->type, y, f->ldy, act, as, nt, f->panels, W->cols, a, b);
 		return;
 	}
 #endif
@@ -381,7 +383,7 @@ void pv_mm_multi(const struct pv_mm* c, const float* x, int ldx, int T, const st
 		f->fmt = fmt;
 		f->o0 = outs[i].o0;
 		f->o1 = outs[i].o1;
-		if (fmt != PV_ACT_BF16 && k->isa >= PV_ISA_AVX512) f->panels = find_panels(k, W);
+		if (fmt != PV_ACT_BF16 && k->isa >= PV_ISA_AVX2) f->panels = find_panels(k, W);
 	}
 	if (!nf) return;
 	/* rows per pass: every format's rows must fit the scratch at once */
