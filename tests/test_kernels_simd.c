@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "proven.h"
 #include "cpu/kern.h"
 #include "cpu/qdot.h"
 
@@ -741,6 +742,25 @@ static void test_delta_step(void)
 	CHECK(same, "DeltaNet: the AVX-512 recurrent step differs from the AVX2 one");
 }
 
+/* The vector argmax gives pv_argmax's index: ties (the first), NaNs anywhere (never chosen;
+ * index 0 when first), signed zeros, infinities, lengths around the vector width. */
+static void test_argmax(void)
+{
+	int same = 1;
+	for (int rep = 0; rep < 4000; rep++) {
+		const int n = 1 + (int)(rnd() % 100);
+		float x[100];
+		for (int i = 0; i < n; i++) {
+			uint32_t r = rnd();
+			x[i] = (r & 7) == 0 ? NAN : (r & 7) == 1 ? -0.0f : (r & 7) == 2 ? 0.0f : (float)(int)(rnd() % 5) - 2.0f;
+			if ((r & 255) == 3) x[i] = INFINITY;
+			if ((r & 255) == 4) x[i] = -INFINITY;
+		}
+		if (pv_argmax_avx512(x, n) != pv_argmax(x, n)) same = 0;
+	}
+	CHECK(same, "pv_argmax_avx512 differs from pv_argmax");
+}
+
 int main(void)
 {
 	pools[0] = NULL;
@@ -759,6 +779,7 @@ int main(void)
 		test_exp();
 		test_attention();
 		test_delta_step();
+		test_argmax();
 	}
 	test_exact_context();
 	test_multi();

@@ -171,8 +171,8 @@ typedef void (*block_fn)(const float* const* qv, const float* kt, const float* V
 	}
 BLK(1, 1)
 BLK(2, 1)
-BLK(3, 1) BLK(4, 1) BLK(1, 2) BLK(2, 2) BLK(3, 2) BLK(4, 2) BLK(1, 4) BLK(2, 4) BLK(3, 4) BLK(4, 4) BLK(1, 8) BLK(2, 8)
-        BLK(1, 16)
+BLK(3, 1)
+BLK(4, 1) BLK(1, 2) BLK(2, 2) BLK(3, 2) BLK(4, 2) BLK(1, 4) BLK(2, 4) BLK(3, 4) BLK(4, 4) BLK(1, 8) BLK(2, 8) BLK(1, 16)
 
         /* Heads per call for a head size (HG x NC accumulators fit the registers), and the functions. */
         static int heads_per_call(int nc)
@@ -264,6 +264,27 @@ void pv_swiglu_avx512(float* g, const float* u, size_t n)
 	}
 }
 
+/* pv_argmax's answer (engine/session.c: the first index whose value beats every earlier one,
+ * NaNs never win, index 0 when x[0] is a NaN) in two vector passes: the largest non-NaN value,
+ * then its first index. */
+int pv_argmax_avx512(const float* x, int n)
+{
+	if (n <= 0 || x[0] != x[0]) return 0;
+	__m512 mx = _mm512_set1_ps(x[0]);
+	int i = 0;
+	for (; i + 16 <= n; i += 16) mx = _mm512_max_ps(_mm512_loadu_ps(x + i), mx); /* a NaN load keeps mx */
+	float m = _mm512_reduce_max_ps(mx);
+	for (; i < n; i++) m = x[i] > m ? x[i] : m;
+	const __m512 mv = _mm512_set1_ps(m);
+	for (i = 0; i + 16 <= n; i += 16) {
+		const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), mv, _CMP_EQ_OQ);
+		if (eq) return i + __builtin_ctz(eq);
+	}
+	for (; i < n; i++)
+		if (x[i] == m) return i;
+	return 0;
+}
+
 /* exp of n floats in place (tests). */
 void pv_exp_avx512(float* x, size_t n)
 {
@@ -284,4 +305,5 @@ void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const float* kc,
 }
 void pv_swiglu_avx512(float* g, const float* u, size_t n) {}
 void pv_exp_avx512(float* x, size_t n) {}
+int pv_argmax_avx512(const float* x, int n) { return 0; }
 #endif

@@ -296,6 +296,12 @@ void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int
 	add_rows(st->x, out, (size_t)n * H);
 }
 
+/* pv_argmax (the same answer; vectorised on the avx512 set) */
+static int argmax(const struct pv_cpu_state* st, const float* x, int n)
+{
+	return st->mm.k->isa >= PV_ISA_AVX512 ? pv_argmax_avx512(x, n) : pv_argmax(x, n);
+}
+
 /* The LM head over normed rows xn [rows, H] for rows [r0, n) of the step: logits into the
  * caller's rows where asked, argmax ids from them (or from PV_LM_ROWS-row scratch for rows whose
  * logits nobody keeps), hidden rows copied out. */
@@ -312,13 +318,13 @@ static void outputs(struct pv_session* s, const struct pv_step* sp, int r0)
 	if (!sp->argmax) return;
 	for (int t = sp->argmax_row0; t < n;) {
 		if (t >= lr0) {
-			sp->argmax[t - sp->argmax_row0] = pv_argmax(sp->logits + (size_t)(t - lr0) * V, V);
+			sp->argmax[t - sp->argmax_row0] = argmax(st, sp->logits + (size_t)(t - lr0) * V, V);
 			t++;
 			continue;
 		}
 		const int rows = lr0 - t < PV_LM_ROWS ? lr0 - t : PV_LM_ROWS;
 		pv_mm(&st->mm, st->lm, V, xn + (size_t)(t - r0) * H, H, rows, &m->w.lm_head);
-		for (int i = 0; i < rows; i++) sp->argmax[t + i - sp->argmax_row0] = pv_argmax(st->lm + (size_t)i * V, V);
+		for (int i = 0; i < rows; i++) sp->argmax[t + i - sp->argmax_row0] = argmax(st, st->lm + (size_t)i * V, V);
 		t += rows;
 	}
 }

@@ -48,6 +48,7 @@ void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const float* kc,
                     int kvh, int t0, int nt, int pos0, float scale, float* ws);
 void pv_swiglu_avx512(float* g, const float* u, size_t n);
 void pv_exp_avx512(float* x, size_t n);
+int pv_argmax_avx512(const float* x, int n); /* pv_argmax's answer, vectorised */
 
 /* AVX-512 Gated DeltaNet steps (deltanet_avx512.c): whether they handle the shapes (dv a
  * multiple of 16 up to 256, conv_dim a multiple of 16, kernel up to 8); one recurrent step of
