@@ -742,6 +742,66 @@ static void test_delta_step(void)
 	CHECK(same, "DeltaNet: the AVX-512 recurrent step differs from the AVX2 one");
 }
 
+/* Independent products in one batch (MoE experts): each bitwise its own pv_mm_rows, with inputs
+ * shared or not, row counts from 1 to 9, scratch that holds everything or only some. */
+static void test_batch(void)
+{
+	static const enum pv_dtype types[] = { PV_Q4_K, PV_Q6_K, PV_Q8_0, PV_BF16, PV_Q5_0 };
+	enum { NP = 23, NT = sizeof types / sizeof types[0] };
+	const int64_t cols = 256, rows = 40;
+	unsigned char* w[NT];
+	struct pv_tensor W[NT];
+	const struct pv_tensor* Wl[NT];
+	for (int i = 0; i < NT; i++) {
+		const size_t rbytes =
+		        pv_dtype_is_quant(types[i]) ? pv_dtype_row_bytes(types[i], cols) : (size_t)cols * pv_dtype_size(types[i]);
+		w[i] = malloc(rbytes * rows);
+		float tmp[256];
+		for (int64_t r = 0; r < rows; r++) {
+			for (int64_t c = 0; c < cols; c++) tmp[c] = nrnd();
+			pv_quant_row(types[i], tmp, w[i] + r * rbytes, cols);
+		}
+		W[i] = (struct pv_tensor){ w[i], types[i], rows, cols };
+		Wl[i] = &W[i];
+	}
+	float* x = malloc(sizeof(float) * 9 * NP * cols);
+	for (int64_t i = 0; i < 9 * NP * cols; i++) x[i] = nrnd();
+	for (int isa = PV_ISA_GENERIC; isa <= pv_isa_best(); isa++) {
+		struct pv_kernels k;
+		pv_kernels_init(&k, isa, 0);
+		pv_kernels_pack(&k, Wl, NT);
+		int same = 1;
+		for (int rep = 0; rep < 3; rep++) {
+			struct pv_mm_prod p[NP];
+			float *a[NP], *b[NP];
+			for (int i = 0; i < NP; i++) {
+				const int T = 1 + (int)(rnd() % 9), src = (i % 4 == 3) ? i - 1 : i; /* every 4th shares the input before */
+				p[i] = (struct pv_mm_prod){ x + (size_t)src * 9 * cols, (int)cols, T, NULL, (int)rows, &W[rnd() % NT], 0, rows };
+				if (i % 4 == 3) p[i].T = p[i - 1].T;
+				a[i] = malloc(sizeof(float) * 9 * rows);
+				b[i] = malloc(sizeof(float) * 9 * rows);
+				p[i].y = a[i];
+				run_mm(pools[1 + i % 3], &k, b[i], (int)rows, p[i].x, (int)cols, p[i].T, p[i].W, 0, rows,
+				       pv_mm_act_bytes(p[i].T, cols));
+			}
+			const int cap_rows = rep == 0 ? 9 * NP : rep == 1 ? 12 : 3;
+			void* act = malloc(pv_mm_act_bytes(cap_rows, cols));
+			struct pv_mm c = { pools[rep + 1], &k, act, pv_mm_act_bytes(cap_rows, cols) };
+			pv_mm_batch(&c, p, NP);
+			free(act);
+			for (int i = 0; i < NP; i++) {
+				if (memcmp(a[i], b[i], sizeof(float) * p[i].T * rows)) same = 0;
+				free(a[i]);
+				free(b[i]);
+			}
+		}
+		CHECK(same, "%s: pv_mm_batch differs from one pv_mm_rows per product", pv_isa_name(isa));
+		pv_kernels_free(&k);
+	}
+	for (int i = 0; i < NT; i++) free(w[i]);
+	free(x);
+}
+
 /* The vector argmax gives pv_argmax's index: ties (the first), NaNs anywhere (never chosen;
  * index 0 when first), signed zeros, infinities, lengths around the vector width. */
 static void test_argmax(void)
@@ -783,6 +843,7 @@ int main(void)
 	}
 	test_exact_context();
 	test_multi();
+	test_batch();
 
 	for (int i = 1; i < 4; i++) pv_pool_free(pools[i]);
 	TEST_END("test_kernels_simd");

@@ -18,7 +18,7 @@ extern const struct pv_backend pv_backend_cpu;
 
 /* Widths of the per-row scratch buffers, from the config (never from the fixtures' shapes). */
 struct widths {
-	size_t mix, ffn, o;
+	size_t mix, o;
 	size_t act; /* bytes of the converted activation rows (B rows of the widest matmul input) */
 };
 
@@ -27,7 +27,6 @@ static struct widths scratch_widths(const struct pv_config* c)
 	struct widths w;
 	int qd = pv_cfg_q_dim(c);
 	w.mix = (size_t)maxi(maxi(pv_cfg_conv_dim(c), 2 * pv_cfg_key_dim(c) + 2 * pv_cfg_value_dim(c)), 2 * qd);
-	w.ffn = (size_t)maxi(maxi(c->intermediate, c->moe_inter), c->shared_inter);
 	w.o = (size_t)maxi(qd, pv_cfg_value_dim(c));
 	return w;
 }
@@ -38,6 +37,20 @@ static int64_t max_matmul_cols(const struct pv_config* c)
 {
 	int w = maxi(maxi(2 * c->hidden, pv_cfg_q_dim(c)), pv_cfg_value_dim(c));
 	return maxi(w, maxi(maxi(c->intermediate, c->moe_inter), c->shared_inter));
+}
+
+/* Rows of the gathered expert inputs (gx): B, or B * k on MoE models (every routed (row,
+ * expert) pair at once); floats of ff_g / ff_u: B rows of the widest FFN, or that many expert
+ * rows. */
+static uint64_t moe_rows(const struct pv_config* c, int B)
+{
+	return (uint64_t)B * (uint64_t)(c->n_experts ? maxi(c->n_experts_used, 1) : 1);
+}
+static uint64_t ffn_floats(const struct pv_config* c, int B)
+{
+	const uint64_t dense = (uint64_t)B * (uint64_t)maxi(c->intermediate, c->shared_inter);
+	const uint64_t moe = moe_rows(c, B) * (uint64_t)c->moe_inter;
+	return dense > moe ? dense : moe;
 }
 
 static int n_layers_of(const struct pv_config* c, int kind)
@@ -56,8 +69,9 @@ static uint64_t cpu_session_bytes(const struct pv_model* m, const struct pv_sess
 	uint64_t snaps = lin ? (uint64_t)p->n_snapshots : 0;
 	f += (uint64_t)n_layers_of(c, PV_LAYER_ATTN) * 2 * (uint64_t)p->n_ctx * pv_cfg_kv_dim(c);
 	f += lin * pv_state_floats_per_layer(c) * (1 + (uint64_t)p->n_checkpoints + snaps);
-	f += B * (5 * H + 2 * w.mix + (uint64_t)pv_cfg_value_dim(c) + 2 * (uint64_t)pv_cfg_q_dim(c) + w.o +
-	          4 * (uint64_t)c->lin_v_heads + 2 * w.ffn);
+	f += B * (4 * H + 2 * w.mix + (uint64_t)pv_cfg_value_dim(c) + 2 * (uint64_t)pv_cfg_q_dim(c) + w.o +
+	          4 * (uint64_t)c->lin_v_heads);
+	f += moe_rows(c, (int)B) * H + 2 * ffn_floats(c, (int)B); /* gx, ff_g, ff_u */
 	f += B * ((uint64_t)c->n_experts + 2 * (uint64_t)c->n_experts_used + (uint64_t)c->n_experts_used * H);
 	f += (uint64_t)PV_LM_ROWS * (uint64_t)c->vocab;
 	f += (uint64_t)p->n_threads * ((uint64_t)p->n_ctx + pv_deltanet_chunk_floats(c));
@@ -105,6 +119,9 @@ static void cpu_session_free(struct pv_session* s)
 	free(st->top_idx);
 	free(st->exp_rows);
 	free(st->exp_slot);
+	free(st->slot_pos);
+	free(st->exp_off);
+	free(st->prods);
 	free(st);
 	s->be_state = NULL;
 }
@@ -153,7 +170,7 @@ static int cpu_session_init(struct pv_session* s, const struct pv_session_params
 	st->xn = falloc((size_t)B * H, &fail);
 	st->mixer = falloc((size_t)B * H, &fail);
 	st->mo = falloc((size_t)B * H, &fail);
-	st->gx = falloc((size_t)B * H, &fail);
+	st->gx = falloc((size_t)moe_rows(c, B) * H, &fail);
 	st->q = falloc((size_t)B * pv_cfg_q_dim(c), &fail);
 	st->ag = falloc((size_t)B * pv_cfg_q_dim(c), &fail);
 	st->o = falloc((size_t)B * w.o, &fail);
@@ -163,8 +180,8 @@ static int cpu_session_init(struct pv_session* s, const struct pv_session_params
 	st->ab = falloc((size_t)B * 2 * maxi(c->lin_v_heads, 1), &fail);
 	st->lb = falloc((size_t)B * maxi(c->lin_v_heads, 1), &fail);
 	st->lg = falloc((size_t)B * maxi(c->lin_v_heads, 1), &fail);
-	st->ff_g = falloc((size_t)B * w.ffn, &fail);
-	st->ff_u = falloc((size_t)B * w.ffn, &fail);
+	st->ff_g = falloc((size_t)ffn_floats(c, B), &fail);
+	st->ff_u = falloc((size_t)ffn_floats(c, B), &fail);
 	st->lm = falloc((size_t)PV_LM_ROWS * c->vocab, &fail);
 	if (c->n_experts) {
 		st->router = falloc((size_t)B * c->n_experts, &fail);
@@ -173,6 +190,9 @@ static int cpu_session_init(struct pv_session* s, const struct pv_session_params
 		st->top_idx = pv_xcalloc((size_t)B * c->n_experts_used, sizeof(int));
 		st->exp_rows = pv_xcalloc((size_t)B * c->n_experts_used, sizeof(int));
 		st->exp_slot = pv_xcalloc((size_t)B * c->n_experts_used, sizeof(int));
+		st->slot_pos = pv_xcalloc((size_t)B * c->n_experts_used, sizeof(int));
+		st->exp_off = pv_xcalloc((size_t)c->n_experts + 1, sizeof(int));
+		st->prods = pv_xcalloc((size_t)2 * c->n_experts, sizeof(struct pv_mm_prod));
 	}
 	st->ts = pv_xcalloc((size_t)s->n_threads, sizeof(*st->ts));
 	for (int i = 0; i < s->n_threads; i++) {

@@ -236,35 +236,59 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 	for (int t = 0; t < n; t++)
 		route(c, st->router + (size_t)t * E, st->top_idx + (size_t)t * k, st->top_w + (size_t)t * k);
 
-	/* Each selected expert runs once over the rows routed to it; its output for row t,
-	 * slot j lands in eo[t*k + j] so each row sums its experts in its own slot order. */
+	/* Each selected expert runs once over all the rows routed to it (grouped by expert: expert e
+	 * holds places exp_off[e] .. exp_off[e+1]), all experts' gate/up products in one batch, then
+	 * all their down products; row t then sums its experts in its own slot order. */
+	const int Ie = c->moe_inter;
+	int* off = st->exp_off;
+	for (int e = 0; e <= E; e++) off[e] = 0;
+	for (int i = 0; i < n * k; i++) off[st->top_idx[i] + 1]++;
+	for (int e = 0; e < E; e++) off[e + 1] += off[e];
+	for (int t = 0; t < n; t++)
+		for (int j = 0; j < k; j++) {
+			const int e = st->top_idx[t * k + j], pos = off[e]++;
+			st->exp_rows[pos] = t;
+			st->exp_slot[pos] = t * k + j;
+			st->slot_pos[t * k + j] = pos;
+		}
+	for (int e = E; e > 0; e--) off[e] = off[e - 1]; /* back to each expert's first place */
+	off[0] = 0;
+	for (int i = 0; i < n * k; i++) memcpy(st->gx + (size_t)i * H, xn + (size_t)st->exp_rows[i] * H, sizeof(float) * H);
+	int np = 0;
 	for (int e = 0; e < E; e++) {
-		int m = 0;
-		for (int t = 0; t < n; t++)
-			for (int j = 0; j < k; j++)
-				if (st->top_idx[t * k + j] == e) {
-					st->exp_rows[m] = t;
-					st->exp_slot[m++] = t * k + j;
-				}
+		const int m = off[e + 1] - off[e];
 		if (!m) continue;
-		for (int i = 0; i < m; i++)
-			memcpy(st->gx + (size_t)i * H, xn + (size_t)st->exp_rows[i] * H, sizeof(float) * H);
-		swiglu(s, &L->experts[e], st->gx, st->mo, m);
-		for (int i = 0; i < m; i++)
-			memcpy(st->eo + (size_t)st->exp_slot[i] * H, st->mo + (size_t)i * H, sizeof(float) * H);
+		const struct pv_expert* x = &L->experts[e];
+		float* gx = st->gx + (size_t)off[e] * H;
+		st->prods[np++] = (struct pv_mm_prod){ gx, H, m, st->ff_g + (size_t)off[e] * Ie, Ie, &x->gate, 0, x->gate.rows };
+		st->prods[np++] = (struct pv_mm_prod){ gx, H, m, st->ff_u + (size_t)off[e] * Ie, Ie, &x->up, 0, x->up.rows };
 	}
+	pv_mm_batch(&st->mm, st->prods, np);
+	if (st->mm.k->isa >= PV_ISA_AVX512) pv_swiglu_avx512(st->ff_g, st->ff_u, (size_t)n * k * Ie);
+	else
+		for (size_t i = 0; i < (size_t)n * k * Ie; i++) st->ff_g[i] = pv_silu(st->ff_g[i]) * st->ff_u[i];
+	np = 0;
+	for (int e = 0; e < E; e++) {
+		const int m = off[e + 1] - off[e];
+		if (!m) continue;
+		const struct pv_tensor* dn = &L->experts[e].down;
+		st->prods[np++] =
+		        (struct pv_mm_prod){ st->ff_g + (size_t)off[e] * Ie, Ie, m, st->eo + (size_t)off[e] * H, H, dn, 0, dn->rows };
+	}
+	pv_mm_batch(&st->mm, st->prods, np);
+	const int avx2 = st->mm.k->isa >= PV_ISA_AVX2;
 	for (int t = 0; t < n; t++) {
 		float* o = out + (size_t)t * H;
 		memset(o, 0, sizeof(float) * H);
 		for (int j = 0; j < k; j++)
-			pv_axpy_f32(o, st->top_w[t * k + j], st->eo + (size_t)(t * k + j) * H, H);
+			pv_axpy_f32_set(avx2, o, st->top_w[t * k + j], st->eo + (size_t)st->slot_pos[t * k + j] * H, H);
 	}
 	if (L->shexp.gate.data) {
 		/* shared expert, scaled per row by sigmoid(x . w_sg) */
 		swiglu(s, &L->shexp, xn, st->mo, n);
 		for (int t = 0; t < n; t++) {
-			float gsc = pv_sigmoid(pv_dot_f32(xn + (size_t)t * H, L->shexp_gate, H));
-			pv_axpy_f32(out + (size_t)t * H, gsc, st->mo + (size_t)t * H, H);
+			float gsc = pv_sigmoid(pv_dot_f32_set(avx2, xn + (size_t)t * H, L->shexp_gate, H));
+			pv_axpy_f32_set(avx2, out + (size_t)t * H, gsc, st->mo + (size_t)t * H, H);
 		}
 	}
 }

@@ -284,22 +284,24 @@ size_t pv_mm_act_bytes(int rows, int64_t cols)
 	return b * (size_t)(rows > 0 ? rows : 0);
 }
 
-/* One output of a fast-numerics run: its matrix, rows, format and share of the pool tasks. */
+/* One product of a fast-numerics run: its matrix, rows, converted activations and share of the
+ * pool's tasks. */
 struct fout {
 	float* y;
 	int ldy;
 	const struct pv_tensor* W;
-	const unsigned char* panels; /* NULL: the portable kernel on the stored rows     */
-	int fmt;
+	const unsigned char* panels; /* NULL: the portable kernel on the stored rows */
+	int fmt, T;
+	const float* x;              /* the input (identifies shared conversions)     */
+	int ldx;
+	const unsigned char* act;    /* T converted rows, as bytes apart              */
+	size_t as;
 	int64_t base, o0, o1, rows_per_task;
 	int t_per_task, n_row_tasks, n_tasks, task0;
 };
 
 struct fjob {
 	const struct pv_kernels* k;
-	const unsigned char* act[4]; /* converted rows per format, as[f] bytes apart */
-	size_t as[4];
-	int T;
 	struct fout* outs;
 	int n;
 };
@@ -308,32 +310,35 @@ static void fast_task(void* ctx, int task, int thread)
 {
 	(void)thread;
 	const struct fjob* j = ctx;
-	int i = 0;
-	while (i + 1 < j->n && task >= j->outs[i + 1].task0) i++;
-	const struct fout* f = &j->outs[i];
+	int lo = 0, hi = j->n - 1; /* the output whose tasks hold this one */
+	while (lo < hi) {
+		const int mid = (lo + hi + 1) / 2;
+		if (j->outs[mid].task0 <= task) lo = mid;
+		else hi = mid - 1;
+	}
+	const struct fout* f = &j->outs[lo];
 	task -= f->task0;
 	int64_t a = f->base + (int64_t)(task % f->n_row_tasks) * f->rows_per_task, b = a + f->rows_per_task;
 	a = a < f->o0 ? f->o0 : a;
 	b = b > f->o1 ? f->o1 : b;
 	const int t0 = (task / f->n_row_tasks) * f->t_per_task;
-	const int nt = j->T - t0 < f->t_per_task ? j->T - t0 : f->t_per_task;
+	const int nt = f->T - t0 < f->t_per_task ? f->T - t0 : f->t_per_task;
 	if (a >= b || nt <= 0) return;
 	float* y = f->y + (size_t)t0 * f->ldy;
-	const size_t as = j->as[f->fmt];
-	const unsigned char* act = j->act[f->fmt] + (size_t)t0 * as;
+	const unsigned char* act = f->act + (size_t)t0 * f->as;
 	const struct pv_tensor* W = f->W;
 #if PV_X86
 	if (f->fmt == PV_ACT_BF16) {
-		pv_bf16gemm_avx512(y, f->ldy, act, as, nt, W->data, (size_t)W->cols, W->cols, a, b);
+		pv_bf16gemm_avx512(y, f->ldy, act, f->as, nt, W->data, (size_t)W->cols, W->cols, a, b);
 		return;
 	}
 	if (f->panels) {
-		if (j->k->isa >= PV_ISA_AVX512) pv_qgemm_avx512(W->type, y, f->ldy, act, as, nt, f->panels, W->cols, a, b);
-		else pv_qgemm_avx2(W->type, y, f->ldy, act, as, nt, f->panels, W->cols, a, b);
+		if (j->k->isa >= PV_ISA_AVX512) pv_qgemm_avx512(W->type, y, f->ldy, act, f->as, nt, f->panels, W->cols, a, b);
+		else pv_qgemm_avx2(W->type, y, f->ldy, act, f->as, nt, f->panels, W->cols, a, b);
 		return;
 	}
 #endif
-	pv_qgemm_generic(W->type, y, f->ldy, act, as, nt, W->data, W->cols, a, b);
+	pv_qgemm_generic(W->type, y, f->ldy, act, f->as, nt, W->data, W->cols, a, b);
 }
 
 /* Below this many multiply-adds a run stays on the calling thread (waking the pool costs about
@@ -349,97 +354,125 @@ static int fmt_of(const struct pv_kernels* k, const struct pv_tensor* W)
 	return PV_ACT_F32;
 }
 
-#define MAX_OUTS 8
+/* Runs a group of products whose activations are converted: all their tasks in one pool run. */
+static void run_group(const struct pv_mm* c, struct fout* fo, int nf)
+{
+	if (!nf) return;
+	const int threads = pv_pool_threads(c->pool);
+	uint64_t macs = 0;
+	for (int i = 0; i < nf; i++) macs += (uint64_t)(fo[i].o1 - fo[i].o0) * (uint64_t)fo[i].W->cols * (uint64_t)fo[i].T;
+	const int par = threads > 1 && macs >= MIN_PARALLEL_MACS;
+	int tasks = 0;
+	for (int i = 0; i < nf; i++) {
+		struct fout* f = &fo[i];
+		const int64_t align = f->fmt == PV_ACT_BF16 ? 24 : f->panels ? PV_PANEL : 1;
+		f->base = f->o0 / align * align;
+		const int64_t rows = f->o1 - f->base;
+		if (!par) {
+			f->rows_per_task = rows;
+			f->t_per_task = f->T;
+			f->n_row_tasks = 1;
+			f->n_tasks = 1;
+		} else {
+			/* every product is cut as if alone; the pool hands out all the tasks at once */
+			struct pv_mm_split sp = pv_mm_split(rows, f->T, threads, align);
+			f->rows_per_task = sp.rows_per_task;
+			f->t_per_task = sp.t_per_task;
+			f->n_row_tasks = sp.n_row_tasks;
+			f->n_tasks = sp.n_tasks;
+		}
+		f->task0 = tasks;
+		tasks += f->n_tasks;
+	}
+	struct fjob j = { c->k, fo, nf };
+	if (par) pv_pool_run(c->pool, fast_task, &j, tasks);
+	else
+		for (int t = 0; t < tasks; t++) fast_task(&j, t, 0);
+}
 
-void pv_mm_multi(const struct pv_mm* c, const float* x, int ldx, int T, const struct pv_mm_out* outs, int n)
+static void convert(const struct pv_kernels* k, int fmt, const float* x, int ldx, int T, int64_t n, void* dst, size_t rb)
+{
+#if PV_X86
+	if (k->isa >= PV_ISA_AVX512) {
+		pv_act_convert_avx512(fmt, x, ldx, T, n, dst, rb);
+		return;
+	}
+#endif
+	pv_act_convert(fmt, x, ldx, T, n, dst, rb);
+}
+
+/* products per pool run (a run's outputs live on the stack) */
+#define MAX_GROUP 64
+
+void pv_mm_batch(const struct pv_mm* c, const struct pv_mm_prod* p, int n)
 {
 	const struct pv_kernels* k = c->k;
-	PV_ASSERT(k && n >= 0 && n <= MAX_OUTS);
-	if (T <= 0) return;
+	PV_ASSERT(k && n >= 0);
 	const int avx2 = k->isa >= PV_ISA_AVX2;
-	struct fout fo[MAX_OUTS];
+	struct fout fo[MAX_GROUP];
 	int nf = 0;
-	int64_t cols = 0;
-	size_t rb[4] = { 0, 0, 0, 0 };
+	size_t used = 0; /* scratch bytes the group's conversions take */
 	for (int i = 0; i < n; i++) {
-		const struct pv_tensor* W = outs[i].W;
+		const struct pv_tensor* W = p[i].W;
 		PV_ASSERT(W && W->data && (unsigned)W->type < PV_DTYPE_COUNT);
-		PV_ASSERT(0 <= outs[i].o0 && outs[i].o0 <= outs[i].o1 && outs[i].o1 <= W->rows);
-		if (outs[i].o1 == outs[i].o0) continue;
+		PV_ASSERT(0 <= p[i].o0 && p[i].o0 <= p[i].o1 && p[i].o1 <= W->rows);
+		if (p[i].o1 == p[i].o0 || p[i].T <= 0) continue;
 		const int fmt = c->act ? fmt_of(k, W) : PV_ACT_F32;
 		if (fmt == PV_ACT_F32) {
 			/* exact numerics (also F32/F16 weights, and calls without scratch): one run each */
-			pv_matmul_rows_set(c->pool, avx2, outs[i].y, outs[i].ldy, x, ldx, T, W, outs[i].o0, outs[i].o1);
+			pv_matmul_rows_set(c->pool, avx2, p[i].y, p[i].ldy, p[i].x, p[i].ldx, p[i].T, W, p[i].o0, p[i].o1);
 			continue;
 		}
-		PV_ASSERT(!cols || cols == W->cols);
-		cols = W->cols;
-		rb[fmt] = pv_act_row_bytes(fmt, W->cols);
-		struct fout* f = &fo[nf++];
-		memset(f, 0, sizeof *f);
-		f->y = outs[i].y;
-		f->ldy = outs[i].ldy;
-		f->W = W;
-		f->fmt = fmt;
-		f->o0 = outs[i].o0;
-		f->o1 = outs[i].o1;
-		if (fmt != PV_ACT_BF16 && k->isa >= PV_ISA_AVX2) f->panels = find_panels(k, W);
-	}
-	if (!nf) return;
-	/* rows per pass: every format's rows must fit the scratch at once */
-	const size_t row_all = rb[1] + rb[2] + rb[3];
-	const int tmax = (int)(c->act_bytes / row_all);
-	PV_ASSERT(tmax >= 1);
-	const int threads = pv_pool_threads(c->pool);
-	struct fjob j = { k, { NULL }, { rb[0], rb[1], rb[2], rb[3] }, 0, fo, nf };
-	for (int t0 = 0; t0 < T; t0 += tmax) {
-		const int nt = T - t0 < tmax ? T - t0 : tmax;
-		/* convert this pass's rows once per format, each format in its own part of the scratch */
-		size_t off = 0;
-		for (int fmt = 1; fmt < 4; fmt++) {
-			if (!rb[fmt]) continue;
-			unsigned char* dst = (unsigned char*)c->act + off;
-			j.act[fmt] = dst;
-			off += rb[fmt] * (size_t)nt;
-#if PV_X86
-			if (k->isa >= PV_ISA_AVX512)
-				pv_act_convert_avx512(fmt, x + (size_t)t0 * ldx, ldx, nt, cols, dst, rb[fmt]);
-			else
-#endif
-				pv_act_convert(fmt, x + (size_t)t0 * ldx, ldx, nt, cols, dst, rb[fmt]);
+		const size_t rb = pv_act_row_bytes(fmt, W->cols);
+		const int tmax = (int)(c->act_bytes / rb);
+		PV_ASSERT(tmax >= 1);
+		const unsigned char* panels = fmt != PV_ACT_BF16 && k->isa >= PV_ISA_AVX2 ? find_panels(k, W) : NULL;
+		/* rows already converted for an earlier product of the group (the same input)? */
+		const unsigned char* act = NULL;
+		for (int g = 0; g < nf && !act; g++)
+			if (fo[g].x == p[i].x && fo[g].ldx == p[i].ldx && fo[g].T == p[i].T && fo[g].fmt == fmt &&
+			    fo[g].W->cols == W->cols)
+				act = fo[g].act;
+		if (!act && used + rb * (size_t)p[i].T > c->act_bytes) {
+			run_group(c, fo, nf);
+			nf = 0;
+			used = 0;
 		}
-		j.T = nt;
-		uint64_t macs = 0;
-		for (int i = 0; i < nf; i++) macs += (uint64_t)(fo[i].o1 - fo[i].o0) * (uint64_t)cols * (uint64_t)nt;
-		const int par = threads > 1 && macs >= MIN_PARALLEL_MACS;
-		int tasks = 0;
-		for (int i = 0; i < nf; i++) {
-			struct fout* f = &fo[i];
-			const int64_t align = f->fmt == PV_ACT_BF16 ? 24 : f->panels ? PV_PANEL : 1;
-			f->base = f->o0 / align * align;
-			const int64_t rows = f->o1 - f->base;
-			if (!par) {
-				f->rows_per_task = rows;
-				f->t_per_task = nt;
-				f->n_row_tasks = 1;
-				f->n_tasks = 1;
-			} else {
-				/* every output is cut as if alone; the pool hands out all the tasks at once */
-				struct pv_mm_split sp = pv_mm_split(rows, nt, threads, align);
-				f->rows_per_task = sp.rows_per_task;
-				f->t_per_task = sp.t_per_task;
-				f->n_row_tasks = sp.n_row_tasks;
-				f->n_tasks = sp.n_tasks;
+		if (!act && rb * (size_t)p[i].T > c->act_bytes) {
+			/* more rows than the scratch holds: passes of tmax rows, alone */
+			for (int t0 = 0; t0 < p[i].T; t0 += tmax) {
+				const int nt = p[i].T - t0 < tmax ? p[i].T - t0 : tmax;
+				convert(k, fmt, p[i].x + (size_t)t0 * p[i].ldx, p[i].ldx, nt, W->cols, c->act, rb);
+				struct fout one = { p[i].y + (size_t)t0 * p[i].ldy, p[i].ldy, W, panels, fmt, nt, NULL, 0, c->act, rb, 0,
+					            p[i].o0, p[i].o1, 0, 0, 0, 0, 0 };
+				run_group(c, &one, 1);
 			}
-			f->task0 = tasks;
-			tasks += f->n_tasks;
+			continue;
 		}
-		if (par)
-			pv_pool_run(c->pool, fast_task, &j, tasks);
-		else
-			for (int t = 0; t < tasks; t++) fast_task(&j, t, 0);
-		for (int i = 0; i < nf; i++) fo[i].y += (size_t)nt * fo[i].ldy;
+		if (nf == MAX_GROUP) {
+			run_group(c, fo, nf);
+			nf = 0;
+			used = 0;
+			act = NULL;
+		}
+		if (!act) {
+			unsigned char* dst = (unsigned char*)c->act + used;
+			convert(k, fmt, p[i].x, p[i].ldx, p[i].T, W->cols, dst, rb);
+			used += rb * (size_t)p[i].T;
+			act = dst;
+		}
+		fo[nf++] = (struct fout){ p[i].y, p[i].ldy, W, panels, fmt, p[i].T, p[i].x, p[i].ldx, act, rb, 0, p[i].o0, p[i].o1,
+			                  0, 0, 0, 0, 0 };
 	}
+	run_group(c, fo, nf);
+}
+
+void pv_mm_multi(const struct pv_mm* c, const float* x, int ldx, int T, const struct pv_mm_out* outs, int n)
+{
+	struct pv_mm_prod p[MAX_GROUP];
+	PV_ASSERT(n <= MAX_GROUP);
+	for (int i = 0; i < n; i++) p[i] = (struct pv_mm_prod){ x, ldx, T, outs[i].y, outs[i].ldy, outs[i].W, outs[i].o0, outs[i].o1 };
+	pv_mm_batch(c, p, n);
 }
 
 void pv_mm_rows(const struct pv_mm* c, float* y, int ldy, const float* x, int ldx, int T, const struct pv_tensor* W, int64_t o0,

@@ -114,7 +114,7 @@ static inline void pv_mm(const struct pv_mm* c, float* y, int ldy, const float* 
 
 /* Several products of the same activation rows (q/k/v, gate/up): y_i[t*ldy_i + o] for o in
  * [o0_i, o1_i), each exactly as pv_mm_rows would compute it, with the rows converted once per
- * format and one pool run for all (at most 8 outputs; the W_i share cols). */
+ * format and one pool run for all (at most 64 outputs; the W_i share cols). */
 struct pv_mm_out {
 	float* y;
 	int ldy;
@@ -122,6 +122,19 @@ struct pv_mm_out {
 	int64_t o0, o1;
 };
 void pv_mm_multi(const struct pv_mm* c, const float* x, int ldx, int T, const struct pv_mm_out* outs, int n);
+
+/* Independent products (the routed experts of an MoE layer): y_i = x_i W_i^T over rows [o0_i,
+ * o1_i), T_i activation rows each, each exactly as pv_mm_rows would compute it; as many as the
+ * scratch holds share a pool run (n at most 64 per run; more are run in turns). */
+struct pv_mm_prod {
+	const float* x;
+	int ldx, T;
+	float* y;
+	int ldy;
+	const struct pv_tensor* W;
+	int64_t o0, o1;
+};
+void pv_mm_batch(const struct pv_mm* c, const struct pv_mm_prod* p, int n);
 
 /* ---- products --------------------------------------------------------------------------- */
 

@@ -42,13 +42,17 @@ struct pv_cpu_state {
 	float *z;                 /* [B, vd] DeltaNet output gate                           */
 	float *ab;                /* [B, 2*Hv] grouped b/a projections                      */
 	float *lb, *lg;           /* [B, Hv] beta and log-decay g                           */
-	float *ff_g, *ff_u;       /* [B, max(I, Ie, Is)]                                    */
+	float *ff_g, *ff_u;       /* [B, max(I, Is)], or [B*k, Ie] on MoE models if larger  */
 	float *router;            /* [B, E]                                                 */
 	int* top_idx;             /* [B, k]                                                 */
 	float* top_w;             /* [B, k]                                                 */
-	int* exp_rows;            /* [B] rows routed to the current expert                  */
-	int* exp_slot;            /* [B] their slot index t*k + j                           */
-	float *gx, *eo;           /* [B, H] gathered rows; [B*k, H] per-slot expert outputs */
+	int* exp_rows;            /* [B*k] routed rows, grouped by expert                   */
+	int* exp_slot;            /* [B*k] their slot index t*k + j                         */
+	int* slot_pos;            /* [B*k] slot t*k + j -> its place in the grouped order    */
+	int* exp_off;             /* [E+1] first grouped place of each expert               */
+	struct pv_mm_prod* prods; /* [2E] the experts' products of one MoE layer            */
+	float *gx, *eo;           /* [B*k, H] gathered rows (B on dense models); [B*k, H] the
+	                           * experts' outputs in grouped order                      */
 	float* lm;                /* [PV_LM_ROWS, V] logits of rows whose logits nobody keeps */
 	struct pv_thread_scratch* ts; /* n_threads                                          */
 	/* the products (ops.h): pool, the model's kernels, converted activation rows [B, ...] */
