@@ -66,9 +66,10 @@ INLINE __m512i dp(__m512i acc, __m512i w, const int8_t* x)
 /*
  * One panel (pan, nb blocks) times C activation rows (act, as bytes apart): y[c] (16 lanes).
  */
-INLINE void tile32(enum pv_dtype TY, int C, __m512* yv, const unsigned char* pan, int64_t nb, const unsigned char* act,
-                   size_t as, int64_t n)
+INLINE void tile32(enum pv_dtype TY, int C, float* yout, int ldy, __mmask16 km, const unsigned char* pan, int64_t nb,
+                   const unsigned char* act, size_t as, int64_t n)
 {
+	__m512 yv[CMAX];
 	const size_t pb = pv_panel_block_bytes(TY);
 	const int has_m = TY == PV_Q4_1 || TY == PV_Q5_1;
 	const int five = TY == PV_Q5_0 || TY == PV_Q5_1;
@@ -88,9 +89,10 @@ INLINE void tile32(enum pv_dtype TY, int C, __m512* yv, const unsigned char* pan
 		_mm_prefetch((const char*)p + PF_DIST, _MM_HINT_T0);
 		if (pb > 320) _mm_prefetch((const char*)p + PF_DIST + 64 * ((pb - 1) / 64), _MM_HINT_T0);
 		const __m512 dw = ld_f16x16(p);
-		__m512i acc[CMAX], acc2[CMAX];
+		__m512i acc[CMAX], acc2[2];
 #pragma GCC unroll 8
-		for (int c = 0; c < C; c++) acc[c] = acc2[c] = _mm512_setzero_si512();
+		for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_si512();
+		acc2[0] = acc2[1] = _mm512_setzero_si512();
 		if (TY == PV_Q8_0) {
 #pragma GCC unroll 8
 			for (int j = 0; j < 8; j++) {
@@ -134,6 +136,8 @@ INLINE void tile32(enum pv_dtype TY, int C, __m512* yv, const unsigned char* pan
 			if (has_m) yv[c] = _mm512_fmadd_ps(_mm512_mul_ps(mw, dx), _mm512_set1_ps((float)s), yv[c]);
 		}
 	}
+#pragma GCC unroll 8
+	for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(yout + (size_t)c * ldy, km, yv[c]);
 }
 
 /* ---- Q4_K, Q5_K ---------------------------------------------------------------------------- */
@@ -156,9 +160,10 @@ INLINE void k_scales(const unsigned char* p, __m512i sc[8], __m512i mn[8])
 	}
 }
 
-INLINE void tilek4(enum pv_dtype TY, int C, __m512* yv, const unsigned char* pan, int64_t nb, const unsigned char* act,
-                   size_t as, int64_t n)
+INLINE void tilek4(enum pv_dtype TY, int C, float* yout, int ldy, __mmask16 km, const unsigned char* pan, int64_t nb,
+                   const unsigned char* act, size_t as, int64_t n)
 {
+	__m512 yv[CMAXK];
 	const size_t pb = pv_panel_block_bytes(TY);
 	const int five = TY == PV_Q5_K;
 	const size_t vec_off = five ? 768 : 256;
@@ -218,12 +223,16 @@ INLINE void tilek4(enum pv_dtype TY, int C, __m512* yv, const unsigned char* pan
 			yv[c] = _mm512_fnmadd_ps(_mm512_mul_ps(mw, dx), _mm512_cvtepi32_ps(M), yv[c]);
 		}
 	}
+#pragma GCC unroll 8
+	for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(yout + (size_t)c * ldy, km, yv[c]);
 }
 
 /* ---- Q6_K ---------------------------------------------------------------------------------- */
 
-INLINE void tileq6(int C, __m512* yv, const unsigned char* pan, int64_t nb, const unsigned char* act, size_t as, int64_t n)
+INLINE void tileq6(int C, float* yout, int ldy, __mmask16 km, const unsigned char* pan, int64_t nb, const unsigned char* act,
+                   size_t as, int64_t n)
 {
+	__m512 yv[CMAXK];
 	const size_t pb = pv_panel_block_bytes(PV_Q6_K);
 	struct pv_qrow a[CMAXK];
 #pragma GCC unroll 4
@@ -283,6 +292,8 @@ INLINE void tileq6(int C, __m512* yv, const unsigned char* pan, int64_t nb, cons
 			yv[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[c].d[b])), _mm512_cvtepi32_ps(itot[c]),
 			                        yv[c]);
 	}
+#pragma GCC unroll 8
+	for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(yout + (size_t)c * ldy, km, yv[c]);
 }
 
 /* ---- instantiation and the driver ---------------------------------------------------------- */
@@ -294,33 +305,31 @@ typedef void (*qtile_fn)(float* y, int ldy, __mmask16 km, const unsigned char* p
 	static void qt_##TN##_##C(float* y, int ldy, __mmask16 km, const unsigned char* pan, int64_t nb, \
 	                          const unsigned char* act, size_t as, int64_t n)                        \
 	{                                                                                                \
-		__m512 yv[CMAX];                                                                         \
-		tile32(TY, C, yv, pan, nb, act, as, n);                                                  \
-		for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(y + (size_t)c * ldy, km, yv[c]);       \
+		tile32(TY, C, y, ldy, km, pan, nb, act, as, n);                                          \
 	}
 #define QTK(TN, TY, C)                                                                                   \
 	static void qt_##TN##_##C(float* y, int ldy, __mmask16 km, const unsigned char* pan, int64_t nb, \
 	                          const unsigned char* act, size_t as, int64_t n)                        \
 	{                                                                                                \
-		__m512 yv[CMAXK];                                                                        \
 		if (TY == PV_Q6_K)                                                                       \
-			tileq6(C, yv, pan, nb, act, as, n);                                              \
+			tileq6(C, y, ldy, km, pan, nb, act, as, n);                                      \
 		else                                                                                     \
-			tilek4(TY, C, yv, pan, nb, act, as, n);                                          \
-		for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(y + (size_t)c * ldy, km, yv[c]);       \
+			tilek4(TY, C, y, ldy, km, pan, nb, act, as, n);                                  \
 	}
 #define QT32_ALL(TN, TY)                                                                                           \
 	QT32(TN, TY, 1)                                                                                            \
 	QT32(TN, TY, 2)                                                                                            \
-	QT32(TN, TY, 3) QT32(TN, TY, 4) QT32(TN, TY, 5) QT32(TN, TY, 6) QT32(TN, TY, 7)                            \
+	QT32(TN, TY, 3)                                                                                            \
+	QT32(TN, TY, 4) QT32(TN, TY, 5) QT32(TN, TY, 6) QT32(TN, TY, 7)                                            \
 	        QT32(TN, TY, 8) static const qtile_fn qt_##TN[CMAX + 1] = { NULL,        qt_##TN##_1, qt_##TN##_2, \
 		                                                            qt_##TN##_3, qt_##TN##_4, qt_##TN##_5, \
 		                                                            qt_##TN##_6, qt_##TN##_7, qt_##TN##_8 };
-#define QTK_ALL(TN, TY)                                                                                                        \
-	QTK(TN, TY, 1)                                                                                                         \
-	QTK(TN, TY, 2)                                                                                                         \
-	QTK(TN, TY, 3) QTK(TN, TY, 4) static const qtile_fn qt_##TN[CMAX + 1] = { NULL, qt_##TN##_1, qt_##TN##_2, qt_##TN##_3, \
-		                                                                  qt_##TN##_4 };
+#define QTK_ALL(TN, TY) \
+	QTK(TN, TY, 1)  \
+	QTK(TN, TY, 2)  \
+	QTK(TN, TY, 3)  \
+	QTK(TN, TY, 4)  \
+	static const qtile_fn qt_##TN[CMAX + 1] = { NULL, qt_##TN##_1, qt_##TN##_2, qt_##TN##_3, qt_##TN##_4 };
 
 QT32_ALL(q8_0, PV_Q8_0)
 QT32_ALL(q4_0, PV_Q4_0)
@@ -442,8 +451,9 @@ typedef void (*bf_fn)(float* y, int ldy, const uint16_t* x, size_t ldx, const ui
 	}
 BT(1, 1)
 BT(2, 1)
-BT(3, 1) BT(4, 1) BT(5, 1) BT(6, 1) BT(7, 1) BT(8, 1) BT(1, 2) BT(2, 2) BT(3, 2) BT(4, 2) BT(5, 2) BT(6, 2) BT(1, 3) BT(2, 3)
-        BT(3, 3) BT(4, 3) BT(5, 3) BT(6, 3) BT(1, 4) BT(2, 4) BT(3, 4) BT(4, 4) BT(5, 4)
+BT(3, 1)
+BT(4, 1) BT(5, 1) BT(6, 1) BT(7, 1) BT(8, 1) BT(1, 2) BT(2, 2) BT(3, 2) BT(4, 2) BT(5, 2) BT(6, 2) BT(1, 3) BT(2, 3) BT(3, 3)
+        BT(4, 3) BT(5, 3) BT(6, 3) BT(1, 4) BT(2, 4) BT(3, 4) BT(4, 4) BT(5, 4)
                 BT(6, 4) static const bf_fn bts[BMAX_C + 1][BMAX_R + 1] = {
 	                { NULL },
 	                { NULL, bt_1_1, bt_2_1, bt_3_1, bt_4_1, bt_5_1, bt_6_1, bt_7_1, bt_8_1 },
