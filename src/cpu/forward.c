@@ -90,7 +90,7 @@ static void attn_row_head(void* ctx, int task, int thread)
 
 /* The AVX-512 kernel set's attention (attn_avx512.c): tasks of up to ATT_ROWS query rows x one
  * key/value head; per-thread scratch from the pool. */
-#define ATT_ROWS 8
+#define ATT_ROWS 16
 
 struct attn512_task {
 	struct pv_session* s;
