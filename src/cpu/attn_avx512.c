@@ -285,6 +285,32 @@ int pv_argmax_avx512(const float* x, int n)
 	return 0;
 }
 
+/* y[i] = fma(a, x[i], y[i]): per element the avx2 set's axpy, 16 at a time. */
+void pv_axpy_f32_avx512(float* y, float a, const float* x, int n)
+{
+	const __m512 av = _mm512_set1_ps(a);
+	int i = 0;
+	for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+	if (i < n) {
+		const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+		_mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+	}
+}
+
+/* sum a[i] b[i]: 16 lanes of fmas over 16-element blocks in order (the last zero-padded), then
+ * hsum16's tree. */
+float pv_dot_f32_avx512(const float* a, const float* b, int n)
+{
+	__m512 acc = _mm512_setzero_ps();
+	int i = 0;
+	for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+	if (i < n) {
+		const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+		acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
+	}
+	return hsum16(acc);
+}
+
 /* exp of n floats in place (tests). */
 void pv_exp_avx512(float* x, size_t n)
 {
@@ -306,4 +332,6 @@ void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const float* kc,
 void pv_swiglu_avx512(float* g, const float* u, size_t n) {}
 void pv_exp_avx512(float* x, size_t n) {}
 int pv_argmax_avx512(const float* x, int n) { return 0; }
+void pv_axpy_f32_avx512(float* y, float a, const float* x, int n) {}
+float pv_dot_f32_avx512(const float* a, const float* b, int n) { return 0; }
 #endif

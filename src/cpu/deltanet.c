@@ -87,6 +87,18 @@ static void delta_recurrent(void* ctx, int h, int thread)
 	}
 }
 
+/* The kernel set's axpy and dot for the chunked form (not batch-invariant anyway: each set
+ * may keep its own order). */
+static inline void axpy(int isa, float* y, float a, const float* x, int n)
+{
+	if (isa >= PV_ISA_AVX512) pv_axpy_f32_avx512(y, a, x, n);
+	else pv_axpy_f32_set(isa >= PV_ISA_AVX2, y, a, x, n);
+}
+static inline float dot(int isa, const float* a, const float* b, int n)
+{
+	return isa >= PV_ISA_AVX512 ? pv_dot_f32_avx512(a, b, n) : pv_dot_f32_set(isa >= PV_ISA_AVX2, a, b, n);
+}
+
 /*
  * Chunked form for one value head (§6.7). For a chunk of rows t < C with incoming state S0:
  *   gam_t = sum_{s<=t} g_s
@@ -111,6 +123,7 @@ static void delta_chunked(void* ctx, int h, int thread)
 	float* X = A + C * C;                /* [C, dv + dk]   */
 	float* Vn = X + (size_t)C * (dv + dk); /* [C, dv]      */
 	int xw = dv + dk;
+	const int isa = st->mm.k->isa;
 
 	for (int c0 = 0; c0 < dt->n; c0 += C) {
 		int cl = dt->n - c0 < C ? dt->n - c0 : C;
@@ -124,32 +137,32 @@ static void delta_chunked(void* ctx, int h, int thread)
 
 		for (int t = 0; t < cl; t++)
 			for (int u = 0; u < t; u++)
-				A[t * C + u] = BETA(t) * pv_dot_f32(KV(t), KV(u), dk) * expf(gam[t] - gam[u]);
+				A[t * C + u] = BETA(t) * dot(isa, KV(t), KV(u), dk) * expf(gam[t] - gam[u]);
 
 		for (int t = 0; t < cl; t++) {
 			float* x = X + (size_t)t * xw;
 			float b = BETA(t), be = b * expf(gam[t]);
 			for (int j = 0; j < dv; j++) x[j] = b * VV(t)[j];
 			for (int i = 0; i < dk; i++) x[dv + i] = be * KV(t)[i];
-			for (int u = 0; u < t; u++) pv_axpy_f32(x, -A[t * C + u], X + (size_t)u * xw, xw);
+			for (int u = 0; u < t; u++) axpy(isa, x, -A[t * C + u], X + (size_t)u * xw, xw);
 		}
 
 		for (int t = 0; t < cl; t++) {
 			float* vn = Vn + (size_t)t * dv;
 			const float* w = X + (size_t)t * xw + dv;
 			memcpy(vn, X + (size_t)t * xw, sizeof(float) * dv);
-			for (int i = 0; i < dk; i++) pv_axpy_f32(vn, -w[i], S + (size_t)i * dv, dv);
+			for (int i = 0; i < dk; i++) axpy(isa, vn, -w[i], S + (size_t)i * dv, dv);
 		}
 
 		for (int t = 0; t < cl; t++) {
 			float* o = st->o + (size_t)(c0 + t) * vd + (size_t)h * dv;
 			const float* q = QV(t);
 			memset(o, 0, sizeof(float) * dv);
-			for (int i = 0; i < dk; i++) pv_axpy_f32(o, q[i], S + (size_t)i * dv, dv);
+			for (int i = 0; i < dk; i++) axpy(isa, o, q[i], S + (size_t)i * dv, dv);
 			float e = expf(gam[t]);
 			for (int j = 0; j < dv; j++) o[j] *= e;
 			for (int u = 0; u <= t; u++)
-				pv_axpy_f32(o, expf(gam[t] - gam[u]) * pv_dot_f32(q, KV(u), dk), Vn + (size_t)u * dv, dv);
+				axpy(isa, o, expf(gam[t] - gam[u]) * dot(isa, q, KV(u), dk), Vn + (size_t)u * dv, dv);
 		}
 
 		float glast = gam[cl - 1], elast = expf(glast);
@@ -157,7 +170,7 @@ static void delta_chunked(void* ctx, int h, int thread)
 		for (int u = 0; u < cl; u++) {
 			float cu = expf(glast - gam[u]);
 			const float* k = KV(u);
-			for (int i = 0; i < dk; i++) pv_axpy_f32(S + (size_t)i * dv, cu * k[i], Vn + (size_t)u * dv, dv);
+			for (int i = 0; i < dk; i++) axpy(isa, S + (size_t)i * dv, cu * k[i], Vn + (size_t)u * dv, dv);
 		}
 #undef ROW
 #undef QV

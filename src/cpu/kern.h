@@ -49,6 +49,8 @@ void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const float* kc,
 void pv_swiglu_avx512(float* g, const float* u, size_t n);
 void pv_exp_avx512(float* x, size_t n);
 int pv_argmax_avx512(const float* x, int n); /* pv_argmax's answer, vectorised */
+void pv_axpy_f32_avx512(float* y, float a, const float* x, int n); /* = the avx2 axpy, per element */
+float pv_dot_f32_avx512(const float* a, const float* b, int n);    /* 16 lanes, then hsum16 */
 
 /* AVX-512 Gated DeltaNet steps (deltanet_avx512.c): whether they handle the shapes (dv a
  * multiple of 16 up to 256, conv_dim a multiple of 16, kernel up to 8); one recurrent step of
