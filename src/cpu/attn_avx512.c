@@ -172,7 +172,8 @@ typedef void (*block_fn)(const float* const* qv, const float* kt, const float* V
 BLK(1, 1)
 BLK(2, 1)
 BLK(3, 1)
-BLK(4, 1) BLK(1, 2) BLK(2, 2) BLK(3, 2) BLK(4, 2) BLK(1, 4) BLK(2, 4) BLK(3, 4) BLK(4, 4) BLK(1, 8) BLK(2, 8) BLK(1, 16)
+BLK(4, 1)
+BLK(1, 2) BLK(2, 2) BLK(3, 2) BLK(4, 2) BLK(1, 4) BLK(2, 4) BLK(3, 4) BLK(4, 4) BLK(1, 8) BLK(2, 8) BLK(1, 16)
 
         /* Heads per call for a head size (HG x NC accumulators fit the registers), and the functions. */
         static int heads_per_call(int nc)
@@ -290,10 +291,12 @@ void pv_axpy_f32_avx512(float* y, float a, const float* x, int n)
 {
 	const __m512 av = _mm512_set1_ps(a);
 	int i = 0;
-	for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+	for (; i + 16 <= n; i += 16)
+		_mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
 	if (i < n) {
 		const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-		_mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+		_mm512_mask_storeu_ps(y + i, m,
+		                      _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
 	}
 }
 

@@ -39,11 +39,14 @@ static void pack_block(enum pv_dtype t, const unsigned char* const blk[PV_PANEL]
 
 	switch (t) {
 	case PV_Q8_0:
+		/* padding rows hold q = 0, stored 0x80 */
 		for (int j = 0; j < 8; j++)
-			for (int r = 0; r < PV_PANEL; r++)
-				for (int i = 0; i < 4; i++)
-					dst[32 + 64 * j + 4 * r + i] =
-					        blk[r] ? (unsigned char)(b[r][2 + 4 * j + i] ^ 0x80) : 0x80;
+			for (int r = 0; r < PV_PANEL; r++) {
+				uint32_t v = 0;
+				if (blk[r]) memcpy(&v, b[r] + 2 + 4 * j, 4);
+				v ^= 0x80808080u;
+				memcpy(dst + 32 + 64 * j + 4 * r, &v, 4);
+			}
 		return;
 	case PV_Q4_0:
 	case PV_Q4_1:
@@ -55,15 +58,18 @@ static void pack_block(enum pv_dtype t, const unsigned char* const blk[PV_PANEL]
 		const int mask_off = t == PV_Q5_0 ? 32 : 64;
 		for (int c = 0; c < 4; c++)
 			for (int r = 0; r < PV_PANEL; r++) memcpy(dst + vec_off + 64 * c + 4 * r, b[r] + qs_off + 4 * c, 4);
-		if (t == PV_Q5_0 || t == PV_Q5_1)
+		if (t == PV_Q5_0 || t == PV_Q5_1) {
+			/* bits 4c..4c+3 (and 16+4c..) of each row's 32-bit qh, side by side */
+			uint32_t qh[PV_PANEL];
+			for (int r = 0; r < PV_PANEL; r++) memcpy(&qh[r], b[r] + qh_off, 4);
 			for (int c = 0; c < 4; c++)
 				for (int h = 0; h < 2; h++) {
 					uint64_t m = 0;
 					for (int r = 0; r < PV_PANEL; r++)
-						for (int i = 0; i < 4; i++)
-							m |= (uint64_t)q5_bit(b[r] + qh_off, 16 * h + 4 * c + i) << (4 * r + i);
+						m |= (uint64_t)((qh[r] >> (16 * h + 4 * c)) & 15u) << (4 * r);
 					memcpy(dst + mask_off + 8 * (2 * c + h), &m, 8);
 				}
+		}
 		return;
 	}
 	case PV_Q4_K:
@@ -77,16 +83,19 @@ static void pack_block(enum pv_dtype t, const unsigned char* const blk[PV_PANEL]
 				for (int r = 0; r < PV_PANEL; r++)
 					memcpy(dst + vec_off + 64 * (8 * i + c) + 4 * r, b[r] + qs_off + 32 * i + 4 * c, 4);
 		if (t == PV_Q5_K)
-			for (int i = 0; i < 4; i++)
-				for (int c = 0; c < 8; c++)
-					for (int h = 0; h < 2; h++) {
-						uint64_t m = 0;
-						for (int r = 0; r < PV_PANEL; r++)
-							for (int k = 0; k < 4; k++)
-								m |= (uint64_t)((b[r][16 + 4 * c + k] >> (2 * i + h)) & 1)
-								     << (4 * r + k);
-						memcpy(dst + 256 + 8 * (2 * (8 * i + c) + h), &m, 8);
+			for (int c = 0; c < 8; c++) {
+				/* bit s of qh_r[4c + k], for the 4 k, as a nibble per row and sub-block s */
+				uint64_t m[8] = { 0 };
+				for (int r = 0; r < PV_PANEL; r++)
+					for (int k = 0; k < 4; k++) {
+						const unsigned v = b[r][16 + 4 * c + k];
+						for (int sb = 0; sb < 8; sb++)
+							m[sb] |= (uint64_t)((v >> sb) & 1u) << (4 * r + k);
 					}
+				for (int i = 0; i < 4; i++)
+					for (int h = 0; h < 2; h++)
+						memcpy(dst + 256 + 8 * (2 * (8 * i + c) + h), &m[2 * i + h], 8);
+			}
 		return;
 	}
 	case PV_Q6_K:
@@ -94,10 +103,22 @@ static void pack_block(enum pv_dtype t, const unsigned char* const blk[PV_PANEL]
 			for (int r = 0; r < PV_PANEL; r++) dst[32 + 16 * j + r] = b[r][192 + j];
 		for (int r = 0; r < PV_PANEL; r++) {
 			unsigned char lo[256], hi[256];
-			for (int e = 0; e < 256; e++) {
-				lo[e] = (unsigned char)q6_lo4(b[r], e);
-				hi[e] = (unsigned char)q6_hi2(b[r], e);
-			}
+			for (int h = 0; h < 2; h++)
+				for (int l = 0; l < 32; l++) {
+					/* elements 128h + l + 32k, k = 0..3 (quant.h) */
+					const unsigned char q0 = b[r][64 * h + l], q1 = b[r][64 * h + l + 32],
+					                    qh = b[r][128 + 32 * h + l];
+					unsigned char* L = lo + 128 * h + l;
+					unsigned char* Hh = hi + 128 * h + l;
+					L[0] = q0 & 15;
+					L[32] = q1 & 15;
+					L[64] = q0 >> 4;
+					L[96] = q1 >> 4;
+					Hh[0] = qh & 3;
+					Hh[32] = (qh >> 2) & 3;
+					Hh[64] = (qh >> 4) & 3;
+					Hh[96] = qh >> 6;
+				}
 			/* high bits: fields f = 0..3 of byte i of vector v hold elements 8v+i, 128+8v+i,
 			 * 8v+4+i, 128+8v+4+i (qdot.h) */
 			for (int v = 0; v < 16; v++)
