@@ -7,22 +7,6 @@
 
 #include <string.h>
 
-/* Element e (0..255) of a Q6_K block: its low 4 bits and its top 2 bits (quant.h layout). */
-static inline int q6_lo4(const unsigned char* b, int e)
-{
-	int h = e / 128, j = e % 128, k = j / 32, l = j % 32;
-	unsigned char v = b[64 * h + l + 32 * (k & 1)];
-	return k < 2 ? v & 15 : v >> 4;
-}
-static inline int q6_hi2(const unsigned char* b, int e)
-{
-	int h = e / 128, j = e % 128, k = j / 32, l = j % 32;
-	return (b[128 + 32 * h + l] >> (2 * k)) & 3;
-}
-
-/* The fifth bit of element e of a Q5_0 / Q5_1 block whose qh starts at qh. */
-static inline int q5_bit(const unsigned char* qh, int e) { return (qh[e >> 3] >> (e & 7)) & 1; }
-
 /* One panel block: the blocks `blk[r]` (NULL for a padding row) of the 16 rows into dst. */
 static void pack_block(enum pv_dtype t, const unsigned char* const blk[PV_PANEL], unsigned char* dst)
 {
