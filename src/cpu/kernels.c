@@ -75,6 +75,12 @@ int pv_isa_has_bf16(void)
 
 const char* pv_isa_name(int isa) { return isa == PV_ISA_AVX512 ? "avx512" : isa == PV_ISA_AVX2 ? "avx2" : "generic"; }
 
+const char* pv_isa_describe(void)
+{
+	const int b = pv_isa_best();
+	return b == PV_ISA_AVX512 ? (pv_isa_has_bf16() ? "avx512+vnni+bf16" : "avx512+vnni") : b == PV_ISA_AVX2 ? "avx2+fma" : "generic";
+}
+
 /* ---- kernel choice and panels ----------------------------------------------------------- */
 
 struct pv_packed {

@@ -65,6 +65,8 @@ int pv_isa_best(void);
 /* Whether the CPU has AVX512-BF16 (vdpbf16ps), used by the AVX512 set's fast numerics. */
 int pv_isa_has_bf16(void);
 const char* pv_isa_name(int isa); /* "generic", "avx2", "avx512" */
+/* pv_isa_best() with its extensions, for build identities: "avx512+vnni+bf16", "avx2+fma", ... */
+const char* pv_isa_describe(void);
 
 struct pv_packed; /* one repacked matrix (kernels.c) */
 
