@@ -37,12 +37,6 @@ int pv_have_avx512_kernels(void) { return 1; }
  * so this mostly hides the hardware prefetcher's ramp-up at each task's start). */
 #define PF_DIST 1024
 
-INLINE __m512i bcast32(const int8_t* p)
-{
-	int32_t v;
-	memcpy(&v, p, 4);
-	return _mm512_set1_epi32(v);
-}
 INLINE __m512 ld_f16x16(const unsigned char* p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(const void*)p)); }
 INLINE __m512i ld(const unsigned char* p) { return _mm512_loadu_si512((const void*)p); }
 INLINE __mmask64 ldmask(const unsigned char* p)
