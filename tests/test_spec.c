@@ -295,9 +295,12 @@ TEST_CASE(mtp_reference)
 	float* ref_h = fx_read_f32(path, "hidden", &hr, &hc);
 	float* ref_l = fx_read_f32(path, "mtp_logits", &lr, &lc);
 	pv_model* m = NULL;
+	/* the exact numerics (f32 activations): this checks the math against float64; the fast
+	 * numerics' cost is measured on real text (docs/results/cpu-quality-*) */
+	struct pv_model_params mp = { .knobs = "cpu.exact_activations=1" };
 	CHECK(ref_h && ref_l && hr == T && lr == T - 1, "reference %s: hidden %d rows, logits %d rows (sequence %d)", path, hr, lr,
 	      T);
-	if (!ref_h || !ref_l || hr != T || lr != T - 1 || pv_model_open(&m, dir, NULL, err, sizeof err)) goto out;
+	if (!ref_h || !ref_l || hr != T || lr != T - 1 || pv_model_open(&m, dir, &mp, err, sizeof err)) goto out;
 	{
 		const int H = pv_model_get_info(m)->hidden, V = pv_model_get_info(m)->vocab;
 		CHECK(hc == H && lc == V, "reference widths %d %d", hc, lc);
