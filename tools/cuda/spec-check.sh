@@ -8,9 +8,10 @@
 #                                snapshot and replay rollback), then on Qwen3-8B BF16 and
 #                                Qwen3.5-9B BF16 shapes: the verify-window cost curve (1..16
 #                                exact rows) and the recorded acceptance traces replayed
-#   tools/cuda/spec-check.sh b   the same curve and replays on Qwen3-30B-A3B and Qwen3.5-35B-A3B
-#                                Q8_0 shapes, a Qwen3-0.6B BF16 draft's decode speed, and Nsight
-#                                Compute on the 16-row GEMV when ncu is there
+#   tools/cuda/spec-check.sh b   the CUDA tests again, Nsight Compute on 1- and 16-row steps when
+#                                ncu is there, the adaptive policy with real n-gram drafts on the
+#                                8B shape, the curve and replays on Qwen3-30B-A3B and
+#                                Qwen3.5-35B-A3B Q8_0 shapes, a Qwen3-0.6B BF16 draft's decode speed
 #
 # The traces (docs/results/spec-traces/*.jsonl) were recorded on the CPU with the real
 # Qwen2.5-Coder-1.5B and its drafters (`proven bench spec --trace-out`); replayed here
@@ -94,7 +95,7 @@ replay() { # label model trace
 	[ -f "$tr" ] || { say "replay $label: no trace $tr"; return; }
 	local t=$(date +%s)
 	$B/proven bench spec --backend cuda --model "$m" --draft "replay:$tr" --cases $CASES --per-class 3 --max-tokens 128 \
-		>"$OUT/.r" 2>>"$LOG"
+		--greedy >"$OUT/.r" 2>>"$LOG"
 	local rc=$?
 	[ $rc = 0 ] || status=1
 	grep '^{' "$OUT/.r" >>"$JSON"
@@ -145,6 +146,39 @@ if [ "$PART" = a ]; then
 	model_rows qwen3-8b bf16 "Qwen3-8B BF16"
 	model_rows qwen3.5-9b bf16 "Qwen3.5-9B BF16"
 else
+	for sec in fixtures quant; do
+		$B/cuda/test_cuda $sec >"$OUT/.t" 2>&1
+		rc=$?
+		cat "$OUT/.t" >>"$LOG"
+		[ $rc = 0 ] || status=1
+		say "== test_cuda $sec: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	done
+	$B/cuda/test_cuda_api >"$OUT/.t" 2>&1
+	rc=$?
+	cat "$OUT/.t" >>"$LOG"
+	[ $rc = 0 ] || status=1
+	say "== test_cuda_api: rc $rc, $(grep -E '^test_cuda_api: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	if command -v ncu >/dev/null && have_time 200 "ncu"; then
+		m=$W/qwen3-4b-bf16.gguf
+		if synth qwen3-4b bf16 "$m"; then
+			for r in 1 16; do
+				timeout 90 ncu --launch-skip 20 --launch-count 12 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+					--section Occupancy --section LaunchStats $B/proven bench --backend cuda --model "$m" --pp $r --tg 2 \
+					--reps 1 >"$OUT/ncu-rows$r.txt" 2>&1
+				say "ncu rows $r: rc $? ($(grep -c 'Duration' "$OUT/ncu-rows$r.txt") kernels)"
+			done
+			rm -f "$m"
+		fi
+	fi
+	m=$W/qwen3-8b-bf16.gguf
+	if have_time 120 "adaptive ngram on 8B" && synth qwen3-8b bf16 "$m"; then
+		$B/proven bench spec --backend cuda --model "$m" --draft ngram --cases $CASES --per-class 2 --max-tokens 96 \
+			--greedy >"$OUT/.r" 2>>"$LOG"
+		grep '^{' "$OUT/.r" >>"$JSON"
+		say "adaptive ngram (the policy, real drafter, random weights) Qwen3-8B BF16: rc $?"
+		grep '^|' "$OUT/.r" | tee -a "$SUM" >/dev/null
+		rm -f "$m"
+	fi
 	model_rows qwen3-30b-a3b q8_0 "Qwen3-30B-A3B Q8_0"
 	model_rows qwen3.5-35b-a3b q8_0 "Qwen3.5-35B-A3B Q8_0"
 	if have_time 60 "draft decode"; then
@@ -153,18 +187,6 @@ else
 			$B/proven bench --backend cuda --model "$m" --pp 16 --tg 128 --reps 3 --json-only >"$OUT/.b" 2>>"$LOG"
 			grep '^{' "$OUT/.b" >>"$JSON"
 			say "draft Qwen3-0.6B BF16 decode: $(grep -o '"tg_tok_s":[0-9.]*' "$OUT/.b" | tail -1)"
-			rm -f "$m"
-		fi
-	fi
-	if command -v ncu >/dev/null && have_time 120 "ncu"; then
-		m=$W/qwen3-4b-bf16.gguf
-		if synth qwen3-4b bf16 "$m"; then
-			for r in 1 16; do
-				timeout 100 ncu --launch-skip 200 --launch-count 6 --section SpeedOfLight --section MemoryWorkloadAnalysis \
-					--section Occupancy $B/proven bench --backend cuda --model "$m" --pp $r --tg 2 --reps 1 \
-					>"$OUT/ncu-rows$r.txt" 2>&1
-				say "ncu rows $r: rc $? ($(grep -c 'Duration' "$OUT/ncu-rows$r.txt") kernels)"
-			done
 			rm -f "$m"
 		fi
 	fi
