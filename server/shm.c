@@ -32,6 +32,9 @@
 #include <unistd.h>
 
 #define TEXT_CAP (4u << 20)
+/* connections served at once: each holds a thread (and, after its hello, a session), so a client
+ * that opens connections in a loop is refused rather than allowed to exhaust the process */
+#define MAX_CLIENTS 64
 
 struct client {
 	struct srv_shm* sh;
@@ -348,7 +351,19 @@ static void* accept_main(void* arg)
 		}
 		struct ucred cr;
 		socklen_t cl = sizeof cr;
+		char m[160];
+		m[0] = 0;
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || cr.uid != sh->uid) {
+			snprintf(m, sizeof m, "refused: the peer's uid %u is not the server's allowed uid %u", (unsigned)cr.uid, (unsigned)sh->uid);
+		} else {
+			int n = 0;
+			pthread_mutex_lock(&sh->mu);
+			reap(sh, 0);
+			for (struct client* c = sh->clients; c; c = c->next) n++;
+			pthread_mutex_unlock(&sh->mu);
+			if (n >= MAX_CLIENTS) snprintf(m, sizeof m, "refused: %d socket clients are connected already (the most served at once)", n);
+		}
+		if (m[0]) {
 			/* the refusal answers the hello (closing with it unread would reset the
 			 * connection before the client reads why); a peer that sends nothing in a
 			 * second is simply closed */
@@ -360,8 +375,6 @@ static void* accept_main(void* arg)
 			struct pvw_rep r;
 			memset(&r, 0, sizeof r);
 			r.op = PVW_HELLO;
-			char m[160];
-			snprintf(m, sizeof m, "refused: the peer's uid %u is not the server's allowed uid %u", (unsigned)cr.uid, (unsigned)sh->uid);
 			rep_err(&r, PV_E_INVALID, m);
 			send_rep(fd, &r, -1);
 			fprintf(stderr, "proven-server: socket: %s (pid %d)\n", m, (int)cr.pid);

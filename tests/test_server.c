@@ -731,6 +731,29 @@ TEST_CASE(socket_malformed)
 	pvc_close(s);
 	for (int i = 0; i < 300 && metric(sv.port, "socket_sessions") != 0; i++) usleep(10000);
 	CHECK(metric(sv.port, "socket_sessions") == 0, "every session is freed");
+	/* connections in a loop: the 65th is refused with a reply; closing them makes room again */
+	int many[64], n_open = 0;
+	for (int i = 0; i < 64; i++)
+		if ((many[i] = wire_connect(sv.sock)) >= 0) n_open++;
+	usleep(100000);
+	pvc_session* s65 = NULL;
+	int rc65 = pvc_open(&s65, sv.sock, NULL, err, sizeof err);
+	CHECK(n_open == 64 && rc65 == PV_E_INVALID && strstr(err, "socket clients"), "64 idle connections, the next refused: %s", err);
+	pvc_close(s65);
+	for (int i = 0; i < 64; i++)
+		if (many[i] >= 0) close(many[i]);
+	s = NULL;
+	int rc = -1;
+	for (int i = 0; i < 100 && rc; i++) {
+		rc = pvc_open(&s, sv.sock, NULL, err, sizeof err);
+		if (rc) {
+			pvc_close(s);
+			s = NULL;
+			usleep(20000);
+		}
+	}
+	CHECK(rc == 0, "served again once they are closed: %s", err);
+	pvc_close(s);
 	CHECK(srv_stop(&sv) == 0, "the server exits 0");
 }
 
