@@ -248,7 +248,7 @@ def report(args, ident, rows):
         return statistics.median(v) if v else None
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     L = ["# proven-server vs llama-server on CPU (%s)" % when, "",
-         "Written by `tools/bench/serve_bench.py` (through `tools/bench/serve-peer.sh`, under the machine's benchmark lock).", "",
+         "Written by `tools/bench/serve_bench.py`, run under the machine's benchmark lock (`tools/bench/serve-peer.sh` takes it).", "",
          "- proven: `%s`" % ident["proven"],
          "- llama-server: `%s` (%s)" % (ident["llama"] or "-", args.llama_server),
          "- model: %s (sha256 %s...)" % (ident["model"], ident["sha256"][:16]),
