@@ -54,6 +54,8 @@ struct pv_session_stats {
 	uint64_t rollbacks;       /* truncations served by checkpoint + replay                  */
 	uint64_t replayed_rows;   /* rows those replays evaluated again                         */
 	uint64_t prefix_copies;   /* pv_session_copy_prefix calls into this session             */
+	uint64_t batched_rows;    /* rows evaluated in one forward with other sessions' rows
+	                           * (pv_generator_step_many: continuous batching)               */
 	/* device backends */
 	uint64_t graph_launches;  /* CUDA graph launches                                        */
 	uint64_t kernels;         /* kernels run (graph nodes and direct launches)              */

@@ -10,6 +10,7 @@
 #include "fixture.h"
 #include "harness.h"
 #include "proven.h"
+#include "proven_dev.h"
 #include "proven_spec.h"
 
 #include "cpu/ops.h"
@@ -344,6 +345,71 @@ TEST_CASE(step_many)
 		}
 	}
 	for (int i = 0; i < 3; i++) CHECK(!memcmp(alone[i], many[i], sizeof alone[i]), "%s: stepped together differs", fx[i]);
+}
+
+/* Continuous batching: generators without a drafter on sessions of one model (one shared pool)
+ * step one row each in one forward; the ids (greedy, sampled, with log-probabilities) are those
+ * of stepping each alone, at different positions, on a dense, an MoE and a biased-QKV model; the
+ * rows really went together (batched_rows), and a hybrid model steps alone with the same ids. */
+TEST_CASE(step_many_batched)
+{
+	const char* fx[4] = { "qwen3", "qwen3_moe", "qwen2", "qwen3_5" };
+	enum { G = 4, N = 24 };
+	char err[256];
+	for (int f = 0; f < 4; f++) {
+		int32_t *toks, ids[2][G][N];
+		int nt;
+		pv_model* m = open_fixture(fx[f], &toks, &nt);
+		if (!m) continue;
+		uint64_t batched[2] = { 0, 0 };
+		pv_pool* pool = pv_pool_new(2);
+		for (int pass = 0; pass < 2; pass++) {
+			pv_session* s[G] = { 0 };
+			pv_generator* g[G] = { 0 };
+			int have[G], ok = 1;
+			for (int i = 0; i < G; i++) {
+				struct pv_session_params sp = { .n_ctx = 128, .pool = pool };
+				struct pv_sampling smp = { i == 1 ? 0.9f : 0.0f, i == 1 ? 40 : 0, 1.0f, 0, 7u + (unsigned)i, 0 };
+				const int plen = 4 + 5 * i < nt ? 4 + 5 * i : nt; /* different positions */
+				ok &= !pv_session_new(&s[i], m, &sp, err, sizeof err) && !pv_generator_new(&g[i], s[i], &smp, NULL, err, sizeof err);
+				if (ok && i == 3) pv_generator_set_logprobs(g[i], 3); /* logits rows too */
+				ok &= ok && !pv_generator_prompt(g[i], toks, plen, &ids[pass][i][0]);
+				have[i] = 1;
+			}
+			CHECK(ok, "%s: set-up: %s", fx[f], err);
+			for (int round = 0; ok && round < N; round++) {
+				pv_generator* gs[G];
+				int32_t* outs[G];
+				int max[G], got[G], rc[G], idx[G], live = 0;
+				for (int i = 0; i < G; i++)
+					if (have[i] < N) {
+						gs[live] = g[i];
+						outs[live] = &ids[pass][i][have[i]];
+						max[live] = N - have[i];
+						idx[live++] = i;
+					}
+				if (!live) break;
+				if (pass) ok &= pv_generator_step_many(gs, live, outs, max, got, rc) == PV_OK;
+				else
+					for (int k = 0; k < live; k++) ok &= (rc[k] = pv_generator_step(gs[k], outs[k], max[k], &got[k])) == PV_OK;
+				for (int k = 0; k < live; k++) have[idx[k]] += got[k];
+			}
+			CHECK(ok, "%s: pass %d stepped", fx[f], pass);
+			for (int i = 0; i < G; i++) {
+				struct pv_session_stats st;
+				if (s[i] && !pv_session_get_stats(s[i], &st)) batched[pass] += st.batched_rows;
+				pv_generator_free(g[i]);
+				pv_session_free(s[i]);
+			}
+		}
+		for (int i = 0; i < G; i++)
+			CHECK(!memcmp(ids[0][i], ids[1][i], sizeof ids[0][i]), "%s: generator %d: batched ids = alone", fx[f], i);
+		if (f < 3) CHECK(batched[0] == 0 && batched[1] >= (N - 1) * G - 4, "%s: %llu rows batched", fx[f], (unsigned long long)batched[1]);
+		else CHECK(batched[1] == 0, "%s (hybrid): steps alone", fx[f]);
+		pv_pool_free(pool);
+		pv_model_close(m);
+		free(toks);
+	}
 }
 
 /* The MTP head against an independent float64 implementation of qwen-models.md §7.2

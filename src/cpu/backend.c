@@ -282,6 +282,15 @@ static int cpu_copy_prefix(struct pv_session* dst, const struct pv_session* src,
 	return PV_OK;
 }
 
+static int cpu_forward_many(struct pv_session** s, const struct pv_step* st, int count)
+{
+	if (!s[0]->own_pool) pv_pool_lock(s[0]->pool);
+	int rc = pv_cpu_forward_many(s, st, count);
+	if (!s[0]->own_pool) pv_pool_unlock(s[0]->pool);
+	/* a row that is not finite: each session alone again, so that the one at fault says so */
+	return rc < 0 ? 1 : rc;
+}
+
 static int cpu_forward(struct pv_session* s, const struct pv_step* st)
 {
 	/* a shared pool serves one session's step at a time; host arithmetic cannot fail */
@@ -446,6 +455,7 @@ const struct pv_backend pv_backend_cpu = {
 	.session_init = cpu_session_init,
 	.session_free = cpu_session_free,
 	.forward = cpu_forward,
+	.forward_many = cpu_forward_many,
 	.state_save = cpu_state_save,
 	.state_load = cpu_state_load,
 	.snapshot_load = cpu_snapshot_load,

@@ -410,3 +410,154 @@ int pv_cpu_forward(struct pv_session* s, const struct pv_step* sp)
 			if (!row_finite(st->xn + (size_t)(t - r0) * H, H)) return -1;
 	return outputs(s, sp, r0);
 }
+
+/* ------------------------------------------------ one row of several sessions --- */
+
+/* Continuous batching: one row of each of `count` sessions (one model, one pool, attention-only
+ * layers) evaluated together. The rows share every weight product, which reads (and on the fast
+ * numerics converts) each weight block once for all of them; attention stays per row, against
+ * each session's own KV cache at its own position. Every row's arithmetic is what the one-row
+ * step of its own session does (the products are batch-invariant, attention runs one row per
+ * task exactly as a one-row step does), so the bits are the same; ss[0]'s scratch holds the
+ * batch. */
+
+struct attn_many {
+	struct pv_session* s0;
+	struct pv_session* const* ss;
+	const int* pos;
+	int layer, rows512;
+};
+
+static void attn_many_row_head(void* ctx, int task, int thread)
+{
+	struct attn_many* a = ctx;
+	const struct pv_config* c = &a->s0->m->cfg;
+	const int nh = c->n_heads, t = task / nh;
+	struct pv_cpu_state* si = pv_cpu(a->ss[t]);
+	/* attn_row_head's own arithmetic: row t of the batch, at its session's position */
+	struct attn_task at = { a->s0, si->k_cache[a->layer], si->v_cache[a->layer], t + 1, a->pos[t] - t };
+	attn_row_head(&at, task, thread);
+}
+
+static void attn_many_512(void* ctx, int task, int thread)
+{
+	struct attn_many* a = ctx;
+	const struct pv_config* c = &a->s0->m->cfg;
+	struct pv_cpu_state* st0 = pv_cpu(a->s0);
+	const int nkv = c->n_kv_heads, t = task / nkv, hd = c->head_dim, qd = pv_cfg_q_dim(c);
+	struct pv_cpu_state* si = pv_cpu(a->ss[t]);
+	pv_attn_avx512(st0->q, qd, st0->o, qd, si->k_cache[a->layer], si->v_cache[a->layer], pv_cfg_kv_dim(c), hd,
+	               c->n_heads / nkv, task % nkv, t, 1, a->pos[t] - t, 1.0f / sqrtf((float)hd), pv_pool_scratch(a->s0->pool, thread));
+}
+
+/* attention_layer for rows of different sessions: the same products and per-row steps, K/V
+ * rows through ss[0]'s projection scratch into each session's cache */
+static void attention_many(struct pv_session* const* ss, const int* pos, int count, const struct pv_layer* L, int layer,
+                           const float* xn, float* out)
+{
+	struct pv_session* s0 = ss[0];
+	struct pv_cpu_state* st = pv_cpu(s0);
+	const struct pv_config* c = &s0->m->cfg;
+	const int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+	const int qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c), R = c->rope_dim;
+	/* K and V rows land in mix ([B, >= 2 qd] floats, unused by ungated attention) */
+	float* kb = st->mix;
+	float* vb = st->mix + (size_t)count * kvd;
+	const struct pv_mm_out qkv[3] = { { st->q, (int)L->wq.rows, &L->wq, 0, L->wq.rows },
+		                          { kb, kvd, &L->wk, 0, L->wk.rows },
+		                          { vb, kvd, &L->wv, 0, L->wv.rows } };
+	pv_mm_multi(&st->mm, xn, H, count, qkv, 3);
+	for (int t = 0; t < count; t++) {
+		float* q = st->q + (size_t)t * qd;
+		float* k = pv_cpu(ss[t])->k_cache[layer] + (size_t)pos[t] * kvd;
+		float* v = pv_cpu(ss[t])->v_cache[layer] + (size_t)pos[t] * kvd;
+		memcpy(k, kb + (size_t)t * kvd, sizeof(float) * kvd);
+		memcpy(v, vb + (size_t)t * kvd, sizeof(float) * kvd);
+		if (L->bq) {
+			add_rows(q, L->bq, qd);
+			add_rows(k, L->bk, kvd);
+			add_rows(v, L->bv, kvd);
+		}
+		const float* cs = s0->rope_cos + (size_t)pos[t] * (R / 2);
+		const float* sn = s0->rope_sin + (size_t)pos[t] * (R / 2);
+		for (int h = 0; h < nh; h++) {
+			float* qh = q + (size_t)h * hd;
+			if (L->q_norm) pv_rmsnorm(qh, qh, L->q_norm, hd, c->rms_eps);
+			rope_neox(qh, cs, sn, R);
+		}
+		for (int h = 0; h < nkv; h++) {
+			float* kh = k + (size_t)h * hd;
+			if (L->k_norm) pv_rmsnorm(kh, kh, L->k_norm, hd, c->rms_eps);
+			rope_neox(kh, cs, sn, R);
+		}
+	}
+	struct attn_many am = { s0, ss, pos, layer, 0 };
+	int rows;
+	if (attn512(s0, &rows)) pv_pool_run(s0->pool, attn_many_512, &am, count * nkv);
+	else pv_pool_run(s0->pool, attn_many_row_head, &am, count * nh);
+	pv_mm(&st->mm, out, H, st->o, qd, count, &L->wo);
+}
+
+int pv_cpu_forward_many(struct pv_session** ss, const struct pv_step* sp, int count)
+{
+	struct pv_session* s0 = ss[0];
+	struct pv_cpu_state* st = pv_cpu(s0);
+	const struct pv_model* m = s0->m;
+	const struct pv_config* c = &m->cfg;
+	const int H = c->hidden, V = c->vocab;
+	/* what this path covers; anything else is stepped alone by the engine */
+	if (count < 2 || count > s0->max_batch || c->attn_gate || s0->state_floats) return 1;
+	int pos[count];
+	for (int i = 0; i < count; i++) {
+		const struct pv_step* p = &sp[i];
+		if (ss[i]->m != m || ss[i]->pool != s0->pool || ss[i]->n_ctx > s0->n_ctx || p->n != 1 || !p->exact || p->snap_row0 >= 0)
+			return 1;
+		pos[i] = p->pos0;
+	}
+	for (int i = 0; i < count; i++) pv_tensor_row_f32(&m->w.embed, sp[i].tokens[0], st->x + (size_t)i * H);
+	for (int l = 0; l < c->n_layers; l++) {
+		const struct pv_layer* L = &m->w.layers[l];
+		float* out = st->mixer;
+		rmsnorm_rows(st->xn, st->x, L->attn_norm, count, H, c->rms_eps);
+		attention_many(ss, pos, count, L, l, st->xn, out);
+		add_rows(st->x, out, (size_t)count * H);
+		rmsnorm_rows(st->xn, st->x, L->ffn_norm, count, H, c->rms_eps);
+		if (c->layer_moe[l]) {
+			moe_layer(s0, L, st->xn, out, count);
+		} else {
+			struct pv_expert dense = { L->ffn_gate, L->ffn_up, L->ffn_down };
+			swiglu(s0, &dense, st->xn, out, count);
+		}
+		add_rows(st->x, out, (size_t)count * H);
+	}
+	/* the final norm, and the LM head over PV_LM_ROWS rows at a time; each step takes its row's
+	 * outputs (the logits a one-row step would write, its argmax from them) */
+	rmsnorm_rows(st->xn, st->x, m->w.final_norm, count, H, c->rms_eps);
+	int bad = 0;
+	for (int g0 = 0; g0 < count; g0 += PV_LM_ROWS) {
+		const int rows = count - g0 < PV_LM_ROWS ? count - g0 : PV_LM_ROWS;
+		int need_lm = 0;
+		for (int i = g0; i < g0 + rows; i++)
+			need_lm |= (sp[i].logits && sp[i].logits_row0 < 1) || (sp[i].argmax && sp[i].argmax_row0 < 1);
+		if (need_lm) pv_mm(&st->mm, st->lm, V, st->xn + (size_t)g0 * H, H, rows, &m->w.lm_head);
+		for (int i = g0; i < g0 + rows; i++) {
+			const struct pv_step* p = &sp[i];
+			const float* xr = st->xn + (size_t)i * H;
+			const float* lr = st->lm + (size_t)(i - g0) * V;
+			if (p->hidden && p->hidden_row0 < 1) {
+				memcpy(p->hidden, xr, sizeof(float) * H);
+				bad |= !row_finite(xr, H);
+			}
+			if (p->logits && p->logits_row0 < 1) {
+				memcpy(p->logits, lr, sizeof(float) * V);
+				bad |= !row_finite(lr, V);
+			}
+			if (p->argmax && p->argmax_row0 < 1) {
+				int a = argmax_finite(st, lr, V);
+				bad |= a < 0;
+				p->argmax[0] = a;
+			}
+		}
+	}
+	return bad ? -1 : 0;
+}

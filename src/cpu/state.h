@@ -69,6 +69,10 @@ static inline struct pv_cpu_state* pv_cpu(const struct pv_session* s) { return (
  * asked. Appends K/V and advances the recurrent state; does not change s->len. Returns 0, or -1
  * when an output row holds a NaN or an infinity. */
 int pv_cpu_forward(struct pv_session* s, const struct pv_step* st);
+/* forward.c: one row of each of count sessions evaluated together (engine/backend.h
+ * forward_many): 0, -1 when an output row is not finite, 1 when this path does not cover the
+ * call (the engine then steps each session alone). */
+int pv_cpu_forward_many(struct pv_session** ss, const struct pv_step* st, int count);
 /* forward.c: one decoder layer over rows x [n, H] in place (the residual stream), at positions
  * pos0..: the loop body of the forward pass, and what the MTP head runs with its own layer and
  * KV cache (kc, vc: [n_ctx, nkv*hd], NULL for a linear layer). */

@@ -510,6 +510,7 @@ const struct pv_backend cuda_backend = {
 	session_init_be,
 	session_free,
 	pv_cuda_forward,
+	NULL, /* forward_many: rows of several sessions in one forward are not written for CUDA yet */
 	state_save,
 	state_load,
 	snapshot_load,

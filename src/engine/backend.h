@@ -53,6 +53,10 @@ struct pv_backend {
 	int (*session_init)(struct pv_session* s, const struct pv_session_params* p, char* err, size_t errlen);
 	void (*session_free)(struct pv_session* s);
 	int (*forward)(struct pv_session* s, const struct pv_step* st);
+	/* one-row steps st[i] of count sessions of one model, evaluated together (continuous
+	 * batching): each row's outputs bitwise what forward(s[i], &st[i]) gives. 0, a negative
+	 * status, or 1: not covered (the engine then calls forward for each). May be NULL. */
+	int (*forward_many)(struct pv_session** s, const struct pv_step* st, int count);
 	/* the recurrent state (every linear layer's S and conv window) to / from a checkpoint slot,
 	 * from a snapshot slot, or zeroed */
 	int (*state_save)(struct pv_session* s, int slot);

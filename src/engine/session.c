@@ -227,6 +227,54 @@ int pv_session_run(pv_session* s, const int32_t* tokens, int n, unsigned flags, 
 	return rc ? rc : eval(s, tokens, n, flags, out, 0);
 }
 
+int pv_session_run_many(struct pv_session** ss, const int32_t* tokens, int count, const struct pv_eval_out* out, int* rc)
+{
+	enum { MAXB = 64 };
+	struct pv_session* b[MAXB];
+	struct pv_step st[MAXB];
+	int idx[MAXB], nb = 0;
+	const struct pv_backend* be = count > 1 ? ss[0]->be : NULL;
+	for (int i = 0; i < count; i++) {
+		struct pv_session* s = ss[i];
+		const struct pv_eval_out* o = &out[i];
+		rc[i] = 1; /* pending */
+		/* what the batch takes: everything else goes to pv_session_run, which says what is wrong */
+		if (!be || !be->forward_many || nb == MAXB || s->be != be || s->m != ss[0]->m || s->failed || s->len >= s->n_ctx ||
+		    tokens[i] < 0 || tokens[i] >= s->m->cfg.vocab || (o->logits && o->logits_row0 != 0) ||
+		    (o->argmax && o->argmax_row0 != 0) || (o->hidden && o->hidden_row0 != 0))
+			continue;
+		b[nb] = s;
+		st[nb] = (struct pv_step){ &tokens[i], 1, s->len, 1, -1, o->logits, o->logits ? 0 : 1, o->argmax, o->argmax ? 0 : 1,
+			                   o->hidden, o->hidden ? 0 : 1 };
+		idx[nb++] = i;
+	}
+	if (nb >= 2 && be->forward_many(b, st, nb) == 0) {
+		/* eval's bookkeeping for a one-row exact call */
+		for (int j = 0; j < nb; j++) {
+			struct pv_session* s = b[j];
+			s->err[0] = 0;
+			s->tokens[s->len] = tokens[idx[j]];
+			s->len++;
+			s->stats.steps++;
+			if (st[j].logits) s->stats.logits_rows++;
+			if (st[j].argmax) s->stats.argmax_rows++;
+			if (st[j].hidden) s->stats.hidden_rows++;
+			s->stats.calls++;
+			s->stats.rows++;
+			s->stats.path_last = "exact";
+			s->stats.exact_rows++;
+			s->stats.batched_rows++;
+			rc[idx[j]] = PV_OK;
+		}
+	}
+	int all = PV_OK;
+	for (int i = 0; i < count; i++) {
+		if (rc[i] == 1) rc[i] = pv_session_run(ss[i], &tokens[i], 1, PV_EVAL_EXACT, &out[i]);
+		if (rc[i] && all == PV_OK) all = rc[i];
+	}
+	return all;
+}
+
 int pv_session_eval(pv_session* s, const int32_t* tokens, int n, float* logits, int mode)
 {
 	int rc = begin(s);

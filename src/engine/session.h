@@ -50,6 +50,12 @@ struct pv_session {
  * transformers computes them ([n_ctx, R/2] each). -1 when out of memory. */
 int pv_rope_tables(const struct pv_config* c, int n_ctx, float** cos_out, float** sin_out);
 
+/* One token for each of count sessions of one model (continuous batching), on the exact path:
+ * evaluated together where the backend can (forward_many), one after another otherwise; each
+ * session ends as pv_session_run(s[i], &tokens[i], 1, PV_EVAL_EXACT, &out[i]) leaves it, bit for
+ * bit (out[i]'s rows 0 only). rc[i]: each one's status. Returns PV_OK when every one succeeded. */
+int pv_session_run_many(struct pv_session** s, const int32_t* tokens, int count, const struct pv_eval_out* out, int* rc);
+
 /* Sets s->err from a status and message and returns the status (session.c's error helper). */
 int pv_session_fail(struct pv_session* s, int status, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 

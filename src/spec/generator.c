@@ -15,6 +15,7 @@
  * while no length is expected to beat plain decoding.
  */
 #include "spec/drafter.h"
+#include "engine/session.h"
 #include "proven_dev.h"
 #include "base/clock.h"
 #include "base/util.h"
@@ -66,6 +67,7 @@ static int fail(struct pv_generator* g, int rc, const char* fmt, ...)
 }
 
 static int session_fail(struct pv_generator* g, int rc) { return fail(g, rc, "%s", pv_session_error(g->s)); }
+static int step_end(pv_generator* g, int32_t* out, int* n_out, int len, int m, unsigned flags, double t0, double tc);
 
 int pv_generator_new(pv_generator** out, pv_session* s, const struct pv_sampling* sampling, const struct pv_spec_params* spec,
                      char* err, size_t errlen)
@@ -192,9 +194,43 @@ int pv_generator_logprobs(const pv_generator* g, struct pv_token_logprob* out, i
 
 int pv_generator_step_many(pv_generator** g, int count, int32_t** out, const int* max, int* n_out, int* rc)
 {
+	/* Generators without a drafter step one row each: those rows go to the backend together
+	 * (pv_session_run_many: one forward over all of them where the backend can), each with the
+	 * outputs its own step asks for, and each generator finishes its step as pv_generator_step
+	 * does. The others (drafting, or with nothing to step) step alone. The tokens are the same
+	 * either way. */
+	enum { MAXB = 64 };
+	pv_session* ss[MAXB];
+	int32_t tok[MAXB];
+	struct pv_eval_out eo[MAXB];
+	int idx[MAXB], rr[MAXB], lens[MAXB], nb = 0;
+	const double t0 = pv_now_s();
+	for (int i = 0; i < count; i++) {
+		pv_generator* x = g[i];
+		rc[i] = 1; /* pending */
+		const int len = pv_session_length(x->s);
+		if (count < 2 || nb == MAXB || x->dr.propose || !x->n_hist || max[i] < 1 || len + 1 > pv_session_n_ctx(x->s)) continue;
+		x->err[0] = 0;
+		n_out[i] = 0;
+		x->rows[0] = x->hist[x->n_hist - 1];
+		const int want_logits = !x->greedy || x->lp_top >= 0;
+		eo[nb] = (struct pv_eval_out){ want_logits ? x->logits : NULL, 0, x->greedy ? x->argmax : NULL, 0, x->hidden, 0 };
+		ss[nb] = x->s;
+		tok[nb] = x->rows[0];
+		lens[nb] = len;
+		idx[nb++] = i;
+	}
+	if (nb >= 2) {
+		const double tc = pv_now_s();
+		pv_session_run_many(ss, tok, nb, eo, rr);
+		for (int j = 0; j < nb; j++) {
+			pv_generator* x = g[idx[j]];
+			rc[idx[j]] = rr[j] ? session_fail(x, rr[j]) : step_end(x, out[idx[j]], &n_out[idx[j]], lens[j], 0, PV_EVAL_EXACT, t0, tc);
+		}
+	}
 	int all = PV_OK;
 	for (int i = 0; i < count; i++) {
-		rc[i] = pv_generator_step(g[i], out[i], max[i], &n_out[i]);
+		if (rc[i] == 1) rc[i] = pv_generator_step(g[i], out[i], max[i], &n_out[i]);
 		if (rc[i] && all == PV_OK) all = rc[i];
 	}
 	return all;
@@ -351,6 +387,15 @@ int pv_generator_step(pv_generator* g, int32_t* out, int max, int* n_out)
 			return session_fail(g, rc);
 	}
 	if ((rc = run_rows(g, r, flags))) return session_fail(g, rc);
+	return step_end(g, out, n_out, len, m, flags, t0, tc);
+}
+
+/* The rest of a step once its rows are evaluated (by run_rows, or by pv_session_run_many for
+ * several generators): acceptance, the history, the statistics. */
+static int step_end(pv_generator* g, int32_t* out, int* n_out, int len, int m, unsigned flags, double t0, double tc)
+{
+	const int r = m + 1;
+	int rc;
 	if (g->greedy) {
 		/* a padded vocabulary row won somewhere: the same rows again, with their logits */
 		int pad = 0;
