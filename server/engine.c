@@ -2,10 +2,11 @@
  * engine.c: slots, the queue and the engine thread (engine.h).
  *
  * One thread runs every session: the library's sessions are single-threaded, and one thread
- * stepping all decoding slots together (pv_generator_step_many) is what would let their rows
- * share a forward pass. No backend does that yet: step_many steps the generators one after
- * another (the same tokens either way), so N busy slots share the decode time rather than
- * multiply it. Each iteration admits queued jobs into idle slots (the slot whose session shares
+ * stepping all decoding slots together (pv_generator_step_many) is what lets their rows share
+ * a forward pass: on the CPU, the slots without speculation on an attention-only model (dense
+ * or MoE) go through one forward per step (continuous batching); hybrid models, drafting slots
+ * and the CUDA backend step one slot after another. The tokens are the same either way. Each
+ * iteration admits queued jobs into idle slots (the slot whose session shares
  * the longest prefix with the prompt: its KV cache, and for hybrid models the checkpoint the
  * generator took at the end of the previous prompt, are reused), evaluates at most one chunk of
  * one slot's prompt (so a long prompt delays the others' next tokens by one chunk, not by the

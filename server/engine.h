@@ -1,7 +1,8 @@
 /*
  * engine.h: the server's engine: one loaded model, N slots (a session each, all on one shared
  * thread pool), a bounded queue of jobs, and ONE engine thread that admits jobs into slots,
- * prefills them in chunks and steps every decoding slot once per iteration (pv_generator_step_many).
+ * prefills them in chunks and steps every decoding slot once per iteration, together where the
+ * backend can (pv_generator_step_many: continuous batching).
  * HTTP threads only build jobs, submit them and read what the engine writes into them.
  *
  * A job's output is bytes the engine appends (server-sent events for a stream, the JSON body
