@@ -57,6 +57,7 @@ struct metrics {
 	uint64_t cache_restores;              /* prefixes brought back from the LRU sessions      */
 	uint64_t drafted, accepted;
 	uint64_t steps, step_rows;            /* step_many calls and the rows they carried        */
+	uint64_t batched_rows;                /* rows that shared a forward with other slots' rows */
 	uint64_t ttft[TTFT_BUCKETS + 1];
 	double ttft_sum;
 	uint64_t http[6];                     /* by status class 1xx..5xx, [0] other             */
@@ -450,10 +451,18 @@ static void decode_step(struct srv_engine* e)
 		cnt++;
 	}
 	if (!cnt) return;
+	/* the sessions' own count of rows evaluated together (continuous batching) */
+	uint64_t batched = 0;
+	struct pv_session_stats ss;
+	for (int i = 0; i < cnt; i++)
+		if (!pv_session_get_stats(who[i]->s, &ss)) batched -= ss.batched_rows;
 	pv_generator_step_many(gens, cnt, outs, max, n_out, rc);
+	for (int i = 0; i < cnt; i++)
+		if (!pv_session_get_stats(who[i]->s, &ss)) batched += ss.batched_rows;
 	pthread_mutex_lock(&e->mu);
 	e->mt.steps++;
 	e->mt.step_rows += (uint64_t)cnt;
+	e->mt.batched_rows += batched;
 	pthread_mutex_unlock(&e->mu);
 	for (int i = 0; i < cnt; i++) {
 		struct slot* s = who[i];
@@ -781,6 +790,8 @@ char* srv_engine_metrics(struct srv_engine* e)
 	METRIC("spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", "%llu", (unsigned long long)m.accepted);
 	METRIC("decode_steps_total", "counter", "Engine decode steps (all busy slots stepped together).", "%llu",
 	       (unsigned long long)m.steps);
+	METRIC("batched_rows_total", "counter", "Decode rows evaluated in one forward with other slots' rows (continuous batching).",
+	       "%llu", (unsigned long long)m.batched_rows);
 	METRIC("busy_slots_per_decode", "gauge", "Average slots carried by one decode step.", "%.3f",
 	       m.steps ? (double)m.step_rows / m.steps : 0.0);
 	CAT("# HELP proven:time_to_first_token_seconds Time from submission to the first token.\n"

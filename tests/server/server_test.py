@@ -380,6 +380,7 @@ def case_batching():
     st, _, data = srv.get("/metrics")
     busy = [ln for ln in data.decode().splitlines() if ln.startswith("proven:busy_slots_per_decode ")]
     ok(busy and float(busy[0].split()[1]) > 1.0, "decode steps carried several slots (%s)" % (busy[0] if busy else "?"))
+    ok((metric(srv, "batched_rows_total") or 0) > 24, "rows of several slots went through one forward (%s rows)" % metric(srv, "batched_rows_total"))
     ok(srv.stop() == 0, "exit code 0 after SIGTERM")
     # speculation (n-gram drafts) in every slot: the same texts again
     srv = Server(A.build, A.model, "--parallel", "4", "--prefill-chunk", "16", "--draft", "ngram")
