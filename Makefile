@@ -18,6 +18,7 @@ CFLAGS_BASE = -std=c11 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-para
               -D_GNU_SOURCE -pthread -Iinclude -Isrc $(SAN) -MMD -MP
 CFLAGS  ?=
 LDLIBS  = -ljansson -lpcre2-8 -lutf8proc -lm -pthread
+EV_LIBS = -lsqlite3
 LDFLAGS += $(SAN)
 
 # The library's folders, lowest layer first: a folder uses only the folders before it
@@ -26,11 +27,15 @@ LDFLAGS += $(SAN)
 LIB_DIRS := base quant format text model engine cpu spec convert
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)) $(wildcard src/*.c)
 CLI_SRC  := $(wildcard cli/*.c)
+# The evidence system (receipts, ledger, courts, report): build/libevidence.a, linked by the
+# `proven` program and its tests only; the library never links SQLite (check-layers.py).
+EV_SRC   := $(wildcard evidence/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 TOOL_SRC := $(wildcard tools/bench/*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+EV_OBJ   := $(EV_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOLS    := $(TOOL_SRC:tools/bench/%.c=$(BUILD)/tools/%)
 
@@ -54,6 +59,7 @@ NVCCFLAGS    = $(NVCCFLAGS_BASE) -MMD -MP
 CU_SRC      := $(wildcard src/cuda/*.cu)
 LIB_OBJ     += $(CU_SRC:%.cu=$(BUILD)/%.o)
 CFLAGS_BASE += -DPV_HAVE_CUDA
+EV_LIBS      = -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -ldl
 LDLIBS       = -Wl,-Bstatic -ljansson -lpcre2-8 -lutf8proc -lstdc++ -Wl,-Bdynamic \
                -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lm -pthread
 CUDA_TEST   := $(BUILD)/cuda/test_cuda $(BUILD)/cuda/test_cuda_api
@@ -98,8 +104,20 @@ $(BUILD)/libproven.a: $(LIB_OBJ) $(BUILD)/.cuda-$(CUDA_ON)
 	@rm -f $@
 	ar rcs $@ $(LIB_OBJ)
 
-$(BUILD)/proven: $(CLI_OBJ) $(BUILD)/libproven.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/libevidence.a: $(EV_OBJ)
+	@rm -f $@
+	ar rcs $@ $(EV_OBJ)
+
+# cli/ and evidence/ reach the evidence headers as "evidence/..." (-I.)
+$(CLI_OBJ) $(EV_OBJ): CFLAGS_EXTRA = -I.
+
+$(BUILD)/proven: $(CLI_OBJ) $(BUILD)/libevidence.a $(BUILD)/libproven.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(EV_LIBS)
+
+# the evidence tests link the evidence library too (and run build/proven for the commands)
+$(BUILD)/tests/test_evidence: tests/test_evidence.c $(BUILD)/libevidence.a $(BUILD)/libproven.a $(BUILD)/proven
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I. -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libevidence.a $(BUILD)/libproven.a $(LDLIBS) $(EV_LIBS)
 
 # Test programs: one per tests/test_*.c; -MMD writes build/tests/test_x.d (included below).
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libproven.a
@@ -165,7 +183,7 @@ bench: deps
 	./$(BUILD)/proven bench --model tests/fixtures/qwen3_5_moe
 
 # make format: the C files changed since the last commit (or FILES=...); make format-all: every one.
-ALL_C_SRC   = $(wildcard include/*.h src/*.c src/*/*.[ch] cli/*.[ch] tests/*.[ch] tests/cuda/*.c fuzz/*.c tools/bench/*.c)
+ALL_C_SRC   = $(wildcard include/*.h src/*.c src/*/*.[ch] cli/*.[ch] evidence/*.[ch] tests/*.[ch] tests/cuda/*.c fuzz/*.c tools/bench/*.c)
 CHANGED_SRC = $(filter $(ALL_C_SRC),$(shell git diff --name-only HEAD 2>/dev/null))
 format:
 	@files="$(or $(FILES),$(CHANGED_SRC))"; [ -z "$$files" ] && echo "make format: no changed C files" || clang-format -i --style=file $$files
@@ -175,7 +193,7 @@ format-all:
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d) $(TOOLS:=.d) $(CUDA_TEST:%=%.d) \
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(EV_OBJ:.o=.d) $(TESTS:=.d) $(TOOLS:=.d) $(CUDA_TEST:%=%.d) \
          $(if $(CUDA_TEST),$(BUILD)/tests/test_cuda_host.d)
 
 # libFuzzer targets for the hostile inputs (clang only): the parsers, the tokenizer, the chat

@@ -172,6 +172,9 @@ static void write_rec(FILE* f, const char* fmt, const struct test_rec* r, int fi
 int cmd_bench(int argc, char** argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "spec")) return cmd_bench_spec(argc - 1, argv + 1);
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--workload")) return cmd_bench_workload(argc, argv); /* workload.c */
+	ev_receipt* rec = cli_receipt_begin("bench", argc, argv); /* hooks.c: the receipt of this run */
 	const char* dir = NULL;
 	const char* backend = "cpu";
 	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0, membw = 0, profile = 0, depth = 0;
@@ -318,6 +321,7 @@ int cmd_bench(int argc, char** argv)
 		rt.samples_ns = tg_ns;
 		write_rec(stdout, fmt, &rp, 1, 0);
 		write_rec(stdout, fmt, &rt, 0, 1);
+		cli_receipt_bench(rec, m, dir, backend, threads, pp, tg, depth, reps, pp_ns, tg_ns, &cs0, &cs1);
 		pv_session_free(s);
 		pv_model_close(m);
 		free(all); free(lg); free(pps); free(tgs); free(pp_ns); free(tg_ns);
@@ -433,6 +437,7 @@ int cmd_bench(int argc, char** argv)
 	}
 	if (tok_mbs > 0) printf(",\"tokenizer_mb_s\":%.3f", tok_mbs);
 	printf("}\n");
+	cli_receipt_bench(rec, m, dir, backend, threads, pp, tg, depth, reps, pp_ns, tg_ns, &cs0, &cs1);
 	pv_session_free(s);
 	pv_model_close(m);
 	free(all); free(lg); free(pps); free(tgs); free(pp_ns); free(tg_ns);

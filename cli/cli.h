@@ -89,4 +89,24 @@ int cmd_synth(int argc, char** argv);
 int cmd_court(int argc, char** argv);
 int cmd_bench_spec(int argc, char** argv); /* bench_spec.c: `proven bench spec` */
 
+/* The evidence commands (receipts.c, court_ab.c, workload.c, report.c) */
+int cmd_receipts(int argc, char** argv);
+int cmd_ledger(int argc, char** argv);
+int cmd_court_ab(int argc, char** argv);
+int cmd_workload(int argc, char** argv);
+int cmd_report(int argc, char** argv);
+int cmd_bench_workload(int argc, char** argv); /* `proven bench --workload W` */
+
+/* Receipts of the measuring commands (hooks.c; evidence/receipt.h). --ledger PATH and --knobs
+ * LIST are taken by main.c for every command: PROVEN_LEDGER, and cli_knobs (the model's
+ * pv_model_params.knobs, set by cli_model_params). */
+extern const char* cli_knobs;
+typedef struct ev_receipt ev_receipt;
+ev_receipt* cli_receipt_begin(const char* kind, int argc, char** argv);
+struct pv_session_stats;
+/* bench: samples in ns per rep; st0/st1 the session counters around the last rep's decode */
+void cli_receipt_bench(ev_receipt* r, pv_model* m, const char* path, const char* backend, int threads, int pp, int tg, int depth,
+                       int reps, const double* pp_ns, const double* tg_ns, const struct pv_session_stats* st0,
+                       const struct pv_session_stats* st1);
+
 #endif

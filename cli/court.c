@@ -124,6 +124,7 @@ static void add(struct tally* t, const struct pv_gen_stats* st)
 int cmd_court(int argc, char** argv)
 {
 	if (argc >= 2 && cli_is_help(argv[1])) return cli_usage("court", stdout);
+	if (argc >= 2 && !strcmp(argv[1], "ab")) return cmd_court_ab(argc - 1, argv + 1); /* court_ab.c */
 	if (argc < 2 || strcmp(argv[1], "spec")) {
 		fprintf(stderr, "usage: proven court spec --model M [--draft D] --cases FILE.jsonl [--max-tokens N] [--class C]\n");
 		return 2;
