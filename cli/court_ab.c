@@ -207,6 +207,9 @@ int cmd_court_ab(int argc, char** argv)
 	static char swbuf[48][128];
 	int nsw = switches(&A, &B, sw, 32, swbuf);
 	for (int i = 0; i < n_extra && nsw < 48; i++) sw[nsw++] = extra_sw[i];
+	for (int i = 0; i < nsw; i++)
+		for (int j = i + 1; j < nsw; j++)
+			if (!strcmp(sw[i], sw[j])) sw[j--] = sw[--nsw];
 	ev_receipt* rec = cli_receipt_begin("court.ab", argc, argv);
 	char err[512];
 	ev_store* st = NULL;
@@ -292,7 +295,7 @@ int cmd_court_ab(int argc, char** argv)
 		free(r);
 		if (ratio > 0) ev_receipt_figure(rec, "ratio", "court", "ratio B/A", ratio, 0, json_integer_value(json_object_get(verdict, "clean_blocks")));
 		ev_receipt_extra(rec, "verdict", json_deep_copy(verdict));
-		int64_t rid = ev_receipt_end(rec, "ok");
+		int64_t rid = cli_receipt_end(rec, "ok");
 		rec = NULL;
 		if (rid > 0) json_object_set_new(verdict, "receipt", json_integer(rid));
 	}

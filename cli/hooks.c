@@ -29,8 +29,7 @@ ev_receipt* cli_receipt_begin(const char* kind, int argc, char** argv)
 	return r;
 }
 
-/* ends r (stored), forgetting it */
-static int64_t end_receipt(ev_receipt* r, const char* status)
+int64_t cli_receipt_end(ev_receipt* r, const char* status)
 {
 	if (r == open_receipt) open_receipt = NULL;
 	return ev_receipt_end(r, status);
@@ -81,5 +80,70 @@ void cli_receipt_bench(ev_receipt* r, pv_model* m, const char* path, const char*
 		ev_receipt_count(r, "fallbacks", st1->fallback ? 1 : 0);
 		if (st1->fallback) ev_receipt_extra(r, "fallback", json_string(st1->fallback));
 	}
-	end_receipt(r, "ok");
+	cli_receipt_end(r, "ok");
+}
+
+void cli_receipt_gen(ev_receipt* r, pv_model* m, const char* path, const char* backend, int threads, const char* cls,
+                     const char* cases_path, int n_cases, int max_tokens, const struct pv_gen_stats* st)
+{
+	if (!r) return;
+	char hex[65] = "none";
+	if (cases_path && ev_sha256_file(cases_path, hex)) snprintf(hex, sizeof hex, "unreadable");
+	ev_receipt_runtime(r, m, backend, threads);
+	ev_receipt_model(r, m, path);
+	ev_receipt_workload(r, cls ? cls : "all", hex, n_cases, max_tokens, 0, 0, 1, 0);
+	if (st) {
+		ev_receipt_count(r, "tokens", (double)st->tokens);
+		ev_receipt_count(r, "steps", (double)st->steps);
+		ev_receipt_count(r, "verify_calls", (double)st->verify_calls);
+		ev_receipt_count(r, "drafted", (double)st->drafted);
+		ev_receipt_count(r, "accepted", (double)st->accepted);
+		ev_receipt_count(r, "rollbacks", (double)st->rollbacks);
+		ev_receipt_count(r, "snapshot_restores", (double)st->snapshot_restores);
+		ev_receipt_count(r, "replayed_rows", (double)st->replayed_rows);
+		ev_receipt_count(r, "fallbacks", (double)st->fallback_tokens);
+		json_t* h = json_array();
+		for (int i = 0; i < 17; i++) json_array_append_new(h, json_integer(st->accepted_len[i]));
+		ev_receipt_extra(r, "accepted_len", h);
+	}
+}
+
+void cli_receipt_perplexity(ev_receipt* r, pv_model* m, const char* path, const char* backend, int threads, const char* file,
+                            int ctx, int chunks, double ppl, double ppl_err, double seconds, long scored)
+{
+	if (!r) return;
+	char hex[65] = "none";
+	if (ev_sha256_file(file, hex)) snprintf(hex, sizeof hex, "unreadable");
+	ev_receipt_runtime(r, m, backend, threads);
+	ev_receipt_model(r, m, path);
+	ev_receipt_workload(r, "perplexity", hex, ctx, 0, 0, 0, chunks, 0);
+	ev_receipt_figure(r, "ppl", "quality", "ppl", ppl, ppl_err, (int)scored);
+	ev_receipt_figure(r, "eval", "end-to-end", "tok/s", (double)ctx * chunks / seconds, 0, chunks);
+	ev_receipt_count(r, "tokens_scored", (double)scored);
+	cli_receipt_end(r, "ok");
+}
+
+void cli_receipt_court(ev_receipt* r, pv_model* m, const char* path, const char* backend, int threads, const char* cls,
+                       const char* cases_path, int cases, int exact, int max_tokens, const char* draft, const struct pv_gen_stats* st,
+                       const char* verdict)
+{
+	if (!r) return;
+	cli_receipt_gen(r, m, path, backend, threads, cls, cases_path, cases, max_tokens, st);
+	json_object_set_new(json_object_get(ev_receipt_doc(r), "args"), "draft", json_string(draft ? draft : "none"));
+	ev_receipt_figure(r, "exact_cases", "court", "cases", exact, 0, cases);
+	if (st && st->drafted) ev_receipt_figure(r, "acceptance", "court", "accepted/drafted", (double)st->accepted / st->drafted, 0, cases);
+	if (st && st->decode_s > 0)
+		ev_receipt_figure(r, "spec_decode", "decode-only", "tok/s", (double)(st->tokens - cases) / st->decode_s, 0, cases);
+	ev_receipt_extra(r, "verdict", json_string(verdict));
+	int64_t id = cli_receipt_end(r, !strcmp(verdict, "exact") ? "ok" : verdict);
+	if (id <= 0) return;
+	char err[512];
+	ev_store* st2 = NULL;
+	if (ev_store_open(&st2, ev_ledger_path(), err, sizeof err)) return;
+	json_t* v = json_pack("{s:s,s:s,s:s,s:i,s:i,s:[{s:I,s:s}]}", "court", "spec", "verdict", verdict, "draft", draft ? draft : "none",
+	                      "cases", cases, "exact", exact, "receipts", "id", (json_int_t)id, "arm", "spec");
+	json_object_set_new(v, "receipt", json_integer(id));
+	if (ev_store_put_verdict(st2, v, err, sizeof err) < 0) fprintf(stderr, "proven court: %s\n", err);
+	json_decref(v);
+	ev_store_close(st2);
 }
