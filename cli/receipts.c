@@ -87,8 +87,13 @@ int cmd_receipts(int argc, char** argv)
 			fprintf(stderr, "usage: proven receipts show ID\n");
 			rc = 2;
 		} else {
-			json_t* r = ev_store_get_receipt(st, atoll(argv[2]));
-			if (!r) {
+			char* end = NULL;
+			long long id = strtoll(argv[2], &end, 10);
+			json_t* r = id > 0 && end && !*end ? ev_store_get_receipt(st, id) : NULL;
+			if (!(id > 0 && end && !*end)) {
+				fprintf(stderr, "proven receipts show: the id must be a positive integer (got \"%s\")\n", argv[2]);
+				rc = 2;
+			} else if (!r) {
 				fprintf(stderr, "proven receipts: no receipt %s\n", argv[2]);
 				rc = 1;
 			} else {

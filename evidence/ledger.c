@@ -161,7 +161,7 @@ int ev_ledger_export(ev_store* st, FILE* f)
 	json_t* c;
 	json_array_foreach(a, i, c)
 	{
-		/* stable key order for review: name first, then the rest sorted */
+		/* one crystal per line, keys sorted: a change to one crystal is a one-line diff */
 		char* s = json_dumps(c, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII);
 		fprintf(f, "%s\n", s);
 		free(s);
