@@ -18,7 +18,7 @@ CFLAGS_BASE = -std=c11 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-para
               -D_GNU_SOURCE -pthread -Iinclude -Isrc $(SAN) -MMD -MP
 CFLAGS  ?=
 LDLIBS  = -ljansson -lpcre2-8 -lutf8proc -lm -pthread
-EV_LIBS = -lsqlite3
+EV_LIBS = -lsqlite3 -lz
 LDFLAGS += $(SAN)
 
 # The library's folders, lowest layer first: a folder uses only the folders before it
@@ -59,7 +59,7 @@ NVCCFLAGS    = $(NVCCFLAGS_BASE) -MMD -MP
 CU_SRC      := $(wildcard src/cuda/*.cu)
 LIB_OBJ     += $(CU_SRC:%.cu=$(BUILD)/%.o)
 CFLAGS_BASE += -DPV_HAVE_CUDA
-EV_LIBS      = -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -ldl
+EV_LIBS      = -Wl,-Bstatic -lsqlite3 -lz -Wl,-Bdynamic -ldl
 LDLIBS       = -Wl,-Bstatic -ljansson -lpcre2-8 -lutf8proc -lstdc++ -Wl,-Bdynamic \
                -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lm -pthread
 CUDA_TEST   := $(BUILD)/cuda/test_cuda $(BUILD)/cuda/test_cuda_api

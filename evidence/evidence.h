@@ -89,12 +89,15 @@ double ev_court_halfwidth(json_t* const* receipts, const int* arm, int n, const 
 
 /* The report ---------------------------------------------------------------------------------- */
 /* Writes DIR/index.html (SVG plots inline, no script, no external asset) and DIR/receipts/ID.json
- * (each cited receipt) from the store. */
-int ev_report_write(ev_store* st, const char* dir, const char* source_root, char* err, size_t errlen);
+ * (each cited receipt) from the store; title NULL: the default. */
+int ev_report_write(ev_store* st, const char* dir, const char* title, char* err, size_t errlen);
 /* The release gate without the browser: every figure has a scope and a receipt link that
- * resolves, every cited receipt's sha256 matches, every img/svg has alt text or a title, the page's
- * own digest matches. Problems are printed to f; returns their count. */
+ * resolves, every cited receipt's sha256 matches, every img/svg has alt text, every link resolves,
+ * nothing external, the page's own digest matches. Problems are printed to f; returns their count. */
 int ev_report_check_static(const char* dir, FILE* f);
+/* The layout from one screenshot (an 8-bit RGB(A) PNG): nothing drawn in the rightmost
+ * margin_px columns, not blank; problems printed to f, their count. */
+int ev_report_check_shot(const char* png, const char* what, int margin_px, FILE* f);
 
 /* The workload ---------------------------------------------------------------------------------- */
 /* A prompt's canonical digest: sha256 of {"messages":..,"tools":..} with sorted keys. */

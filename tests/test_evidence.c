@@ -737,6 +737,121 @@ TEST_CASE(import_results)
 	ev_store_close(st);
 }
 
+/* ---- the report and its release gate ------------------------------------------------------------ */
+
+/* the page's own digest recomputed after an edit, so that a test can isolate another problem */
+static void fix_digest(const char* page)
+{
+	FILE* f = fopen(page, "rb");
+	if (!f) return;
+	static char buf[1 << 22];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char* at = strstr(buf, "proven-source-sha256\" content=\"");
+	if (!at) return;
+	at += strlen("proven-source-sha256\" content=\"");
+	memset(at, '0', 64);
+	char hex[65];
+	ev_sha256_hex(buf, n, hex);
+	memcpy(at, hex, 64);
+	f = fopen(page, "wb");
+	fwrite(buf, 1, n, f);
+	fclose(f);
+}
+
+static int have_chromium(void)
+{
+	char out[256];
+	return t_run_cmd("command -v chromium || command -v chromium-browser", out, sizeof out) == 0 && out[0];
+}
+
+TEST_CASE(report_gate)
+{
+	const char* db = in_dir("report.db");
+	const char* rep = in_dir("report");
+	char cmd[8192], out[65536];
+	/* a fixture ledger: benches at two depths, perplexity, an exactness court, imported rows,
+	 * crystals and a promotion court's verdict with its receipt */
+	const char* m = tiny_model();
+	FILE* f = fopen(in_dir("rtext.txt"), "w");
+	for (int i = 0; i < 100; i++) fputs("the quick brown fox jumps over the lazy dog ", f);
+	fclose(f);
+	f = fopen(in_dir("rcases.jsonl"), "w");
+	fputs("{\"id\": \"a\", \"class\": \"x\", \"text\": \"hello hello hello hello\", \"max_tokens\": 8}\n", f);
+	fclose(f);
+	snprintf(cmd, sizeof cmd,
+	         "%s bench --model tests/fixtures/qwen3 --pp 8 --tg 4 --reps 1 --ledger %s >/dev/null && "
+	         "%s bench --model tests/fixtures/qwen3 --pp 8 --tg 4 --reps 1 --depth 16 --ledger %s >/dev/null && "
+	         "%s perplexity --model %s --file %s --ctx 64 --chunks 1 --ledger %s >/dev/null && "
+	         "%s court spec --model %s --cases %s --draft ngram --ledger %s >/dev/null && "
+	         "%s receipts import docs/results/h200-2026-12-01-restructure.jsonl --ledger %s >/dev/null && "
+	         "%s ledger import --ledger %s >/dev/null && "
+	         "%s court ab --a '--threads 1' --b '--threads 2' --model tests/fixtures/qwen3 --bench '--pp 8 --tg 4 --reps 1' --reps 1 "
+	         "--max-blocks 1 --ledger %s >/dev/null",
+	         g_bin, db, g_bin, db, g_bin, m, in_dir("rtext.txt"), db, g_bin, m, in_dir("rcases.jsonl"), db, g_bin, db, g_bin, db, g_bin, db);
+	int rc = run(cmd, out, sizeof out);
+	CHECK(rc == 0 || rc == 3, "fixture ledger: exit %d: %s", rc, out);
+	snprintf(cmd, sizeof cmd, "%s report --out %s --ledger %s", g_bin, rep, db);
+	CHECK(run(cmd, out, sizeof out) == 0, "report --out: %s", out);
+	snprintf(cmd, sizeof cmd, "grep -c '<tr class=\"fig' %s/index.html; grep -c '<svg role=\"img\"' %s/index.html; grep -c '<script' %s/index.html", rep,
+	         rep, rep);
+	run(cmd, out, sizeof out);
+	int nfig = 0, nsvg = 0, nscript = -1;
+	sscanf(out, "%d %d %d", &nfig, &nsvg, &nscript);
+	CHECK(nfig >= 10 && nsvg >= 2 && nscript == 0, "page: %d figure rows, %d plots, %d scripts", nfig, nsvg, nscript);
+	int browser = have_chromium();
+	if (!browser) t_skip("no chromium: the layout half of the gate is not run (apt-get install chromium)");
+	snprintf(cmd, sizeof cmd, "%s report --check %s%s", g_bin, rep, browser ? "" : " --no-browser");
+	rc = run(cmd, out, sizeof out);
+	CHECK(rc == 0 && strstr(out, "passes the release gate"), "the built report passes: exit %d: %s", rc, out);
+	/* tampered copies fail, each for its reason */
+	struct {
+		const char* name;
+		const char* edit; /* shell, in the copy's folder T */
+		int fix;          /* recompute the page digest after the edit */
+		int browser;
+		const char* expect;
+	} bad[] = {
+		{ "a figure's value edited", "sed -i '0,/data-value=\"[0-9]/s//data-value=\"9/' T/index.html", 0, 0, "is not what receipt" },
+		{ "the page edited", "sed -i 's/Headline figures/Headline numbers/' T/index.html", 0, 0, "the page's sha256 is" },
+		{ "a receipt edited", "f=$(ls T/receipts/*.json | head -1) && sed -i '0,/\"wall_s\": [0-9]/s//\"wall_s\": 9/' $f", 0, 0, "content's sha256" },
+		{ "a receipt removed", "rm $(ls T/receipts/*.json | head -1)", 0, 0, "broken link receipts/" },
+		{ "a figure without a scope", "sed -i '0,/data-scope=\"[a-z-]*\"/s//data-scope=\"fast\"/' T/index.html", 1, 0, "has no valid scope" },
+		{ "a plot without alt text", "sed -i '0,/<svg role=\"img\" aria-label=\"[^\"]*\"/s//<svg role=\"img\"/' T/index.html", 1, 0, "without alt text" },
+		{ "a broken link", "sed -i 's|<a href=\"#digests\">|<a href=\"nowhere.html\">|' T/index.html", 1, 0, "broken link nowhere.html" },
+		{ "an image without alt", "sed -i 's|</main>|<img src=\"x.png\"></main>|' T/index.html", 1, 0, "<img> without alt text" },
+		{ "a layout wider than a phone", "sed -i 's|</main>|<div style=\"width:900px;height:30px;background:#000\">wide</div></main>|' T/index.html", 1, 1,
+		  "the layout breaks" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		if (bad[i].browser && !browser) continue;
+		const char* t = in_dir("tampered");
+		char edit[2048];
+		snprintf(edit, sizeof edit, "%s", bad[i].edit);
+		for (char* p; (p = strstr(edit, "T/"));) {
+			char rest[2048];
+			snprintf(rest, sizeof rest, "%s", p + 1);
+			snprintf(p, sizeof edit - (size_t)(p - edit), "%s%s", t, rest);
+		}
+		snprintf(cmd, sizeof cmd, "rm -rf %s && cp -r %s %s && %s", t, rep, t, edit);
+		CHECK(run(cmd, out, sizeof out) == 0, "%s: the edit failed: %s", bad[i].name, out);
+		if (bad[i].fix) {
+			char page[1100];
+			snprintf(page, sizeof page, "%s/index.html", t);
+			fix_digest(page);
+		}
+		snprintf(cmd, sizeof cmd, "%s report --check %s%s", g_bin, t, bad[i].browser ? "" : " --no-browser");
+		rc = run(cmd, out, sizeof out);
+		CHECK(rc == 1 && strstr(out, bad[i].expect) && strstr(out, "FAILS the release gate"), "%s: exit %d, expected \"%s\": %s", bad[i].name, rc,
+		      bad[i].expect, out);
+	}
+	snprintf(cmd, sizeof cmd, "%s report --check %s/none --no-browser", g_bin, g_dir);
+	CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "cannot read"), "missing report: %s", out);
+	snprintf(cmd, sizeof cmd, "%s report", g_bin);
+	CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "give --out DIR"), "report without a mode: %s", out);
+}
+
 int main(int argc, char** argv)
 {
 	/* the commands find the repository's files (docs/, tests/fixtures) from its root */
