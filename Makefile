@@ -85,8 +85,11 @@ $(BUILD)/.cuda-$(CUDA_ON):
 	@rm -f $(BUILD)/.cuda-*
 	@touch $@
 
-# Files named *_avx2.c hold the AVX2/FMA kernels; they are chosen at run time.
+# Files named *_avx2.c hold the AVX2/FMA kernels, *_avx512.c the AVX-512 ones (VNNI, BF16 and
+# VBMI included); they are chosen at run time (src/cpu/kernels.c checks the CPU).
 $(BUILD)/src/%_avx2.o: CFLAGS_EXTRA = -mavx2 -mfma -mf16c
+$(BUILD)/src/%_avx512.o: CFLAGS_EXTRA = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 \
+                                        -mavx512vbmi -mavx2 -mfma -mf16c
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -19,7 +19,9 @@ struct pv_build_info {
 	const char* nvcc_flags; /* nvcc flags of the CUDA backend, "none" without one           */
 	const char* nvcc;       /* nvcc's version line, "none" without CUDA                     */
 	const char* backends;   /* "cpu" or "cpu,cuda"                                          */
-	const char* cpu_isa;    /* CPU kernel set chosen at run time ("avx2+fma", "generic")    */
+	const char* cpu_isa;    /* the best CPU kernel set of this machine and build ("avx512+vnni+bf16",
+	                         * "avx512+vnni", "avx2+fma", "generic"); a model's own is its
+	                         * cpu.isa knob                                                  */
 };
 const struct pv_build_info* pv_build_info(void);
 

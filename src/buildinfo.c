@@ -37,6 +37,6 @@ static struct pv_build_info info = {
 
 const struct pv_build_info* pv_build_info(void)
 {
-	info.cpu_isa = pv_ops_isa();
+	info.cpu_isa = pv_isa_describe();
 	return &info;
 }

@@ -348,6 +348,10 @@ static void check_metadata(const char* gguf, const pv_model* hf, enum pv_convert
 	pv_gguf_close(&g);
 }
 
+/* Conversions are compared on the CPU's exact numerics (f32 activations, src/cpu/ops.h): the
+ * bounds below are theirs. */
+static const struct pv_model_params exact_numerics = { .knobs = "cpu.exact_activations=1" };
+
 struct agg {
 	double max_abs, max_rel, mean_rel, min_top1;
 	int top1, rows;
@@ -360,7 +364,7 @@ static void test_fixture(const char* name)
 	char dir[700], out[1400], err[512];
 	snprintf(dir, sizeof dir, "%s/%s", fx_root(), name);
 	pv_model* hf = NULL;
-	if (pv_model_open(&hf, dir, NULL, err, sizeof err)) {
+	if (pv_model_open(&hf, dir, &exact_numerics, err, sizeof err)) {
 		CHECK(0, "%s: %s", dir, err);
 		return;
 	}
@@ -386,7 +390,7 @@ static void test_fixture(const char* name)
 		CHECK(!st.llama_cpp_note == !strstr(name, "qwen3_moe"), "%s: llama.cpp note: %s", name,
 		      st.llama_cpp_note ? st.llama_cpp_note : "(none)");
 		pv_model* gm = NULL;
-		rc = pv_model_open(&gm, out, NULL, err, sizeof err);
+		rc = pv_model_open(&gm, out, &exact_numerics, err, sizeof err);
 		CHECK(rc == 0, "%s %s: GGUF does not load: %s", name, pv_convert_type_name(t), err);
 		if (rc) continue;
 		info_equal(pv_model_get_info(gm), hin, out);
@@ -573,7 +577,7 @@ TEST_CASE(kquants)
 	snprintf(dir, sizeof dir, "%s/kqmodel", out_dir);
 	CHECK(make_model(dir, 512, 256, 512, 2, 4, 2, 64, 0, NULL) == 0, "cannot build %s", dir);
 	pv_model* hf = NULL;
-	if (pv_model_open(&hf, dir, NULL, err, sizeof err)) {
+	if (pv_model_open(&hf, dir, &exact_numerics, err, sizeof err)) {
 		CHECK(0, "%s: %s", dir, err);
 		return;
 	}
@@ -590,7 +594,7 @@ TEST_CASE(kquants)
 		CHECK(rc == 0 && st.n_fallback == 0, "kqmodel %s: %s (%d fallbacks)", pv_convert_type_name(t), rc ? err : "",
 		      st.n_fallback);
 		pv_model* gm = NULL;
-		if (rc || pv_model_open(&gm, out, NULL, err, sizeof err)) {
+		if (rc || pv_model_open(&gm, out, &exact_numerics, err, sizeof err)) {
 			CHECK(0, "kqmodel %s: %s", pv_convert_type_name(t), err);
 			continue;
 		}
@@ -649,8 +653,8 @@ TEST_CASE(real_tokenizer)
 	CHECK(rc == 0 && !st.synthetic_vocab && st.vocab == 151936, "convert with tokenizer.json: %s", err);
 	if (rc) return;
 	pv_model *hf = NULL, *gm = NULL;
-	CHECK(pv_model_open(&hf, dir, NULL, err, sizeof err) == 0, "%s", err);
-	CHECK(pv_model_open(&gm, out, NULL, err, sizeof err) == 0, "%s", err);
+	CHECK(pv_model_open(&hf, dir, &exact_numerics, err, sizeof err) == 0, "%s", err);
+	CHECK(pv_model_open(&gm, out, &exact_numerics, err, sizeof err) == 0, "%s", err);
 	if (hf && gm) {
 		info_equal(pv_model_get_info(gm), pv_model_get_info(hf), out);
 		const struct pv_tok *a = pv_model_tokenizer(hf), *b = pv_model_tokenizer(gm);

@@ -43,7 +43,10 @@ static int setup(void)
 	CHECK(ref != NULL, "tests/data/real/reference.json missing");
 	if (!ref) return 1;
 	char err[512];
-	CHECK(pv_model_open(&m, path, NULL, err, sizeof err) == 0, "load %s: %s", path, err);
+	/* TOL is the exact numerics' (f32 activations, src/cpu/ops.h); test_real_fast.c checks the
+	 * default (Q8 activations) against the same reference */
+	struct pv_model_params mp = { .knobs = "cpu.exact_activations=1" };
+	CHECK(pv_model_open(&m, path, &mp, err, sizeof err) == 0, "load %s: %s", path, err);
 	if (!m) {
 		json_decref(ref);
 		return 1;

@@ -13,9 +13,13 @@
 
 static int maxi(int a, int b) { return a > b ? a : b; }
 
+extern const struct pv_backend pv_backend_cpu;
+#define model_kernels pv_cpu_kernels
+
 /* Widths of the per-row scratch buffers, from the config (never from the fixtures' shapes). */
 struct widths {
-	size_t mix, ffn, o;
+	size_t mix, o;
+	size_t act; /* bytes of the converted activation rows (B rows of the widest matmul input) */
 };
 
 static struct widths scratch_widths(const struct pv_config* c)
@@ -23,9 +27,30 @@ static struct widths scratch_widths(const struct pv_config* c)
 	struct widths w;
 	int qd = pv_cfg_q_dim(c);
 	w.mix = (size_t)maxi(maxi(pv_cfg_conv_dim(c), 2 * pv_cfg_key_dim(c) + 2 * pv_cfg_value_dim(c)), 2 * qd);
-	w.ffn = (size_t)maxi(maxi(c->intermediate, c->moe_inter), c->shared_inter);
 	w.o = (size_t)maxi(qd, pv_cfg_value_dim(c));
 	return w;
+}
+
+/* The widest input of any matrix the forward pass multiplies by: H, the attention / DeltaNet
+ * outputs (o_proj, out_proj), the FFN widths, the MTP head's [2H]. */
+static int64_t max_matmul_cols(const struct pv_config* c)
+{
+	int w = maxi(maxi(2 * c->hidden, pv_cfg_q_dim(c)), pv_cfg_value_dim(c));
+	return maxi(w, maxi(maxi(c->intermediate, c->moe_inter), c->shared_inter));
+}
+
+/* Rows of the gathered expert inputs (gx): B, or B * k on MoE models (every routed (row,
+ * expert) pair at once); floats of ff_g / ff_u: B rows of the widest FFN, or that many expert
+ * rows. */
+static uint64_t moe_rows(const struct pv_config* c, int B)
+{
+	return (uint64_t)B * (uint64_t)(c->n_experts ? maxi(c->n_experts_used, 1) : 1);
+}
+static uint64_t ffn_floats(const struct pv_config* c, int B)
+{
+	const uint64_t dense = (uint64_t)B * (uint64_t)maxi(c->intermediate, c->shared_inter);
+	const uint64_t moe = moe_rows(c, B) * (uint64_t)c->moe_inter;
+	return dense > moe ? dense : moe;
 }
 
 static int n_layers_of(const struct pv_config* c, int kind)
@@ -44,14 +69,15 @@ static uint64_t cpu_session_bytes(const struct pv_model* m, const struct pv_sess
 	uint64_t snaps = lin ? (uint64_t)p->n_snapshots : 0;
 	f += (uint64_t)n_layers_of(c, PV_LAYER_ATTN) * 2 * (uint64_t)p->n_ctx * pv_cfg_kv_dim(c);
 	f += lin * pv_state_floats_per_layer(c) * (1 + (uint64_t)p->n_checkpoints + snaps);
-	f += B * (5 * H + 2 * w.mix + (uint64_t)pv_cfg_value_dim(c) + 2 * (uint64_t)pv_cfg_q_dim(c) + w.o +
-	          4 * (uint64_t)c->lin_v_heads + 2 * w.ffn);
+	f += B * (4 * H + 2 * w.mix + (uint64_t)pv_cfg_value_dim(c) + 2 * (uint64_t)pv_cfg_q_dim(c) + w.o +
+	          4 * (uint64_t)c->lin_v_heads);
+	f += moe_rows(c, (int)B) * H + 2 * ffn_floats(c, (int)B); /* gx, ff_g, ff_u */
 	f += B * ((uint64_t)c->n_experts + 2 * (uint64_t)c->n_experts_used + (uint64_t)c->n_experts_used * H);
 	f += (uint64_t)PV_LM_ROWS * (uint64_t)c->vocab;
 	if (p->mtp && c->n_mtp_layers && m->w.mtp) f += 2 * (uint64_t)p->n_ctx * pv_cfg_kv_dim(c) + B * 2 * H;
 	f += (uint64_t)p->n_threads * ((uint64_t)p->n_ctx + pv_deltanet_chunk_floats(c));
 	uint64_t pool = p->pool ? 0 : (uint64_t)p->n_threads * PV_POOL_SCRATCH;
-	return f * 4 + pool;
+	return f * 4 + pool + pv_mm_act_bytes(p->max_batch, max_matmul_cols(c));
 }
 
 static float* falloc(size_t n, int* fail)
@@ -91,9 +117,13 @@ static void cpu_session_free(struct pv_session* s)
 		          st->ab, st->lb,  st->lg,    st->ff_g, st->ff_u,   st->router, st->top_w, st->eo, st->lm, st->mtp_k, st->mtp_v,
 		          st->mtp_cat };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
+	free(st->act);
 	free(st->top_idx);
 	free(st->exp_rows);
 	free(st->exp_slot);
+	free(st->slot_pos);
+	free(st->exp_off);
+	free(st->prods);
 	free(st);
 	s->be_state = NULL;
 }
@@ -142,7 +172,7 @@ static int cpu_session_init(struct pv_session* s, const struct pv_session_params
 	st->xn = falloc((size_t)B * H, &fail);
 	st->mixer = falloc((size_t)B * H, &fail);
 	st->mo = falloc((size_t)B * H, &fail);
-	st->gx = falloc((size_t)B * H, &fail);
+	st->gx = falloc((size_t)moe_rows(c, B) * H, &fail);
 	st->q = falloc((size_t)B * pv_cfg_q_dim(c), &fail);
 	st->ag = falloc((size_t)B * pv_cfg_q_dim(c), &fail);
 	st->o = falloc((size_t)B * w.o, &fail);
@@ -152,8 +182,8 @@ static int cpu_session_init(struct pv_session* s, const struct pv_session_params
 	st->ab = falloc((size_t)B * 2 * maxi(c->lin_v_heads, 1), &fail);
 	st->lb = falloc((size_t)B * maxi(c->lin_v_heads, 1), &fail);
 	st->lg = falloc((size_t)B * maxi(c->lin_v_heads, 1), &fail);
-	st->ff_g = falloc((size_t)B * w.ffn, &fail);
-	st->ff_u = falloc((size_t)B * w.ffn, &fail);
+	st->ff_g = falloc((size_t)ffn_floats(c, B), &fail);
+	st->ff_u = falloc((size_t)ffn_floats(c, B), &fail);
 	st->lm = falloc((size_t)PV_LM_ROWS * c->vocab, &fail);
 	if (s->mtp_on) {
 		st->mtp_k = falloc((size_t)s->n_ctx * kvd, &fail);
@@ -167,12 +197,25 @@ static int cpu_session_init(struct pv_session* s, const struct pv_session_params
 		st->top_idx = pv_xcalloc((size_t)B * c->n_experts_used, sizeof(int));
 		st->exp_rows = pv_xcalloc((size_t)B * c->n_experts_used, sizeof(int));
 		st->exp_slot = pv_xcalloc((size_t)B * c->n_experts_used, sizeof(int));
+		st->slot_pos = pv_xcalloc((size_t)B * c->n_experts_used, sizeof(int));
+		st->exp_off = pv_xcalloc((size_t)c->n_experts + 1, sizeof(int));
+		st->prods = pv_xcalloc((size_t)2 * c->n_experts, sizeof(struct pv_mm_prod));
 	}
 	st->ts = pv_xcalloc((size_t)s->n_threads, sizeof(*st->ts));
 	for (int i = 0; i < s->n_threads; i++) {
 		st->ts[i].scores = falloc((size_t)s->n_ctx, &fail);
 		st->ts[i].chunk = falloc(pv_deltanet_chunk_floats(c), &fail);
 	}
+	/* the products: this model's kernels (or the exact numerics, see model_kernels) */
+	const struct pv_kernels* k = model_kernels(s->m);
+	if (!k) {
+		pv_kernels_init(&st->own_k, pv_isa_best(), 1);
+		k = &st->own_k;
+	}
+	const size_t act = pv_mm_act_bytes(B, max_matmul_cols(c));
+	st->act = pv_aligned_alloc(act ? act : 64);
+	if (!st->act) fail = 1;
+	st->mm = (struct pv_mm){ s->pool, k, st->act, act };
 	if (fail) return pv_errf(err, errlen, "out of memory creating a session (n_ctx %d)", s->n_ctx), PV_E_NOMEM;
 	return PV_OK;
 }
@@ -253,22 +296,146 @@ static int cpu_forward(struct pv_session* s, const struct pv_step* st)
 	return PV_OK;
 }
 
+/* ---- the model: kernel choice (knobs) and repacked weights ------------------------------- */
+
+enum { KNOB_ISA, KNOB_EXACT, N_KNOBS };
+
+/* What the CPU backend keeps per model (m->dev). */
+struct cpu_model {
+	struct pv_kernels k;
+	struct pv_knob knobs[N_KNOBS];
+};
+
+/* The model's kernels when it was opened on this backend; NULL otherwise (a model opened on
+ * another backend and run here, as tests do: the session then takes the exact numerics). */
+const struct pv_kernels* pv_cpu_kernels(const struct pv_model* m)
+{
+	return m->backend == &pv_backend_cpu && m->dev ? &((const struct cpu_model*)m->dev)->k : NULL;
+}
+
+/* Every matrix the forward pass multiplies by (pv_mm), for repacking. */
+static int collect_layer(const struct pv_layer* L, const struct pv_tensor** out, int n, int E)
+{
+	const struct pv_tensor* t[] = { &L->wq,       &L->wk,      &L->wv,       &L->wo,           &L->in_qkv,
+		                        &L->in_z,     &L->in_b,    &L->in_a,     &L->in_qkvz,      &L->in_ba,
+		                        &L->out_proj, &L->ffn_gate, &L->ffn_up, &L->ffn_down,    &L->router,
+		                        &L->shexp.gate, &L->shexp.up, &L->shexp.down };
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+		if (t[i]->data) out[n++] = t[i];
+	for (int e = 0; L->experts && e < E; e++) {
+		out[n++] = &L->experts[e].gate;
+		out[n++] = &L->experts[e].up;
+		out[n++] = &L->experts[e].down;
+	}
+	return n;
+}
+
+static int pack_model(struct pv_model* m, struct pv_kernels* k)
+{
+	const struct pv_config* c = &m->cfg;
+	const int per_layer = 18 + 3 * c->n_experts;
+	const int cap = (c->n_layers + (m->w.mtp ? c->n_mtp_layers : 0)) * per_layer + 2;
+	const struct pv_tensor** list = malloc(sizeof(*list) * (size_t)cap);
+	if (!list) return -1;
+	int n = 0;
+	for (int l = 0; l < c->n_layers; l++) n = collect_layer(&m->w.layers[l], list, n, c->n_experts);
+	for (int i = 0; m->w.mtp && i < c->n_mtp_layers; i++) {
+		if (m->w.mtp[i].fc.data) list[n++] = &m->w.mtp[i].fc;
+		n = collect_layer(&m->w.mtp[i].layer, list, n, c->n_experts);
+	}
+	if (m->w.lm_head.data) list[n++] = &m->w.lm_head;
+	int rc = pv_kernels_pack(k, (const struct pv_tensor* const*)list, n);
+	free(list);
+	return rc;
+}
+
+/* A knob's value from text: an integer, or for cpu.isa a kernel set's name. */
+static int knob_value(int which, const char* v, size_t len, int* out)
+{
+	char buf[32];
+	if (len == 0 || len >= sizeof buf) return -1;
+	memcpy(buf, v, len);
+	buf[len] = 0;
+	if (which == KNOB_ISA)
+		for (int i = PV_ISA_GENERIC; i <= PV_ISA_AVX512; i++)
+			if (!strcmp(buf, pv_isa_name(i))) return *out = i, 0;
+	char* end;
+	long x = strtol(buf, &end, 10);
+	if (*end || x < 0 || x > (which == KNOB_ISA ? PV_ISA_AVX512 : 1)) return -1;
+	*out = (int)x;
+	return 0;
+}
+
 static int cpu_model_init(struct pv_model* m, const struct pv_model_params* p, char* err, size_t errlen)
 {
-	if (p && p->knobs && *p->knobs)
-		return pv_errf(err, errlen, "backend cpu has no tuning switches (got \"%s\")", p->knobs), PV_E_INVALID;
+	static const char* names[N_KNOBS] = { "cpu.isa", "cpu.exact_activations" };
+	static const char* envs[N_KNOBS] = { "PV_CPU_ISA", "PV_CPU_EXACT" };
+	static const char* docs[N_KNOBS] = {
+		"CPU kernel set: 0 generic, 1 avx2, 2 avx512 (default and ceiling: the best this CPU runs)",
+		"1: f32 activations, every product the f32 dot product of the dequantized weights; 0: activations "
+		"converted once per row (Q8 blocks, bf16) for integer / bf16 dot products (default 0 with avx2, avx512)",
+	};
+	int val[N_KNOBS] = { pv_isa_best(), -1 }, set[N_KNOBS] = { 0, 0 };
+	/* defaults, then the environment, then the knobs string */
+	for (int i = 0; i < N_KNOBS; i++) {
+		const char* e = getenv(envs[i]);
+		if (e && *e) {
+			if (knob_value(i, e, strlen(e), &val[i]))
+				return pv_errf(err, errlen, "%s=%s: not a value of %s", envs[i], e, names[i]), PV_E_INVALID;
+			set[i] = 1;
+		}
+	}
+	for (const char* q = p && p->knobs ? p->knobs : ""; *q;) {
+		const char* end = strchr(q, ',');
+		size_t len = end ? (size_t)(end - q) : strlen(q);
+		const char* eq = memchr(q, '=', len);
+		int which = -1;
+		for (int i = 0; i < N_KNOBS && eq; i++)
+			if ((size_t)(eq - q) == strlen(names[i]) && !memcmp(q, names[i], strlen(names[i]))) which = i;
+		if (which < 0)
+			return pv_errf(err, errlen, "backend cpu: unknown knob \"%.*s\" (cpu.isa, cpu.exact_activations)", (int)len, q),
+			       PV_E_INVALID;
+		if (knob_value(which, eq + 1, len - (size_t)(eq + 1 - q), &val[which]))
+			return pv_errf(err, errlen, "backend cpu: bad value in \"%.*s\"", (int)len, q), PV_E_INVALID;
+		set[which] = 1;
+		q += len + (end ? 1 : 0);
+	}
+	struct cpu_model* cm = pv_xcalloc(1, sizeof *cm);
+	pv_kernels_init(&cm->k, val[KNOB_ISA], 1);
+	/* the fast numerics are the default where their kernels exist (AVX2, AVX-512 VNNI) */
+	const int exact_def = cm->k.isa >= PV_ISA_AVX2 ? 0 : 1;
+	pv_kernels_init(&cm->k, val[KNOB_ISA], set[KNOB_EXACT] ? val[KNOB_EXACT] : exact_def);
+	const int isa_def = pv_isa_best();
+	const int vals[N_KNOBS] = { cm->k.isa, cm->k.exact }, defs[N_KNOBS] = { isa_def, exact_def };
+	for (int i = 0; i < N_KNOBS; i++) cm->knobs[i] = (struct pv_knob){ names[i], envs[i], vals[i], defs[i], docs[i] };
+	if (pack_model(m, &cm->k)) {
+		free(cm);
+		return pv_errf(err, errlen, "out of memory repacking the weights for the CPU kernels"), PV_E_NOMEM;
+	}
+	m->dev = cm;
 	return PV_OK;
+}
+
+static void cpu_model_free(struct pv_model* m)
+{
+	struct cpu_model* cm = m->dev;
+	if (!cm) return;
+	pv_kernels_free(&cm->k);
+	free(cm);
+	m->dev = NULL;
 }
 
 static int cpu_model_knobs(const struct pv_model* m, const struct pv_knob** out)
 {
-	*out = NULL;
-	return 0;
+	const struct cpu_model* cm = m->dev;
+	*out = cm ? cm->knobs : NULL;
+	return cm ? N_KNOBS : 0;
 }
 
 const struct pv_backend pv_backend_cpu = {
 	.name = "cpu",
 	.model_init = cpu_model_init,
+	.model_free = cpu_model_free,
 	.model_knobs = cpu_model_knobs,
 	.session_bytes = cpu_session_bytes,
 	.session_init = cpu_session_init,

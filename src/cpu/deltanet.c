@@ -15,6 +15,7 @@
  * rounding; tests check both against each other and against transformers.
  */
 #include "cpu/state.h"
+#include "cpu/kern.h"
 #include "base/util.h"
 
 #include <string.h>
@@ -52,29 +53,50 @@ static void delta_recurrent(void* ctx, int h, int thread)
 	float* m = st->ts[thread].chunk; /* [dv] */
 	float* d = m + dv;              /* [dv] */
 
+	const int isa = st->mm.k->isa, avx2 = isa >= PV_ISA_AVX2;
+	const int avx512 = isa >= PV_ISA_AVX512 && pv_delta_avx512_ok(dv, cd, c->conv_kernel);
 	for (int t = 0; t < dt->n; t++) {
 		const float* u = st->mix2 + (size_t)t * cd;
 		const float* q = u + (size_t)kh * dk;
 		const float* k = u + kd + (size_t)kh * dk;
 		const float* v = u + 2 * kd + (size_t)h * dv;
 		float decay = expf(st->lg[(size_t)t * Hv + h]), beta = st->lb[(size_t)t * Hv + h];
+		if (avx512) {
+			/* the same per-element operations as below with the AVX2 axpy, passes fused */
+			pv_delta_step_avx512(S, dk, dv, q, k, v, decay, beta, st->o + (size_t)t * vd + (size_t)h * dv);
+			if (dt->snap_row0 >= 0)
+				memcpy(st->snap_buf[dt->snap_row0 + t] + dt->snap_off + (size_t)h * dk * dv, S, sizeof(float) * dk * dv);
+			continue;
+		}
 		memset(m, 0, sizeof(float) * dv);
 		for (int i = 0; i < dk; i++) {
 			float* Si = S + (size_t)i * dv;
 			for (int j = 0; j < dv; j++) Si[j] *= decay;
-			pv_axpy_f32(m, k[i], Si, dv);
+			pv_axpy_f32_set(avx2, m, k[i], Si, dv);
 		}
 		for (int j = 0; j < dv; j++) d[j] = beta * (v[j] - m[j]);
 		float* o = st->o + (size_t)t * vd + (size_t)h * dv;
 		memset(o, 0, sizeof(float) * dv);
 		for (int i = 0; i < dk; i++) {
 			float* Si = S + (size_t)i * dv;
-			pv_axpy_f32(Si, k[i], d, dv);
-			pv_axpy_f32(o, q[i], Si, dv);
+			pv_axpy_f32_set(avx2, Si, k[i], d, dv);
+			pv_axpy_f32_set(avx2, o, q[i], Si, dv);
 		}
 		if (dt->snap_row0 >= 0)
 			memcpy(st->snap_buf[dt->snap_row0 + t] + dt->snap_off + (size_t)h * dk * dv, S, sizeof(float) * dk * dv);
 	}
+}
+
+/* The kernel set's axpy and dot for the chunked form (not batch-invariant anyway: each set
+ * may keep its own order). */
+static inline void axpy(int isa, float* y, float a, const float* x, int n)
+{
+	if (isa >= PV_ISA_AVX512) pv_axpy_f32_avx512(y, a, x, n);
+	else pv_axpy_f32_set(isa >= PV_ISA_AVX2, y, a, x, n);
+}
+static inline float dot(int isa, const float* a, const float* b, int n)
+{
+	return isa >= PV_ISA_AVX512 ? pv_dot_f32_avx512(a, b, n) : pv_dot_f32_set(isa >= PV_ISA_AVX2, a, b, n);
 }
 
 /*
@@ -101,6 +123,7 @@ static void delta_chunked(void* ctx, int h, int thread)
 	float* X = A + C * C;                /* [C, dv + dk]   */
 	float* Vn = X + (size_t)C * (dv + dk); /* [C, dv]      */
 	int xw = dv + dk;
+	const int isa = st->mm.k->isa;
 
 	for (int c0 = 0; c0 < dt->n; c0 += C) {
 		int cl = dt->n - c0 < C ? dt->n - c0 : C;
@@ -114,32 +137,32 @@ static void delta_chunked(void* ctx, int h, int thread)
 
 		for (int t = 0; t < cl; t++)
 			for (int u = 0; u < t; u++)
-				A[t * C + u] = BETA(t) * pv_dot_f32(KV(t), KV(u), dk) * expf(gam[t] - gam[u]);
+				A[t * C + u] = BETA(t) * dot(isa, KV(t), KV(u), dk) * expf(gam[t] - gam[u]);
 
 		for (int t = 0; t < cl; t++) {
 			float* x = X + (size_t)t * xw;
 			float b = BETA(t), be = b * expf(gam[t]);
 			for (int j = 0; j < dv; j++) x[j] = b * VV(t)[j];
 			for (int i = 0; i < dk; i++) x[dv + i] = be * KV(t)[i];
-			for (int u = 0; u < t; u++) pv_axpy_f32(x, -A[t * C + u], X + (size_t)u * xw, xw);
+			for (int u = 0; u < t; u++) axpy(isa, x, -A[t * C + u], X + (size_t)u * xw, xw);
 		}
 
 		for (int t = 0; t < cl; t++) {
 			float* vn = Vn + (size_t)t * dv;
 			const float* w = X + (size_t)t * xw + dv;
 			memcpy(vn, X + (size_t)t * xw, sizeof(float) * dv);
-			for (int i = 0; i < dk; i++) pv_axpy_f32(vn, -w[i], S + (size_t)i * dv, dv);
+			for (int i = 0; i < dk; i++) axpy(isa, vn, -w[i], S + (size_t)i * dv, dv);
 		}
 
 		for (int t = 0; t < cl; t++) {
 			float* o = st->o + (size_t)(c0 + t) * vd + (size_t)h * dv;
 			const float* q = QV(t);
 			memset(o, 0, sizeof(float) * dv);
-			for (int i = 0; i < dk; i++) pv_axpy_f32(o, q[i], S + (size_t)i * dv, dv);
+			for (int i = 0; i < dk; i++) axpy(isa, o, q[i], S + (size_t)i * dv, dv);
 			float e = expf(gam[t]);
 			for (int j = 0; j < dv; j++) o[j] *= e;
 			for (int u = 0; u <= t; u++)
-				pv_axpy_f32(o, expf(gam[t] - gam[u]) * pv_dot_f32(q, KV(u), dk), Vn + (size_t)u * dv, dv);
+				axpy(isa, o, expf(gam[t] - gam[u]) * dot(isa, q, KV(u), dk), Vn + (size_t)u * dv, dv);
 		}
 
 		float glast = gam[cl - 1], elast = expf(glast);
@@ -147,7 +170,7 @@ static void delta_chunked(void* ctx, int h, int thread)
 		for (int u = 0; u < cl; u++) {
 			float cu = expf(glast - gam[u]);
 			const float* k = KV(u);
-			for (int i = 0; i < dk; i++) pv_axpy_f32(S + (size_t)i * dv, cu * k[i], Vn + (size_t)u * dv, dv);
+			for (int i = 0; i < dk; i++) axpy(isa, S + (size_t)i * dv, cu * k[i], Vn + (size_t)u * dv, dv);
 		}
 #undef ROW
 #undef QV
@@ -160,7 +183,7 @@ static void delta_chunked(void* ctx, int h, int thread)
 /* Causal depthwise conv over [state (Kc-1 rows) ; mixed (n rows)], then SiLU; updates state.
  * snap (NULL: none): snap[t] + off receives the window after row t (rows t-P+1 .. t of the input). */
 static void conv_silu(const struct pv_config* c, float* state, const float* conv_w, const float* mixed,
-                      float* out, int n, float* const* snap, size_t off)
+                      float* out, int n, float* const* snap, size_t off, int avx512)
 {
 	int cd = pv_cfg_conv_dim(c), K = c->conv_kernel, P = K - 1;
 	for (int t = 0; snap && t < n; t++)
@@ -169,7 +192,8 @@ static void conv_silu(const struct pv_config* c, float* state, const float* conv
 			memcpy(snap[t] + off + (size_t)i * cd, src < 0 ? state + (size_t)(P + src) * cd : mixed + (size_t)src * cd,
 			       sizeof(float) * cd);
 		}
-	for (int t = 0; t < n; t++) {
+	if (avx512) pv_conv_silu_avx512(state, conv_w, mixed, out, n, cd, K);
+	for (int t = 0; !avx512 && t < n; t++) {
 		for (int ch = 0; ch < cd; ch++) {
 			const float* w = conv_w + (size_t)ch * K;
 			float acc = 0.0f;
@@ -210,8 +234,9 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 		/* Qwen3-Next: rows grouped by key head g: [q_g (dk) | k_g (dk) | v_g (r dv) | z_g (r dv)],
 		 * and in_proj_ba per group [b_g (r) | a_g (r)]. Unscramble into the Qwen3.5 layout. */
 		int gw = 2 * dk + 2 * r * dv;
-		pv_matmul(s->pool, st->mix2, (int)L->in_qkvz.rows, xn, H, n, &L->in_qkvz);
-		pv_matmul(s->pool, st->ab, 2 * Hv, xn, H, n, &L->in_ba);
+		const struct pv_mm_out o[2] = { { st->mix2, (int)L->in_qkvz.rows, &L->in_qkvz, 0, L->in_qkvz.rows },
+			                        { st->ab, 2 * Hv, &L->in_ba, 0, L->in_ba.rows } };
+		pv_mm_multi(&st->mm, xn, H, n, o, 2);
 		for (int t = 0; t < n; t++) {
 			const float* src = st->mix2 + (size_t)t * L->in_qkvz.rows;
 			float* mx = st->mix + (size_t)t * cd;
@@ -228,21 +253,23 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 			}
 		}
 	} else {
-		pv_matmul(s->pool, st->mix, cd, xn, H, n, &L->in_qkv);
-		pv_matmul(s->pool, st->z, vd, xn, H, n, &L->in_z);
+		struct pv_mm_out o[4] = { { st->mix, cd, &L->in_qkv, 0, L->in_qkv.rows }, { st->z, vd, &L->in_z, 0, L->in_z.rows } };
+		if (L->in_ba.data) {
+			o[2] = (struct pv_mm_out){ st->ab, 2 * Hv, &L->in_ba, 0, L->in_ba.rows };
+		} else {
+			o[2] = (struct pv_mm_out){ st->lb, Hv, &L->in_b, 0, L->in_b.rows };
+			o[3] = (struct pv_mm_out){ st->lg, Hv, &L->in_a, 0, L->in_a.rows };
+		}
+		pv_mm_multi(&st->mm, xn, H, n, o, L->in_ba.data ? 3 : 4);
 		if (L->in_ba.data) {
 			/* Qwen3-Next GGUF: q/k/v/z already regrouped by the converter, ba still
 			 * key-group-major [b_g (r) | a_g (r)] */
-			pv_matmul(s->pool, st->ab, 2 * Hv, xn, H, n, &L->in_ba);
 			for (int t = 0; t < n; t++)
 				for (int g = 0; g < Hk; g++)
 					for (int j = 0; j < r; j++) {
 						st->lb[(size_t)t * Hv + g * r + j] = st->ab[(size_t)t * 2 * Hv + g * 2 * r + j];
 						st->lg[(size_t)t * Hv + g * r + j] = st->ab[(size_t)t * 2 * Hv + g * 2 * r + r + j];
 					}
-		} else {
-			pv_matmul(s->pool, st->lb, Hv, xn, H, n, &L->in_b);
-			pv_matmul(s->pool, st->lg, Hv, xn, H, n, &L->in_a);
 		}
 	}
 
@@ -250,8 +277,9 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 	const size_t S_floats = (size_t)Hv * dk * dv;
 	const size_t snap_off = (size_t)st->lin_index[layer] * pv_state_floats_per_layer(c);
 	const int snap = snap_row0 >= 0 && !chunked;
+	const int avx512 = st->mm.k->isa >= PV_ISA_AVX512 && pv_delta_avx512_ok(dv, cd, c->conv_kernel);
 	conv_silu(c, st->conv[layer], L->conv_w, st->mix, st->mix2, n, snap ? st->snap_buf + snap_row0 : NULL,
-	          snap_off + S_floats);
+	          snap_off + S_floats, avx512);
 
 	float qscale = 1.0f / sqrtf((float)dk);
 	for (int t = 0; t < n; t++) {
@@ -276,7 +304,9 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 			float* o = st->o + (size_t)t * vd + (size_t)h * dv;
 			const float* z = st->z + (size_t)t * vd + (size_t)h * dv;
 			pv_rmsnorm(o, o, L->lin_norm, dv, c->rms_eps);
-			for (int j = 0; j < dv; j++) o[j] *= pv_silu(z[j]);
+			if (avx512) pv_silu_gate_avx512(o, z, (size_t)dv);
+			else
+				for (int j = 0; j < dv; j++) o[j] *= pv_silu(z[j]);
 		}
-	pv_matmul(s->pool, out, H, st->o, vd, n, &L->out_proj);
+	pv_mm(&st->mm, out, H, st->o, vd, n, &L->out_proj);
 }

@@ -11,6 +11,7 @@
  * (used for long calls) mixes rows, and the session decides when it is used.
  */
 #include "cpu/state.h"
+#include "cpu/kern.h"
 #include "base/util.h"
 
 #include <float.h>
@@ -70,9 +71,10 @@ static void attn_row_head(void* ctx, int task, int thread)
 	float* sc = st->ts[thread].scores;
 	float scale = 1.0f / sqrtf((float)hd);
 
+	const int avx2 = st->mm.k->isa >= PV_ISA_AVX2;
 	float mx = -FLT_MAX;
 	for (int j = 0; j <= pos; j++) {
-		sc[j] = pv_dot_f32(q, K + (size_t)j * kvd, hd) * scale;
+		sc[j] = pv_dot_f32_set(avx2, q, K + (size_t)j * kvd, hd) * scale;
 		if (sc[j] > mx) mx = sc[j];
 	}
 	float sum = 0.0f;
@@ -83,7 +85,40 @@ static void attn_row_head(void* ctx, int task, int thread)
 	float inv = 1.0f / sum;
 	float* o = st->o + (size_t)t * pv_cfg_q_dim(c) + (size_t)h * hd;
 	memset(o, 0, sizeof(float) * hd);
-	for (int j = 0; j <= pos; j++) pv_axpy_f32(o, sc[j] * inv, V + (size_t)j * kvd, hd);
+	for (int j = 0; j <= pos; j++) pv_axpy_f32_set(avx2, o, sc[j] * inv, V + (size_t)j * kvd, hd);
+}
+
+/* The AVX-512 kernel set's attention (attn_avx512.c): tasks of up to ATT_ROWS query rows x one
+ * key/value head; per-thread scratch from the pool. */
+#define ATT_ROWS 16
+
+struct attn512_task {
+	struct pv_session* s;
+	const float *kc, *vc;
+	int n, pos0, rows;
+};
+
+static void attn512_task(void* ctx, int task, int thread)
+{
+	struct attn512_task* a = ctx;
+	const struct pv_config* c = &a->s->m->cfg;
+	struct pv_cpu_state* st = pv_cpu(a->s);
+	const int nkv = c->n_kv_heads, G = c->n_heads / nkv, hd = c->head_dim, qd = pv_cfg_q_dim(c);
+	const int t0 = (task / nkv) * a->rows, nt = a->n - t0 < a->rows ? a->n - t0 : a->rows;
+	pv_attn_avx512(st->q, qd, st->o, qd, a->kc, a->vc, pv_cfg_kv_dim(c), hd, G, task % nkv, t0, nt, a->pos0,
+	               1.0f / sqrtf((float)hd), pv_pool_scratch(a->s->pool, thread));
+}
+
+/* Whether the session runs the AVX-512 attention (its kernel set, a head size it handles, and
+ * the pool scratch holds a task's state). */
+static int attn512(const struct pv_session* s, int* rows)
+{
+	const struct pv_config* c = &s->m->cfg;
+	if (pv_cpu(s)->mm.k->isa < PV_ISA_AVX512 || !pv_attn_avx512_ok(c->head_dim) || !pv_pool_scratch(s->pool, 0)) return 0;
+	const int G = c->n_heads / c->n_kv_heads;
+	for (int r = ATT_ROWS; r >= 1; r /= 2)
+		if (pv_attn_avx512_scratch(r, G, c->head_dim) * sizeof(float) <= PV_POOL_SCRATCH) return *rows = r, 1;
+	return 0;
 }
 
 static void attention_layer(struct pv_session* s, const struct pv_layer* L, float* kc, float* vc, const float* xn,
@@ -97,11 +132,12 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, floa
 
 	/* Projections. Gated q_proj yields per head [q_h (hd) | gate_h (hd)]: [n, nh*2*hd]. */
 	float* qg = c->attn_gate ? st->mix : st->q;
-	pv_matmul(s->pool, qg, (int)L->wq.rows, xn, H, n, &L->wq);
 	float* kdst = kc + (size_t)pos0 * kvd;
 	float* vdst = vc + (size_t)pos0 * kvd;
-	pv_matmul(s->pool, kdst, kvd, xn, H, n, &L->wk);
-	pv_matmul(s->pool, vdst, kvd, xn, H, n, &L->wv);
+	const struct pv_mm_out qkv[3] = { { qg, (int)L->wq.rows, &L->wq, 0, L->wq.rows },
+		                          { kdst, kvd, &L->wk, 0, L->wk.rows },
+		                          { vdst, kvd, &L->wv, 0, L->wv.rows } };
+	pv_mm_multi(&st->mm, xn, H, n, qkv, 3);
 
 	for (int t = 0; t < n; t++) {
 		float* q = st->q + (size_t)t * qd;
@@ -134,12 +170,18 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, floa
 		}
 	}
 
-	struct attn_task at = { s, kc, vc, n, pos0 };
-	pv_pool_run(s->pool, attn_row_head, &at, n * nh);
+	int rows;
+	if (attn512(s, &rows)) {
+		struct attn512_task at = { s, kc, vc, n, pos0, rows };
+		pv_pool_run(s->pool, attn512_task, &at, (n + rows - 1) / rows * nkv);
+	} else {
+		struct attn_task at = { s, kc, vc, n, pos0 };
+		pv_pool_run(s->pool, attn_row_head, &at, n * nh);
+	}
 
 	if (c->attn_gate)
 		for (size_t i = 0; i < (size_t)n * qd; i++) st->o[i] *= pv_sigmoid(st->ag[i]);
-	pv_matmul(s->pool, out, H, st->o, qd, n, &L->wo);
+	pv_mm(&st->mm, out, H, st->o, qd, n, &L->wo);
 }
 
 /* ---------------------------------------------------------------------- FFN --- */
@@ -149,10 +191,12 @@ static void swiglu(struct pv_session* s, const struct pv_expert* e, const float*
 {
 	struct pv_cpu_state* st = pv_cpu(s);
 	int H = s->m->cfg.hidden, I = (int)e->gate.rows;
-	pv_matmul(s->pool, st->ff_g, I, x, H, n, &e->gate);
-	pv_matmul(s->pool, st->ff_u, I, x, H, n, &e->up);
-	for (size_t i = 0; i < (size_t)n * I; i++) st->ff_g[i] = pv_silu(st->ff_g[i]) * st->ff_u[i];
-	pv_matmul(s->pool, out, H, st->ff_g, I, n, &e->down);
+	const struct pv_mm_out gu[2] = { { st->ff_g, I, &e->gate, 0, e->gate.rows }, { st->ff_u, I, &e->up, 0, e->up.rows } };
+	pv_mm_multi(&st->mm, x, H, n, gu, 2);
+	if (st->mm.k->isa >= PV_ISA_AVX512) pv_swiglu_avx512(st->ff_g, st->ff_u, (size_t)n * I);
+	else
+		for (size_t i = 0; i < (size_t)n * I; i++) st->ff_g[i] = pv_silu(st->ff_g[i]) * st->ff_u[i];
+	pv_mm(&st->mm, out, H, st->ff_g, I, n, &e->down);
 }
 
 /* Router: softmax over all E logits (fp32, in place), top-k (ties: lower index), optional
@@ -188,39 +232,63 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 	const struct pv_config* c = &s->m->cfg;
 	int H = c->hidden, E = c->n_experts, k = c->n_experts_used;
 
-	pv_matmul(s->pool, st->router, E, xn, H, n, &L->router);
+	pv_mm(&st->mm, st->router, E, xn, H, n, &L->router);
 	for (int t = 0; t < n; t++)
 		route(c, st->router + (size_t)t * E, st->top_idx + (size_t)t * k, st->top_w + (size_t)t * k);
 
-	/* Each selected expert runs once over the rows routed to it; its output for row t,
-	 * slot j lands in eo[t*k + j] so each row sums its experts in its own slot order. */
+	/* Each selected expert runs once over all the rows routed to it (grouped by expert: expert e
+	 * holds places exp_off[e] .. exp_off[e+1]), all experts' gate/up products in one batch, then
+	 * all their down products; row t then sums its experts in its own slot order. */
+	const int Ie = c->moe_inter;
+	int* off = st->exp_off;
+	for (int e = 0; e <= E; e++) off[e] = 0;
+	for (int i = 0; i < n * k; i++) off[st->top_idx[i] + 1]++;
+	for (int e = 0; e < E; e++) off[e + 1] += off[e];
+	for (int t = 0; t < n; t++)
+		for (int j = 0; j < k; j++) {
+			const int e = st->top_idx[t * k + j], pos = off[e]++;
+			st->exp_rows[pos] = t;
+			st->exp_slot[pos] = t * k + j;
+			st->slot_pos[t * k + j] = pos;
+		}
+	for (int e = E; e > 0; e--) off[e] = off[e - 1]; /* back to each expert's first place */
+	off[0] = 0;
+	for (int i = 0; i < n * k; i++) memcpy(st->gx + (size_t)i * H, xn + (size_t)st->exp_rows[i] * H, sizeof(float) * H);
+	int np = 0;
 	for (int e = 0; e < E; e++) {
-		int m = 0;
-		for (int t = 0; t < n; t++)
-			for (int j = 0; j < k; j++)
-				if (st->top_idx[t * k + j] == e) {
-					st->exp_rows[m] = t;
-					st->exp_slot[m++] = t * k + j;
-				}
+		const int m = off[e + 1] - off[e];
 		if (!m) continue;
-		for (int i = 0; i < m; i++)
-			memcpy(st->gx + (size_t)i * H, xn + (size_t)st->exp_rows[i] * H, sizeof(float) * H);
-		swiglu(s, &L->experts[e], st->gx, st->mo, m);
-		for (int i = 0; i < m; i++)
-			memcpy(st->eo + (size_t)st->exp_slot[i] * H, st->mo + (size_t)i * H, sizeof(float) * H);
+		const struct pv_expert* x = &L->experts[e];
+		float* gx = st->gx + (size_t)off[e] * H;
+		st->prods[np++] = (struct pv_mm_prod){ gx, H, m, st->ff_g + (size_t)off[e] * Ie, Ie, &x->gate, 0, x->gate.rows };
+		st->prods[np++] = (struct pv_mm_prod){ gx, H, m, st->ff_u + (size_t)off[e] * Ie, Ie, &x->up, 0, x->up.rows };
 	}
+	pv_mm_batch(&st->mm, st->prods, np);
+	if (st->mm.k->isa >= PV_ISA_AVX512) pv_swiglu_avx512(st->ff_g, st->ff_u, (size_t)n * k * Ie);
+	else
+		for (size_t i = 0; i < (size_t)n * k * Ie; i++) st->ff_g[i] = pv_silu(st->ff_g[i]) * st->ff_u[i];
+	np = 0;
+	for (int e = 0; e < E; e++) {
+		const int m = off[e + 1] - off[e];
+		if (!m) continue;
+		const struct pv_tensor* dn = &L->experts[e].down;
+		st->prods[np++] =
+		        (struct pv_mm_prod){ st->ff_g + (size_t)off[e] * Ie, Ie, m, st->eo + (size_t)off[e] * H, H, dn, 0, dn->rows };
+	}
+	pv_mm_batch(&st->mm, st->prods, np);
+	const int avx2 = st->mm.k->isa >= PV_ISA_AVX2;
 	for (int t = 0; t < n; t++) {
 		float* o = out + (size_t)t * H;
 		memset(o, 0, sizeof(float) * H);
 		for (int j = 0; j < k; j++)
-			pv_axpy_f32(o, st->top_w[t * k + j], st->eo + (size_t)(t * k + j) * H, H);
+			pv_axpy_f32_set(avx2, o, st->top_w[t * k + j], st->eo + (size_t)st->slot_pos[t * k + j] * H, H);
 	}
 	if (L->shexp.gate.data) {
 		/* shared expert, scaled per row by sigmoid(x . w_sg) */
 		swiglu(s, &L->shexp, xn, st->mo, n);
 		for (int t = 0; t < n; t++) {
-			float gsc = pv_sigmoid(pv_dot_f32(xn + (size_t)t * H, L->shexp_gate, H));
-			pv_axpy_f32(out + (size_t)t * H, gsc, st->mo + (size_t)t * H, H);
+			float gsc = pv_sigmoid(pv_dot_f32_set(avx2, xn + (size_t)t * H, L->shexp_gate, H));
+			pv_axpy_f32_set(avx2, out + (size_t)t * H, gsc, st->mo + (size_t)t * H, H);
 		}
 	}
 }
@@ -252,23 +320,21 @@ void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int
 	add_rows(st->x, out, (size_t)n * H);
 }
 
-/* The argmax of a logits row, or -1 when the row holds a NaN or an infinity: corrupt weights
- * must fail the call, not decode as token 0 (the check rides on the scan the argmax does). */
-static int argmax_finite(const float* lg, int V)
-{
-	int best = 0, bad = 0;
-	for (int i = 0; i < V; i++) {
-		bad |= !isfinite(lg[i]);
-		if (lg[i] > lg[best]) best = i;
-	}
-	return bad ? -1 : best;
-}
-
+/* Whether a row holds no NaN and no infinity: corrupt weights must fail the call, not decode
+ * as token 0. */
 static int row_finite(const float* x, int n)
 {
 	int bad = 0;
 	for (int i = 0; i < n; i++) bad |= !isfinite(x[i]);
 	return !bad;
+}
+
+/* The argmax of a logits row (pv_argmax's answer; vectorised on the avx512 set), or -1 when the
+ * row is not finite. */
+static int argmax_finite(const struct pv_cpu_state* st, const float* x, int n)
+{
+	if (!row_finite(x, n)) return -1;
+	return st->mm.k->isa >= PV_ISA_AVX512 ? pv_argmax_avx512(x, n) : pv_argmax(x, n);
 }
 
 /* The LM head over normed rows xn [rows, H] for rows [r0, n) of the step: logits into the
@@ -284,7 +350,7 @@ static int outputs(struct pv_session* s, const struct pv_step* sp, int r0)
 		memcpy(sp->hidden, xn + (size_t)(sp->hidden_row0 - r0) * H, sizeof(float) * H * (size_t)(n - sp->hidden_row0));
 	const int lr0 = sp->logits ? sp->logits_row0 : n;
 	if (lr0 < n) {
-		pv_matmul(s->pool, sp->logits, V, xn + (size_t)(lr0 - r0) * H, H, n - lr0, &m->w.lm_head);
+		pv_mm(&st->mm, sp->logits, V, xn + (size_t)(lr0 - r0) * H, H, n - lr0, &m->w.lm_head);
 		if (!sp->argmax || sp->argmax_row0 > lr0)
 			for (int t = lr0; t < n; t++)
 				if (!row_finite(sp->logits + (size_t)(t - lr0) * V, V)) return -1;
@@ -292,16 +358,16 @@ static int outputs(struct pv_session* s, const struct pv_step* sp, int r0)
 	if (!sp->argmax) return 0;
 	for (int t = sp->argmax_row0; t < n;) {
 		if (t >= lr0) {
-			int a = argmax_finite(sp->logits + (size_t)(t - lr0) * V, V);
+			int a = argmax_finite(st, sp->logits + (size_t)(t - lr0) * V, V);
 			if (a < 0) return -1;
 			sp->argmax[t - sp->argmax_row0] = a;
 			t++;
 			continue;
 		}
 		const int rows = lr0 - t < PV_LM_ROWS ? lr0 - t : PV_LM_ROWS;
-		pv_matmul(s->pool, st->lm, V, xn + (size_t)(t - r0) * H, H, rows, &m->w.lm_head);
+		pv_mm(&st->mm, st->lm, V, xn + (size_t)(t - r0) * H, H, rows, &m->w.lm_head);
 		for (int i = 0; i < rows; i++) {
-			int a = argmax_finite(st->lm + (size_t)i * V, V);
+			int a = argmax_finite(st, st->lm + (size_t)i * V, V);
 			if (a < 0) return -1;
 			sp->argmax[t + i - sp->argmax_row0] = a;
 		}

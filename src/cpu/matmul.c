@@ -19,6 +19,7 @@
  * pv_dot_f32(a, b, n) is the same sequence with a as the weight row and b as the activation.
  */
 #include "cpu/ops.h"
+#include "cpu/kern.h"
 #include "quant/quant.h"
 
 #include <stdatomic.h>
@@ -248,19 +249,25 @@ static void mm_task(void* ctx, int task, int thread)
 void pv_matmul_rows(struct pv_pool* p, float* y, int ldy, const float* x, int ldx, int T,
                     const struct pv_tensor* W, int64_t o0, int64_t o1)
 {
+	pv_matmul_rows_set(p, use_avx2(), y, ldy, x, ldx, T, W, o0, o1);
+}
+
+void pv_matmul_rows_set(struct pv_pool* p, int avx2, float* y, int ldy, const float* x, int ldx, int T,
+                        const struct pv_tensor* W, int64_t o0, int64_t o1)
+{
 	PV_ASSERT(W && W->data && (unsigned)W->type < PV_DTYPE_COUNT);
 	PV_ASSERT(0 <= o0 && o0 <= o1 && o1 <= W->rows);
 	if (T <= 0 || o1 == o0) return;
 	if (pv_dtype_is_quant(W->type)) {
-		/* block-quantized weights (quant.c; same batch-invariance contract) */
-		pv_quant_matmul_rows(p, y, ldy, x, ldx, T, W, o0, o1);
+		/* block-quantized weights (qmatmul.c; same batch-invariance contract) */
+		pv_quant_matmul_rows_set(p, avx2, y, ldy, x, ldx, T, W, o0, o1);
 		return;
 	}
 
 	int64_t rows = o1 - o0;
 	int threads = pv_pool_threads(p);
 	uint64_t macs = (uint64_t)rows * (uint64_t)W->cols * (uint64_t)T;
-	struct mm_job j = { y, ldy, x, ldx, T, W, o0, o1, rows, T, 1, use_avx2() };
+	struct mm_job j = { y, ldy, x, ldx, T, W, o0, o1, rows, T, 1, PV_HAVE_AVX2_KERNELS && avx2 && cpu_has_avx2() };
 
 	if (threads <= 1 || macs < MIN_PARALLEL_MACS) {
 		mm_task(&j, 0, 0);
@@ -299,18 +306,22 @@ void pv_matmul(struct pv_pool* p, float* y, int ldy, const float* x, int ldx, in
 	pv_matmul_rows(p, y, ldy, x, ldx, T, W, 0, W->rows);
 }
 
-float pv_dot_f32(const float* a, const float* b, int n)
+float pv_dot_f32(const float* a, const float* b, int n) { return pv_dot_f32_set(use_avx2(), a, b, n); }
+
+void pv_axpy_f32(float* y, float a, const float* x, int n) { pv_axpy_f32_set(use_avx2(), y, a, x, n); }
+
+float pv_dot_f32_set(int avx2, const float* a, const float* b, int n)
 {
 #if PV_HAVE_AVX2_KERNELS
-	if (use_avx2()) return pv_dot_f32_avx2(a, b, n);
+	if (avx2 && cpu_has_avx2()) return pv_dot_f32_avx2(a, b, n);
 #endif
 	return dot_generic_f32(a, b, n);
 }
 
-void pv_axpy_f32(float* y, float a, const float* x, int n)
+void pv_axpy_f32_set(int avx2, float* y, float a, const float* x, int n)
 {
 #if PV_HAVE_AVX2_KERNELS
-	if (use_avx2()) {
+	if (avx2 && cpu_has_avx2()) {
 		pv_axpy_f32_avx2(y, a, x, n);
 		return;
 	}

@@ -1,7 +1,15 @@
 /*
  * ops.h: CPU compute primitives: the matrix-vector kernels over the stored weight types.
- * AVX2/FMA versions are chosen at run time (cpuid); a portable C version is the fallback and
- * the reference.
+ * AVX-512 and AVX2/FMA versions are chosen at run time (cpuid); a portable C version is the
+ * fallback and the reference.
+ *
+ * Two numerics (struct pv_kernels, chosen per model: cpu/backend.c's knobs):
+ *   - exact: f32 activations; every output is the f32 dot product of the dequantized weight row
+ *     in the kernel set's fixed order (below; the pv_matmul* calls without a context use it);
+ *   - fast: each activation row is converted once per call (Q8 blocks for the quantized types,
+ *     bf16 for BF16 weights on CPUs with AVX512-BF16) and the products are integer block dot
+ *     products (VNNI) with one fixed float sequence per output (cpu/qdot.h), identical in every
+ *     kernel set; F32/F16 weights (and BF16 without AVX512-BF16) keep the exact kernels.
  *
  * Exactness: every output element y[t][o] is one dot product computed by one thread with a
  * fixed summation order that depends only on the row length `in` (never on T, on which rows
@@ -47,6 +55,88 @@ void pv_axpy_f32(float* y, float a, const float* x, int n);
 const char* pv_ops_isa(void);
 /* Force the portable kernels (tests compare both). */
 void pv_ops_force_generic(int on);
+
+/* ---- kernel sets and numerics, per model ------------------------------------------------ */
+
+enum pv_isa { PV_ISA_GENERIC = 0, PV_ISA_AVX2 = 1, PV_ISA_AVX512 = 2 };
+/* The best kernel set this CPU and build run: AVX512 needs F, BW, VL, DQ and VNNI; AVX2 needs
+ * AVX2, FMA and F16C. */
+int pv_isa_best(void);
+/* Whether the CPU has AVX512-BF16 (vdpbf16ps), used by the AVX512 set's fast numerics. */
+int pv_isa_has_bf16(void);
+const char* pv_isa_name(int isa); /* "generic", "avx2", "avx512" */
+/* pv_isa_best() with its extensions, for build identities: "avx512+vnni+bf16", "avx2+fma", ... */
+const char* pv_isa_describe(void);
+
+struct pv_packed; /* one repacked matrix (kernels.c) */
+
+/* A model's kernel choice, fixed when it is opened. */
+struct pv_kernels {
+	int isa;                  /* enum pv_isa in effect (never above pv_isa_best())          */
+	int exact;                /* 1: exact numerics; 0: fast (see the top of this file)       */
+	int bf16;                 /* fast numerics use vdpbf16ps on BF16 weights                 */
+	struct pv_packed* packs;  /* fast numerics on AVX2/AVX512: the quantized matrices in 16-row
+	                           * panels (cpu/qdot.h), sorted by the address of the original   */
+	int n_packs;
+	void* region;             /* the panels' memory (kernels.c)                              */
+	size_t region_bytes;
+};
+
+/* Sets isa (clamped to pv_isa_best()) and the numerics; no panels yet. */
+void pv_kernels_init(struct pv_kernels* k, int isa, int exact);
+/* Repacks the quantized matrices among W[0..n) (others and duplicates are skipped) for the
+ * fast numerics; a no-op for exact numerics or the generic set. Returns 0 or -1 (out of
+ * memory: no panels, the products then run the generic fast path, same results). */
+int pv_kernels_pack(struct pv_kernels* k, const struct pv_tensor* const* W, int n);
+void pv_kernels_free(struct pv_kernels* k);
+/* Bytes the panels take (0 without). */
+uint64_t pv_kernels_packed_bytes(const struct pv_kernels* k);
+
+/* What one session's products need: its pool, its model's kernels, and scratch for the
+ * converted activation rows (pv_mm_act_bytes(rows, cols) bytes hold any `rows` rows of up to
+ * `cols` elements; with less, a call converts and multiplies its rows in several passes). */
+struct pv_mm {
+	struct pv_pool* pool;
+	const struct pv_kernels* k;
+	void* act;
+	size_t act_bytes;
+};
+size_t pv_mm_act_bytes(int rows, int64_t cols);
+
+/* y[t*ldy + o] = sum_i x[t*ldx + i] * W[o, i] for t < T, o in [o0, o1), any weight type, in
+ * c->k's numerics and kernel set. Batch-invariant: an output does not depend on T, on the
+ * other rows, on the thread count or on the split. y must not alias x. */
+void pv_mm_rows(const struct pv_mm* c, float* y, int ldy, const float* x, int ldx, int T, const struct pv_tensor* W,
+                int64_t o0, int64_t o1);
+static inline void pv_mm(const struct pv_mm* c, float* y, int ldy, const float* x, int ldx, int T,
+                         const struct pv_tensor* W)
+{
+	pv_mm_rows(c, y, ldy, x, ldx, T, W, 0, W->rows);
+}
+
+/* Several products of the same activation rows (q/k/v, gate/up): y_i[t*ldy_i + o] for o in
+ * [o0_i, o1_i), each exactly as pv_mm_rows would compute it, with the rows converted once per
+ * format and one pool run for all (at most 64 outputs; the W_i share cols). */
+struct pv_mm_out {
+	float* y;
+	int ldy;
+	const struct pv_tensor* W;
+	int64_t o0, o1;
+};
+void pv_mm_multi(const struct pv_mm* c, const float* x, int ldx, int T, const struct pv_mm_out* outs, int n);
+
+/* Independent products (the routed experts of an MoE layer): y_i = x_i W_i^T over rows [o0_i,
+ * o1_i), T_i activation rows each, each exactly as pv_mm_rows would compute it; as many as the
+ * scratch holds share a pool run (n at most 64 per run; more are run in turns). */
+struct pv_mm_prod {
+	const float* x;
+	int ldx, T;
+	float* y;
+	int ldy;
+	const struct pv_tensor* W;
+	int64_t o0, o1;
+};
+void pv_mm_batch(const struct pv_mm* c, const struct pv_mm_prod* p, int n);
 
 /* ---- products --------------------------------------------------------------------------- */
 

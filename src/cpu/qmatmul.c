@@ -20,6 +20,7 @@
  *     buffer cannot be allocated the fused tiles are used for every T (same results).
  */
 #include "cpu/ops.h"
+#include "cpu/kern.h"
 #include "base/util.h"
 #include "quant/quant.h"
 
@@ -131,7 +132,7 @@ static void qmm_task(void* ctx, int task, int thread)
 		for (int64_t i = 0; i < nr; i++)
 			pv_qdequant_avx2(W->type, src + (size_t)i * rb, buf + (size_t)i * (size_t)W->cols, W->cols);
 		struct pv_tensor v = { buf, PV_F32, nr, W->cols };
-		pv_matmul_rows(NULL, y + r, j->ldy, x, j->ldx, nt, &v, 0, nr);
+		pv_matmul_rows_set(NULL, 1, y + r, j->ldy, x, j->ldx, nt, &v, 0, nr);
 	}
 #endif
 }
@@ -141,10 +142,16 @@ static void qmm_task(void* ctx, int task, int thread)
 void pv_quant_matmul_rows(struct pv_pool* p, float* y, int ldy, const float* x, int ldx, int T,
                           const struct pv_tensor* W, int64_t o0, int64_t o1)
 {
+	pv_quant_matmul_rows_set(p, !strcmp(pv_ops_isa(), "avx2+fma"), y, ldy, x, ldx, T, W, o0, o1);
+}
+
+void pv_quant_matmul_rows_set(struct pv_pool* p, int avx2, float* y, int ldy, const float* x, int ldx, int T,
+                              const struct pv_tensor* W, int64_t o0, int64_t o1)
+{
 	PV_ASSERT(W && W->data && (unsigned)W->type < PV_DTYPE_COUNT);
 	PV_ASSERT(0 <= o0 && o0 <= o1 && o1 <= W->rows);
 	if (!pv_dtype_is_quant(W->type)) {
-		pv_matmul_rows(p, y, ldy, x, ldx, T, W, o0, o1);
+		pv_matmul_rows_set(p, avx2, y, ldy, x, ldx, T, W, o0, o1);
 		return;
 	}
 	PV_ASSERT(W->cols % pv_dtype_block(W->type) == 0);
@@ -153,7 +160,7 @@ void pv_quant_matmul_rows(struct pv_pool* p, float* y, int ldy, const float* x, 
 	const int64_t rows = o1 - o0, n = W->cols;
 	const int threads = pv_pool_threads(p);
 	struct qmm_job j = { y, ldy, x, ldx, T, W, o0, o1, rows, T, 1, 0, p, 0, 1 };
-	j.avx2 = PV_HAVE_QAVX2 && !strcmp(pv_ops_isa(), "avx2+fma");
+	j.avx2 = PV_HAVE_QAVX2 && avx2 && pv_isa_best() >= PV_ISA_AVX2;
 
 	/* Prefill on AVX2: dequantize blocks of rows once per thread and reuse them for all T. */
 	int64_t align = 24; /* row multiple per task; the buffer height when buffering */

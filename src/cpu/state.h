@@ -42,17 +42,25 @@ struct pv_cpu_state {
 	float *z;                 /* [B, vd] DeltaNet output gate                           */
 	float *ab;                /* [B, 2*Hv] grouped b/a projections                      */
 	float *lb, *lg;           /* [B, Hv] beta and log-decay g                           */
-	float *ff_g, *ff_u;       /* [B, max(I, Ie, Is)]                                    */
+	float *ff_g, *ff_u;       /* [B, max(I, Is)], or [B*k, Ie] on MoE models if larger  */
 	float *router;            /* [B, E]                                                 */
 	int* top_idx;             /* [B, k]                                                 */
 	float* top_w;             /* [B, k]                                                 */
-	int* exp_rows;            /* [B] rows routed to the current expert                  */
-	int* exp_slot;            /* [B] their slot index t*k + j                           */
-	float *gx, *eo;           /* [B, H] gathered rows; [B*k, H] per-slot expert outputs */
+	int* exp_rows;            /* [B*k] routed rows, grouped by expert                   */
+	int* exp_slot;            /* [B*k] their slot index t*k + j                         */
+	int* slot_pos;            /* [B*k] slot t*k + j -> its place in the grouped order    */
+	int* exp_off;             /* [E+1] first grouped place of each expert               */
+	struct pv_mm_prod* prods; /* [2E] the experts' products of one MoE layer            */
+	float *gx, *eo;           /* [B*k, H] gathered rows (B on dense models); [B*k, H] the
+	                           * experts' outputs in grouped order                      */
 	float* lm;                /* [PV_LM_ROWS, V] logits of rows whose logits nobody keeps */
 	float *mtp_k, *mtp_v;     /* the MTP head's KV cache [n_ctx, nkv*hd] (mtp sessions)   */
 	float* mtp_cat;           /* [B, 2H] the head's [embedding, hidden] input rows        */
 	struct pv_thread_scratch* ts; /* n_threads                                          */
+	/* the products (ops.h): pool, the model's kernels, converted activation rows [B, ...] */
+	struct pv_mm mm;
+	void* act;
+	struct pv_kernels own_k;  /* exact numerics for a model not opened on this backend   */
 };
 
 static inline struct pv_cpu_state* pv_cpu(const struct pv_session* s) { return (struct pv_cpu_state*)s->be_state; }
@@ -75,6 +83,10 @@ int pv_cpu_mtp(struct pv_session* s, int pos, const float* hidden, const int32_t
  * the state after row t is also written to snapshot slot snap_row0 + t */
 void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* out, int n, int chunked, int snap_row0);
 size_t pv_deltanet_chunk_floats(const struct pv_config* c);
+
+/* backend.c: the kernels a model opened on the CPU backend uses (its knobs); NULL for a model
+ * opened elsewhere (its CPU sessions take the exact numerics) */
+const struct pv_kernels* pv_cpu_kernels(const struct pv_model* m);
 
 /* small shared helpers (forward.c) */
 void pv_rmsnorm(float* y, const float* x, const float* w, int n, float eps);
