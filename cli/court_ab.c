@@ -266,6 +266,12 @@ int cmd_court_ab(int argc, char** argv)
 	json_object_set_new(verdict, "warmup", json_pack("[I,I]", (json_int_t)warm[0], (json_int_t)warm[1]));
 	if (exact) json_object_set_new(verdict, "exactness_receipts", json_pack("[I,I]", (json_int_t)court_ids[0], (json_int_t)court_ids[1]));
 	if (crystal) json_object_set_new(verdict, "crystal", json_string(crystal));
+	/* the limits the vetoes were judged by: a verdict under raised limits says so */
+	json_object_set_new(verdict, "limits",
+	                    json_pack("{s:f,s:f,s:f,s:f,s:i,s:b,s:b}", "max_load_per_core", lim.max_load_per_core, "max_foreign_share",
+	                              lim.max_foreign_share, "max_clock_drift", lim.max_clock_drift, "max_temp_drift_c", lim.max_temp_drift_c,
+	                              "min_clean_blocks", lim.min_clean_pairs, "same_acceptance", lim.same_acceptance, "same_tokens",
+	                              lim.same_tokens));
 	const char* vd = json_string_value(json_object_get(verdict, "verdict"));
 	double ratio = json_number_value(json_object_get(verdict, "ratio"));
 	double lo = json_number_value(json_object_get(verdict, "lo")), hi = json_number_value(json_object_get(verdict, "hi"));

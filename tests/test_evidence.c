@@ -110,7 +110,7 @@ TEST_CASE(receipts_every_command)
 	} cmds[] = {
 		{ "bench --model tests/fixtures/qwen3 --pp 8 --tg 4 --reps 2", "bench", "tg", "decode-only" },
 		{ "bench --model tests/fixtures/qwen3 --pp 8 --tg 4 --reps 1 -o jsonl", "bench", "pp", "observed" },
-		{ "bench --model tests/fixtures/qwen3 --pp 8 --tg 4 --reps 1 --depth 4 --threads 1", "bench", "tg", "decode-only" },
+		{ "bench --model tests/fixtures/qwen3 --pp 8 --tg 4 --reps 1 --depth 4 --threads 1 --knobs cpu.exact_activations=1", "bench", "tg", "decode-only" },
 		{ "perplexity --model M --file TEXT --ctx 64 --chunks 2", "perplexity", "ppl", "quality" },
 		{ "court spec --model M --cases CASES --draft ngram", "court.spec", "exact_cases", "court" },
 		{ "bench spec --model M --cases CASES --draft ngram --max-tokens 16", "bench.spec", "x.speedup_e2e", "end-to-end" },
@@ -169,6 +169,13 @@ TEST_CASE(receipts_every_command)
 	CHECK(json_integer_value(json_object_get(json_object_get(kr, "runtime"), "threads")) == 1 &&
 	              json_integer_value(json_object_get(json_object_get(kr, "workload"), "depth")) == 4,
 	      "threads and depth in the receipt");
+	/* the knobs given on the command line are in effect and recorded, the others with their values */
+	const json_t* kn = json_object_get(json_object_get(kr, "runtime"), "knobs");
+	CHECK(json_integer_value(json_object_get(kn, "cpu.exact_activations")) == 1 && json_object_get(kn, "cpu.isa") &&
+	              !strcmp(json_string_value(json_object_get(json_object_get(kr, "args"), "knobs")), "cpu.exact_activations=1"),
+	      "knobs in the receipt");
+	const json_t* k0 = json_object_get(json_object_get(json_array_get(all, (size_t)(n - 1)), "runtime"), "knobs");
+	CHECK(json_integer_value(json_object_get(k0, "cpu.exact_activations")) == 0, "the default knobs recorded too");
 	/* the court's verdict is in the verdicts table */
 	json_t* v = ev_store_verdicts(st, NULL, 0);
 	CHECK(json_array_size(v) == 1 && !strcmp(json_string_value(json_object_get(json_array_get(v, 0), "verdict")), "exact"),
@@ -733,6 +740,15 @@ TEST_CASE(import_results)
 		      json_string_value(json_object_get(json_object_get(r, "source"), "sha256")) && !strcmp(json_string_value(json_object_get(json_object_get(r, "runtime"), "backend")), "cuda");
 	}
 	CHECK(ok == n && (int)json_array_size(a) == n, "%d of %d imported receipts valid and marked", ok, n);
+	/* an export comes back into another store as the same receipts, once */
+	snprintf(cmd, sizeof cmd, "%s receipts export --ledger %s > %s && %s receipts import %s --ledger %s && %s receipts import %s --ledger %s", g_bin,
+	         db, in_dir("exp.jsonl"), g_bin, in_dir("exp.jsonl"), in_dir("import2.db"), g_bin, in_dir("exp.jsonl"), in_dir("import2.db"));
+	char want[64];
+	snprintf(want, sizeof want, "exp.jsonl: %d receipts imported", n);
+	CHECK(run(cmd, out, sizeof out) == 0 && strstr(out, want) && strstr(out, "exp.jsonl: 0 receipts imported"), "export, import: %s", out);
+	snprintf(cmd, sizeof cmd, "sed -i '1s/\"tg\"/\"TG\"/' %s && %s receipts import %s --ledger %s", in_dir("exp.jsonl"), g_bin, in_dir("exp.jsonl"),
+	         in_dir("import3.db"));
+	CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "does not match its sha256"), "an edited export: %s", out);
 	json_decref(a);
 	ev_store_close(st);
 }
