@@ -336,6 +336,11 @@ static void section_verdicts(struct rep* r, ev_store* st)
 			besc(&r->b, sget(vt, "detail"));
 		}
 		if (!json_array_size(json_object_get(x, "vetoes"))) bput(&r->b, "none");
+		/* a verdict judged under limits other than the defaults says which */
+		const json_t* lim = json_object_get(x, "limits");
+		double ml = json_number_value(json_object_get(lim, "max_load_per_core")), mf = json_number_value(json_object_get(lim, "max_foreign_share"));
+		if (lim && (fabs(ml - 0.75) > 1e-9 || fabs(mf - 0.10) > 1e-9))
+			bput(&r->b, "<br><em>judged with raised host limits: load %.2f per core, foreign CPU %.0f%%</em>", ml, 100 * mf);
 		bput(&r->b, "</td><td>");
 		besc(&r->b, sor(sget(x, "crystal"), "-"));
 		bput(&r->b, "</td><td>");
