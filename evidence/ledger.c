@@ -320,6 +320,36 @@ int ev_import_results(ev_store* st, const char* path, char* err, size_t errlen)
 			fclose(f);
 			return -1;
 		}
+		/* a court's receipt carries its verdict: the verdicts table comes back with it */
+		const json_t* vd = json_object_get(json_object_get(r, "extra"), "verdict");
+		const char* kind = json_string_value(json_object_get(r, "kind"));
+		json_t* v = NULL;
+		if (own && kind && !strcmp(kind, "court.ab") && json_is_object(vd)) {
+			v = json_deep_copy(vd);
+			json_object_set_new(v, "receipt", json_integer(json_integer_value(json_object_get(r, "id"))));
+		} else if (own && kind && !strcmp(kind, "court.spec") && json_is_string(vd)) {
+			const json_t* fg = NULL;
+			size_t k;
+			json_t* x;
+			json_array_foreach(json_object_get(r, "figures"), k, x)
+			if (!strcmp(json_string_value(json_object_get(x, "name")) ? json_string_value(json_object_get(x, "name")) : "", "exact_cases")) fg = x;
+			const char* draft = json_string_value(json_object_get(json_object_get(r, "args"), "draft"));
+			v = json_pack("{s:s,s:O,s:s,s:I,s:I,s:[{s:I,s:s}],s:I}", "court", "spec", "verdict", vd, "draft", draft ? draft : "none", "cases",
+			              fg ? json_integer_value(json_object_get(fg, "n")) : (json_int_t)0, "exact",
+			              fg ? (json_int_t)json_number_value(json_object_get(fg, "value")) : (json_int_t)0, "receipts", "id",
+			              json_integer_value(json_object_get(r, "id")), "arm", "spec", "receipt", json_integer_value(json_object_get(r, "id")));
+		}
+		if (v) {
+			json_object_set(v, "created", json_object_get(r, "created"));
+			if (ev_store_put_verdict(st, v, err, errlen) < 0) {
+				json_decref(v);
+				json_decref(r);
+				free(line);
+				fclose(f);
+				return -1;
+			}
+			json_decref(v);
+		}
 		json_decref(r);
 		count++;
 	}

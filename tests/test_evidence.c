@@ -515,6 +515,28 @@ TEST_CASE(court_ab_runner)
 	         g_bin, db);
 	rc = run(cmd, out, sizeof out);
 	CHECK(rc == 3 && strstr(out, "invalid") && strstr(out, "veto identity: workload.n_prompt"), "court ab identity veto: %d: %s", rc, out);
+	/* the export rebuilds the ledger: the same receipts under the same ids, the verdicts with them */
+	snprintf(cmd, sizeof cmd, "%s receipts export --ledger %s > %s && %s receipts import %s --ledger %s", g_bin, db, in_dir("court.jsonl"), g_bin,
+	         in_dir("court.jsonl"), in_dir("court2.db"));
+	CHECK(run(cmd, out, sizeof out) == 0, "export and import the court's ledger: %s", out);
+	ev_store* s1 = open_db(db);
+	ev_store* s2 = open_db(in_dir("court2.db"));
+	if (s1 && s2) {
+		json_t* v1 = ev_store_verdicts(s1, NULL, 0);
+		json_t* v2 = ev_store_verdicts(s2, NULL, 0);
+		CHECK(json_array_size(v1) == 2 && json_array_size(v2) == 2, "verdicts %zu and %zu", json_array_size(v1), json_array_size(v2));
+		for (size_t k = 0; k < json_array_size(v1) && k < json_array_size(v2); k++) {
+			json_t *a1 = json_array_get(v1, k), *a2 = json_array_get(v2, k);
+			CHECK(json_equal(json_object_get(a1, "receipt"), json_object_get(a2, "receipt")) && json_equal(json_object_get(a1, "id"), json_object_get(a2, "id")) &&
+			              json_equal(json_object_get(a1, "vetoes"), json_object_get(a2, "vetoes")) &&
+			              !strcmp(verdict_of(a1), verdict_of(a2)),
+			      "verdict %zu restored as it was", k);
+		}
+		json_decref(v1);
+		json_decref(v2);
+	}
+	ev_store_close(s1);
+	ev_store_close(s2);
 	snprintf(cmd, sizeof cmd, "%s court ab --a x --model m --ledger %s", g_bin, db);
 	CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "are required"), "court ab without --b: %s", out);
 }
