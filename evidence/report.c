@@ -450,9 +450,11 @@ static void plot_depth(struct rep* r, json_t* benches)
 		const json_t* m = json_object_get(rec, "model");
 		const char* path = sor(sget(m, "path"), "?");
 		const char* base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+		/* one series per model, backend, threads and the switches set on the command line */
+		const char* kn = sget(json_object_get(rec, "args"), "knobs");
 		char key[96];
-		snprintf(key, sizeof key, "%.50s %s%s x%lld%s", base, sor(sget(rt, "backend"), "?"), "", (long long)json_integer_value(json_object_get(rt, "threads")),
-		         json_is_true(json_object_get(rec, "imported")) ? " (imported)" : "");
+		snprintf(key, sizeof key, "%.40s %s x%lld%s%.30s%s", base, sor(sget(rt, "backend"), "?"), (long long)json_integer_value(json_object_get(rt, "threads")),
+		         kn ? " " : "", kn ? kn : "", json_is_true(json_object_get(rec, "imported")) ? " (imported)" : "");
 		int s = 0;
 		while (s < ns && strcmp(names[s], key)) s++;
 		if (s == ns) {
