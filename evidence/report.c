@@ -268,9 +268,41 @@ static void svg_bars(struct rep* r, const char* label, const char* xl, const str
 
 /* ---- sections ---------------------------------------------------------------------------------- */
 
+/* The receipts of the runs a promotion court made (its ABBA blocks and warm-ups), id -> true:
+ * they are shown through their court, not as headline figures. */
+static json_t* court_runs(ev_store* st)
+{
+	json_t* set = json_object();
+	json_t* v = ev_store_verdicts(st, NULL, 0);
+	size_t i, k;
+	json_t *x, *e;
+	json_array_foreach(v, i, x)
+	{
+		char id[32];
+		json_array_foreach(json_object_get(x, "receipts"), k, e)
+		{
+			snprintf(id, sizeof id, "%lld", (long long)json_integer_value(json_object_get(e, "id")));
+			if (!strcmp(sor(sget(x, "court"), ""), "ab")) json_object_set_new(set, id, json_true());
+		}
+		json_array_foreach(json_object_get(x, "warmup"), k, e)
+		{
+			snprintf(id, sizeof id, "%lld", (long long)json_integer_value(e));
+			json_object_set_new(set, id, json_true());
+		}
+		json_array_foreach(json_object_get(x, "exactness_receipts"), k, e)
+		{
+			snprintf(id, sizeof id, "%lld", (long long)json_integer_value(e));
+			json_object_set_new(set, id, json_true());
+		}
+	}
+	json_decref(v);
+	return set;
+}
+
 static void section_figures(struct rep* r, ev_store* st)
 {
 	json_t* all = ev_store_receipts(st, NULL, 0);
+	json_t* skip = court_runs(st);
 	bput(&r->b, "<h2 id=\"figures\">Headline figures (measured here)</h2>\n"
 	            "<p>Each figure with its scope and the receipt that holds its samples, identity and host state; newest first.</p>\n"
 	            "<div class=\"t\"><table><thead><tr><th>run</th><th>figure</th><th>value</th><th>unit</th><th>scope</th><th>receipt</th></tr></thead><tbody>\n");
@@ -280,7 +312,9 @@ static void section_figures(struct rep* r, ev_store* st)
 	json_array_foreach(all, i, rec)
 	{
 		const char* kind = sor(sget(rec, "kind"), "");
-		if (json_is_true(json_object_get(rec, "imported")) || !strcmp(kind, "court.ab") || rows >= 80) continue;
+		char idk[32];
+		snprintf(idk, sizeof idk, "%lld", (long long)json_integer_value(json_object_get(rec, "id")));
+		if (json_is_true(json_object_get(rec, "imported")) || !strcmp(kind, "court.ab") || json_object_get(skip, idk) || rows >= 80) continue;
 		char what[600];
 		conditions(what, sizeof what, rec);
 		char run[700];
@@ -295,6 +329,9 @@ static void section_figures(struct rep* r, ev_store* st)
 	}
 	if (!rows) bput(&r->b, "<tr><td colspan=\"6\">no measured receipt in the ledger</td></tr>\n");
 	bput(&r->b, "</tbody></table></div>\n");
+	if (json_object_size(skip))
+		bput(&r->b, "<p>The %zu runs the promotion courts made are shown through their courts' receipts below.</p>\n", json_object_size(skip));
+	json_decref(skip);
 	json_decref(all);
 }
 
@@ -503,9 +540,13 @@ static void section_structure(struct rep* r, ev_store* st)
 	size_t i;
 	json_t* rec;
 	int rows = 0;
+	json_t* skip = court_runs(st);
 	json_array_foreach(a, i, rec)
 	{
 		const json_t* c = json_object_get(rec, "counts");
+		char idk[32];
+		snprintf(idk, sizeof idk, "%lld", (long long)json_integer_value(json_object_get(rec, "id")));
+		if (json_object_get(skip, idk)) continue;
 		if (!json_object_get(c, "kernels_per_token") && !json_object_get(c, "syncs_per_token")) continue;
 		if (rows >= 30) break;
 		char cond[600];
@@ -525,7 +566,17 @@ static void section_structure(struct rep* r, ev_store* st)
 		rows++;
 	}
 	bput(&r->b, "</tbody></table></div>\n");
-	plot_depth(r, a);
+	/* the depth plot leaves the courts' runs out too */
+	json_t* kept = json_array();
+	json_array_foreach(a, i, rec)
+	{
+		char idk[32];
+		snprintf(idk, sizeof idk, "%lld", (long long)json_integer_value(json_object_get(rec, "id")));
+		if (!json_object_get(skip, idk)) json_array_append(kept, rec);
+	}
+	plot_depth(r, kept);
+	json_decref(kept);
+	json_decref(skip);
 	json_decref(a);
 }
 
