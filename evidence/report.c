@@ -473,10 +473,10 @@ static void section_exactness(struct rep* r, ev_store* st)
 /* tok/s against context depth, per (model, backend, threads) series of bench receipts */
 static void plot_depth(struct rep* r, json_t* benches)
 {
-	char names[6][96];
-	const char* np_[6];
-	struct pt* series[6];
-	int np[6], ns = 0;
+	char names[32][96];
+	const char* np_[32];
+	struct pt* series[32];
+	int np[32], ns = 0;
 	size_t i;
 	json_t* rec;
 	json_array_foreach(benches, i, rec)
@@ -495,7 +495,7 @@ static void plot_depth(struct rep* r, json_t* benches)
 		int s = 0;
 		while (s < ns && strcmp(names[s], key)) s++;
 		if (s == ns) {
-			if (ns == 6) continue;
+			if (ns == 32) continue;
 			snprintf(names[ns], sizeof names[0], "%s", key);
 			np_[ns] = names[ns];
 			series[ns] = calloc(64, sizeof(struct pt));
@@ -518,7 +518,7 @@ static void plot_depth(struct rep* r, json_t* benches)
 				series[s][b] = series[s][b - 1];
 				series[s][b - 1] = t;
 			}
-		if (np[s] >= 2) {
+		if (np[s] >= 2 && keep < 6) { /* at most six lines: a plot people can read */
 			series[keep] = series[s];
 			np[keep] = np[s];
 			if (keep != s) memcpy(names[keep], names[s], sizeof names[0]);
