@@ -83,6 +83,10 @@ static int switches(const struct arm* a, const struct arm* b, const char** sw, i
 				snprintf(store[n], 128, "args.%s", o + 2);
 				sw[n] = store[n];
 				n++;
+				/* speculation options land in the receipt's args.spec */
+				const char* spec_opts[] = { "--rollback", "--draft-max", "--draft-fixed", "--ngram-min", "--ngram-max" };
+				for (int q = 0; q < 5; q++)
+					if (!strcmp(o, spec_opts[q]) && n < max) sw[n++] = "args.spec";
 				if (!strcmp(o, "--threads") && n < max) sw[n++] = "runtime.threads";
 			}
 		}

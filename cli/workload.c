@@ -964,7 +964,13 @@ int cmd_bench_workload(int argc, char** argv)
 		ev_receipt_count(rec, "accepted", (double)ac);
 		ev_receipt_count(rec, "rollbacks", (double)rb);
 		ev_receipt_extra(rec, "tokens_digest", json_string(tokhex));
-		if (go.draft) json_object_set_new(json_object_get(ev_receipt_doc(rec), "args"), "draft", json_string(go.draft));
+		if (go.draft) {
+			/* the speculation settings are the run's identity: a court tells its arms apart by them */
+			json_t* args = json_object_get(ev_receipt_doc(rec), "args");
+			json_object_set_new(args, "draft", json_string(go.draft));
+			json_object_set_new(args, "spec", json_pack("{s:i,s:i,s:i,s:i,s:i}", "k_max", go.sp.k_max, "fixed_k", go.sp.fixed_k, "rollback",
+			                                            go.sp.rollback, "ngram_min", go.sp.ngram_min, "ngram_max", go.sp.ngram_max));
+		}
 		cli_receipt_end(rec, bad ? "MISMATCH" : "ok");
 		rec = NULL;
 	}

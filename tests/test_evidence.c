@@ -646,6 +646,7 @@ TEST_CASE(bench_workload)
 	}
 	CHECK(digests[0] && digests[1] && !strcmp(digests[0], digests[1]), "the same tokens twice");
 	json_t* sp = json_array_get(a, 0);
+	CHECK(json_is_object(json_object_get(json_object_get(sp, "args"), "spec")), "the speculation settings in the receipt");
 	CHECK(isfinite(figure(sp, "chat.speedup_e2e", NULL)) && isfinite(figure(sp, "spec_e2e", NULL)) && !strcmp(json_string_value(json_object_get(json_object_get(sp, "args"), "draft")), "ngram"),
 	      "the speculative arm's receipt");
 	json_decref(a);
