@@ -9,6 +9,84 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* `proven receipts run --kind K [--model M] [--backend B] [--figures FILE] -- CMD ARGS...`: the hook
+ * for a benchmark that is not a proven command (the server benchmark, a script): CMD runs between
+ * the two host readings, with PROVEN_FIGURES naming the file it writes its results to, a JSON
+ * object with any of "figures" ([{name, scope, unit, value, sd, n}]), "samples", "counts",
+ * "workload" and "extra"; the runtime identity is this build's (with the model's knobs when
+ * --model is given), the model's identity from --model. The receipt's status is "ok" when CMD
+ * exits 0 and its figures check. */
+static int receipts_run(int argc, char** argv)
+{
+	const char *kind = NULL, *model = NULL, *backend = "cpu", *figs = NULL;
+	int i = 2;
+	for (; i < argc && strcmp(argv[i], "--"); i++) {
+		NEED_VALUE(i);
+		const char* v = argv[++i];
+		if (!strcmp(argv[i - 1], "--kind")) kind = v;
+		else if (!strcmp(argv[i - 1], "--model")) model = v;
+		else if (!strcmp(argv[i - 1], "--backend")) backend = v;
+		else if (!strcmp(argv[i - 1], "--figures")) figs = v;
+		else {
+			fprintf(stderr, "proven receipts run: unknown option %s\n", argv[i - 1]);
+			return 2;
+		}
+	}
+	if (!kind || i + 1 >= argc) {
+		fprintf(stderr, "usage: proven receipts run --kind K [--model M] [--backend cpu|cuda] [--figures FILE] -- CMD ARGS...\n");
+		return 2;
+	}
+	if (cli_check_backend("receipts run", backend)) return 2;
+	char tmp[] = "/tmp/proven-figures-XXXXXX";
+	if (!figs) {
+		int fd = mkstemp(tmp);
+		if (fd < 0) {
+			perror("proven receipts run");
+			return 1;
+		}
+		close(fd);
+		figs = tmp;
+	}
+	pv_model* m = model ? cli_open_model(model, 0, backend) : NULL;
+	if (model && !m) return 1;
+	ev_receipt* rec = cli_receipt_begin(kind, argc, argv);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setenv("PROVEN_FIGURES", figs, 1);
+		execvp(argv[i + 1], argv + i + 1);
+		fprintf(stderr, "proven receipts run: cannot run %s\n", argv[i + 1]);
+		_exit(127);
+	}
+	int status = 0;
+	if (pid < 0 || waitpid(pid, &status, 0) < 0) status = -1;
+	int ok = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	json_error_t je;
+	json_t* res = json_load_file(figs, 0, &je);
+	if (figs == tmp) unlink(tmp);
+	int rc = ok ? 0 : 1;
+	if (!ok) fprintf(stderr, "proven receipts run: %s exited %d\n", argv[i + 1], WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	if (rec) {
+		ev_receipt_runtime(rec, m, backend, 0);
+		if (m) ev_receipt_model(rec, m, model);
+		json_t* doc = ev_receipt_doc(rec);
+		const char* keys[] = { "figures", "samples", "counts", "workload", "extra" };
+		for (int k = 0; k < 5; k++) {
+			json_t* v = json_object_get(res, keys[k]);
+			if (!v) continue;
+			if (json_is_array(v)) json_array_extend(json_object_get(doc, keys[k]), v);
+			else if (json_is_object(v)) json_object_update(json_object_get(doc, keys[k]), v);
+		}
+		if (!res) fprintf(stderr, "proven receipts run: no results in %s (%s)\n", figs, je.text);
+		if (cli_receipt_end(rec, ok && res ? "ok" : ok ? "no results" : "failed") < 0) rc = 1;
+	}
+	json_decref(res);
+	if (m) pv_model_close(m);
+	return rc;
+}
 
 static ev_store* open_store(const char* cmd)
 {
@@ -118,6 +196,9 @@ int cmd_receipts(int argc, char** argv)
 			} else printf("%lld\n", (long long)id);
 			json_decref(r);
 		}
+	} else if (!strcmp(sub, "run")) {
+		ev_store_close(st);
+		return receipts_run(argc, argv);
 	} else if (!strcmp(sub, "import")) {
 		/* docs/results JSON lines: receipts marked imported (the GPU rows) */
 		for (int i = 2; i < argc; i++) {
@@ -130,7 +211,7 @@ int cmd_receipts(int argc, char** argv)
 			printf("%s: %d receipts imported\n", argv[i], n);
 		}
 	} else {
-		fprintf(stderr, "proven receipts: unknown subcommand %s (list, show, export, schema, add, import)\n", sub);
+		fprintf(stderr, "proven receipts: unknown subcommand %s (list, show, export, schema, add, import, run)\n", sub);
 		rc = 2;
 	}
 	ev_store_close(st);

@@ -107,12 +107,14 @@ static const struct {
 	  1 },
 	{ "receipts",
 	  "usage: proven receipts list [--kind K] [--limit N] | show ID | export [--kind K] | schema\n"
-	  "                       | add FILE.json | import FILE.jsonl...\n"
+	  "                       | add FILE.json | import FILE.jsonl... | run --kind K [--model M] [--figures F] -- CMD...\n"
 	  "  the measured runs in the ledger database (--ledger PATH, PROVEN_LEDGER, default\n"
 	  "  $XDG_DATA_HOME/proven/ledger.db): list newest first, show one as JSON, export all as JSON lines\n"
 	  "  oldest first (the stable schema of docs/receipts.md, printed by `schema`); add stores a receipt\n"
 	  "  written elsewhere (the server benchmark), checked; import turns docs/results JSON lines into\n"
-	  "  receipts marked imported\n",
+	  "  receipts marked imported (or an export back); run: a receipt around any benchmark command (the\n"
+	  "  server benchmark): host state before and after, this build's identity, and the figures CMD writes\n"
+	  "  to the JSON file $PROVEN_FIGURES names ({\"figures\": [{name, scope, unit, value}], \"counts\", ...})\n",
 	  0 },
 	{ "ledger",
 	  "usage: proven ledger list [STATUS] | show NAME | add NAME --switch S --hypothesis H [--figures F]\n"

@@ -218,6 +218,27 @@ TEST_CASE(receipts_every_command)
 	fclose(f);
 	snprintf(cmd, sizeof cmd, "%s receipts add %s --ledger %s", g_bin, in_dir("bad.json"), db);
 	CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "receipt field created is missing"), "receipts add bad: %s", out);
+	/* the hook for benchmarks that are not proven commands (the server benchmark) */
+	snprintf(cmd, sizeof cmd,
+	         "%s receipts run --kind server.bench --model tests/fixtures/qwen3 --ledger %s -- sh -c 'echo "
+	         "\"{\\\"figures\\\":[{\\\"name\\\":\\\"ttft\\\",\\\"scope\\\":\\\"end-to-end\\\",\\\"unit\\\":\\\"ms\\\",\\\"value\\\":12.5}],"
+	         "\\\"counts\\\":{\\\"requests\\\":3}}\" > $PROVEN_FIGURES'",
+	         g_bin, db);
+	int rrc = run(cmd, out, sizeof out);
+	CHECK(rrc == 0 && strstr(out, "proven: receipt "), "receipts run: exit %d: %s", rrc, out);
+	snprintf(cmd, sizeof cmd, "%s receipts run --kind server.bench --ledger %s -- false", g_bin, db);
+	CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "false exited 1"), "receipts run of a failing command: %s", out);
+	st = open_db(db);
+	json_t* sv = st ? ev_store_receipts(st, "server.bench", 0) : NULL;
+	const json_t* s0 = json_array_get(sv, 1); /* the first, newest first */
+	const char* sc = NULL;
+	CHECK(json_array_size(sv) == 2 && figure(s0, "ttft", &sc) == 12.5 && sc && !strcmp(sc, "end-to-end") &&
+	              json_integer_value(json_object_get(json_object_get(s0, "counts"), "requests")) == 3 &&
+	              json_string_value(json_object_get(json_object_get(s0, "model"), "sha256")) &&
+	              !strcmp(json_string_value(json_object_get(json_array_get(sv, 0), "status")), "failed"),
+	      "server.bench receipts: %zu", json_array_size(sv));
+	json_decref(sv);
+	ev_store_close(st);
 	/* PROVEN_LEDGER=off: no receipt, the command still works */
 	snprintf(cmd, sizeof cmd, "PROVEN_LEDGER=off %s bench --model tests/fixtures/qwen3 --pp 4 --tg 2 --reps 1", g_bin);
 	CHECK(run(cmd, out, sizeof out) == 0 && !strstr(out, "proven: receipt"), "ledger off: %s", out);
