@@ -179,6 +179,7 @@ int cmd_court_ab(int argc, char** argv)
 		else if (!strcmp(a, "--crystal")) crystal = v;
 		else if (!strcmp(a, "--exactness")) exact = v;
 		else if (!strcmp(a, "--switch") && n_extra < 16) extra_sw[n_extra++] = v;
+		else if (!strcmp(a, "--needs") && lim.n_needs < 4) lim.needs[lim.n_needs++] = v;
 		else if (!strcmp(a, "--reps")) min_blocks = cli_int(a, v, 1, 60);
 		else if (!strcmp(a, "--max-blocks")) max_blocks = cli_int(a, v, 1, 60);
 		else if (!strcmp(a, "--target")) target = cli_double(a, v, 0, 1);

@@ -97,12 +97,14 @@ static const struct {
 	  "  a case: {\"id\", \"class\", \"text\" and/or \"ids\", \"max_tokens\", \"temperature\", \"top_k\", \"top_p\", \"seed\"}\n"
 	  "       proven court ab --a SPEC --b SPEC --model PATH [--bench \"OPTS\" | --workload W] [--figure tg|pp|e2e]\n"
 	  "                       [--reps N] [--max-blocks N] [--target X] [--crystal NAME] [--switch PATH] [--exactness CASES]\n"
-	  "                       [--same-acceptance] [--tokens-may-change] [--max-load X] [--max-foreign X] [--min-clean N]\n"
+	  "                       [--same-acceptance] [--tokens-may-change] [--needs COUNT] [--max-load X] [--max-foreign X]\n"
+	  "                       [--min-clean N]\n"
 	  "  the promotion court: arm A and arm B (each SPEC the options that make it, e.g. \"--knobs cpu.x=1\",\n"
 	  "  \"--threads 1\", \"bin=old/proven\") as `proven bench` children in ABBA blocks after one warm-up per arm,\n"
 	  "  until the 95% interval on B/A is within --target (default 0.02) or --max-blocks (default 10);\n"
 	  "  verdict faster / slower / no difference, or invalid when a veto holds (identity, host-load,\n"
-	  "  clock-drift, too-few, exactness, acceptance, status: docs/evidence.md); exit 3 when invalid.\n"
+	  "  clock-drift, too-few, exactness, acceptance, status, unexercised: docs/evidence.md); exit 3 when\n"
+	  "  invalid. --needs COUNT: a receipt count (rollbacks) every run must have above 0\n"
 	  "  --crystal NAME: a valid verdict moves that crystal (faster: active, slower: dead with a lesson)\n",
 	  1 },
 	{ "receipts",

@@ -735,7 +735,7 @@ struct wclass {
 	int64_t prompt_tokens, gen_tokens;
 	int runs;
 	double spec_e2e_s, spec_decode_s;
-	int64_t drafted, accepted, rollbacks;
+	int64_t drafted, accepted, rollbacks, snapshot_restores, replayed_rows;
 	int mismatches;
 };
 
@@ -894,6 +894,8 @@ int cmd_bench_workload(int argc, char** argv)
 				cl[k].drafted += sb.drafted;
 				cl[k].accepted += sb.accepted;
 				cl[k].rollbacks += sb.rollbacks;
+				cl[k].snapshot_restores += sb.snapshot_restores;
+				cl[k].replayed_rows += sb.replayed_rows;
 				if (na != nb || memcmp(a, b, sizeof(int32_t) * (size_t)na)) cl[k].mismatches++;
 			}
 		}
@@ -933,8 +935,9 @@ int cmd_bench_workload(int argc, char** argv)
 		all_e2e += c->e2e_s;
 		all_gen += gen;
 	}
-	int64_t dr = 0, ac = 0, rb = 0;
-	for (int k = 0; k < ncl; k++) dr += cl[k].drafted, ac += cl[k].accepted, rb += cl[k].rollbacks;
+	int64_t dr = 0, ac = 0, rb = 0, sr = 0, rr = 0;
+	for (int k = 0; k < ncl; k++)
+		dr += cl[k].drafted, ac += cl[k].accepted, rb += cl[k].rollbacks, sr += cl[k].snapshot_restores, rr += cl[k].replayed_rows;
 	ev_receipt_figure(rec, "e2e", "end-to-end", "tok/s", all_gen / all_e2e, 0, nsamples);
 	/* the speculative arm as a whole: what a court comparing speculation settings compares */
 	if (go.draft) {
@@ -963,6 +966,9 @@ int cmd_bench_workload(int argc, char** argv)
 		ev_receipt_count(rec, "drafted", (double)dr);
 		ev_receipt_count(rec, "accepted", (double)ac);
 		ev_receipt_count(rec, "rollbacks", (double)rb);
+		/* which way the rollbacks went: per-row snapshots, or checkpoint + replayed rows */
+		ev_receipt_count(rec, "snapshot_restores", (double)sr);
+		ev_receipt_count(rec, "replayed_rows", (double)rr);
 		ev_receipt_extra(rec, "tokens_digest", json_string(tokhex));
 		if (go.draft) {
 			/* the speculation settings are the run's identity: a court tells its arms apart by them */

@@ -15,6 +15,8 @@
  *   acceptance   drafted / accepted / rollback counts differ when the change claims not to
  *                affect them
  *   status       a run did not end ok
+ *   unexercised  a count the switch needs (rollbacks for a rollback switch) is 0 in a run: the
+ *                arms did the same work and a "no difference" would say nothing
  */
 #include "evidence.h"
 
@@ -33,6 +35,7 @@ void ev_court_limits_default(struct ev_court_limits* l)
 	l->min_clean_pairs = 3;
 	l->same_acceptance = 0;
 	l->same_tokens = 1;
+	l->n_needs = 0;
 }
 
 static double figure(const json_t* r, const char* name)
@@ -272,6 +275,13 @@ json_t* ev_court_judge(json_t* const* rs, const int* arm, int n, const char* con
 					     (long long)json_integer_value(json_object_get(rs[i], "id")));
 			}
 	}
+	for (int c = 0; c < lim->n_needs; c++)
+		for (int i = 0; i < n; i++) {
+			double x = count_of(rs[i], lim->needs[c]);
+			if (!(x > 0))
+				veto(vetoes, "unexercised", "%s is %g in receipt %lld: the switch under test was not exercised", lim->needs[c],
+				     isfinite(x) ? x : 0.0, (long long)json_integer_value(json_object_get(rs[i], "id")));
+		}
 	/* blocks: clean ones only */
 	int blocks = n / 4, clean = 0;
 	double* lr = calloc((size_t)(blocks + 1), sizeof(double));

@@ -73,6 +73,8 @@ struct ev_court_limits {
 	int min_clean_pairs;       /* ABBA blocks without a per-run veto (default 3)                  */
 	int same_acceptance;       /* the change claims not to change acceptance or rollbacks         */
 	int same_tokens;           /* the change claims not to change the generated tokens (1)       */
+	const char* needs[4];      /* counts that must be > 0 in every run: the switch is exercised  */
+	int n_needs;
 };
 void ev_court_limits_default(struct ev_court_limits* l);
 

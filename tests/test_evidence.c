@@ -401,6 +401,7 @@ static json_t* court_run(int i, int armb, double tg, const struct mod* mods, int
 		else if (!strcmp(m->what, "tokens")) json_object_set_new(json_object_get(r, "extra"), "tokens_digest", json_string("bbbb"));
 		else if (!strcmp(m->what, "accepted")) json_object_set_new(json_object_get(r, "counts"), "accepted", json_integer((json_int_t)m->x));
 		else if (!strcmp(m->what, "status")) json_object_set_new(r, "status", json_string("error"));
+		else if (!strcmp(m->what, "rollbacks0")) json_object_set_new(json_object_get(r, "counts"), "rollbacks", json_integer(0));
 		else if (!strcmp(m->what, "model")) json_object_set_new(r, "model", json_pack("{s:s}", "sha256", "other"));
 	}
 	return r;
@@ -476,6 +477,19 @@ TEST_CASE(court_vetoes)
 		v = judge(3, 1.10, &cases[i].m, 1, &l, cases[i].ea, cases[i].eb);
 		CHECK(!strcmp(verdict_of(v), "invalid") && has_veto(v, cases[i].rule), "%s: verdict %s, veto %s expected", cases[i].name,
 		      verdict_of(v), cases[i].rule);
+		json_decref(v);
+	}
+	/* the switch was never exercised: a rollback switch with no rollback in one run */
+	{
+		struct ev_court_limits l;
+		ev_court_limits_default(&l);
+		l.needs[l.n_needs++] = "rollbacks";
+		struct mod none = { 3, "rollbacks0", 0 };
+		v = judge(3, 1.0, &none, 1, &l, 1, 1);
+		CHECK(!strcmp(verdict_of(v), "invalid") && has_veto(v, "unexercised"), "unexercised: %s", verdict_of(v));
+		json_decref(v);
+		v = judge(3, 1.0, NULL, 0, &l, 1, 1);
+		CHECK(!strcmp(verdict_of(v), "no difference") && !has_veto(v, "unexercised"), "exercised: %s", verdict_of(v));
 		json_decref(v);
 	}
 	/* too few clean blocks */
