@@ -105,6 +105,8 @@ static const struct {
 	  "  verdict faster / slower / no difference, or invalid when a veto holds (identity, host-load,\n"
 	  "  clock-drift, too-few, exactness, acceptance, status, unexercised: docs/evidence.md); exit 3 when\n"
 	  "  invalid. --needs COUNT: a receipt count (rollbacks) every run must have above 0\n"
+	  "       proven court ab --rejudge VERDICT [--needs C] [--same-acceptance] [limits] [--crystal NAME]\n"
+	  "  judges a stored verdict's runs again under the rules given now, measuring nothing\n"
 	  "  --crystal NAME: a valid verdict moves that crystal (faster: active, slower: dead with a lesson)\n",
 	  1 },
 	{ "receipts",

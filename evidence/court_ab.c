@@ -275,13 +275,17 @@ json_t* ev_court_judge(json_t* const* rs, const int* arm, int n, const char* con
 					     (long long)json_integer_value(json_object_get(rs[i], "id")));
 			}
 	}
-	for (int c = 0; c < lim->n_needs; c++)
+	for (int c = 0; c < lim->n_needs; c++) {
+		int zero = 0;
+		long long first = 0;
 		for (int i = 0; i < n; i++) {
 			double x = count_of(rs[i], lim->needs[c]);
-			if (!(x > 0))
-				veto(vetoes, "unexercised", "%s is %g in receipt %lld: the switch under test was not exercised", lim->needs[c],
-				     isfinite(x) ? x : 0.0, (long long)json_integer_value(json_object_get(rs[i], "id")));
+			if (!(x > 0) && !zero++) first = (long long)json_integer_value(json_object_get(rs[i], "id"));
 		}
+		if (zero)
+			veto(vetoes, "unexercised", "%s is 0 in %d of %d runs (first: receipt %lld): the switch under test was not exercised",
+			     lim->needs[c], zero, n, first);
+	}
 	/* blocks: clean ones only */
 	int blocks = n / 4, clean = 0;
 	double* lr = calloc((size_t)(blocks + 1), sizeof(double));

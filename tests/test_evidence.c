@@ -492,6 +492,8 @@ TEST_CASE(court_vetoes)
 		CHECK(!strcmp(verdict_of(v), "no difference") && !has_veto(v, "unexercised"), "exercised: %s", verdict_of(v));
 		json_decref(v);
 	}
+	/* a re-judgement of stored runs under other rules, without measuring: the runner's verdict 1
+	 * judged again with --needs rollbacks (bench has none) */
 	/* too few clean blocks */
 	v = judge(2, 1.10, NULL, 0, NULL, 1, 1);
 	CHECK(!strcmp(verdict_of(v), "invalid") && has_veto(v, "too-few"), "2 blocks: %s", verdict_of(v));
@@ -572,6 +574,22 @@ TEST_CASE(court_ab_runner)
 	}
 	ev_store_close(s1);
 	ev_store_close(s2);
+	/* re-judging stored runs under another rule measures nothing and names the verdict it re-judges */
+	snprintf(cmd, sizeof cmd, "%s court ab --rejudge 1 --needs rollbacks --max-load 1000 --max-foreign 1 --max-clock-drift 1 --ledger %s", g_bin, db);
+	rc = run(cmd, out, sizeof out);
+	CHECK(rc == 3 && strstr(out, "veto unexercised: rollbacks is 0 in 12 of 12 runs"), "rejudge: exit %d: %s", rc, out);
+	s1 = open_db(db);
+	if (s1) {
+		json_t* vv = ev_store_verdicts(s1, NULL, 1);
+		json_t* b2 = ev_store_receipts(s1, "bench", 0);
+		CHECK(json_integer_value(json_object_get(json_array_get(vv, 0), "rejudge_of")) == 1 && json_array_size(b2) == 14 + 6, /* the runner's two courts */
+		      "rejudge stored, no run added (%zu bench receipts)", json_array_size(b2));
+		json_decref(vv);
+		json_decref(b2);
+		ev_store_close(s1);
+	}
+	snprintf(cmd, sizeof cmd, "%s court ab --rejudge 77 --ledger %s", g_bin, db);
+	CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "no promotion-court verdict 77"), "rejudge of nothing: %s", out);
 	snprintf(cmd, sizeof cmd, "%s court ab --a x --model m --ledger %s", g_bin, db);
 	CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "are required"), "court ab without --b: %s", out);
 }
