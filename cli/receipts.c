@@ -280,7 +280,7 @@ int cmd_ledger(int argc, char** argv)
 			rc = 1;
 		}
 		json_decref(c);
-	} else if (!strcmp(sub, "promote") || !strcmp(sub, "kill")) {
+	} else if (!strcmp(sub, "promote") || !strcmp(sub, "kill") || !strcmp(sub, "proof")) {
 		/* proven ledger promote NAME --proof receipt:12|verdict:3 [--note TEXT] ; kill NAME --lesson TEXT */
 		const char *proof = NULL, *note = NULL, *lesson = NULL;
 		for (int i = 3; i + 1 < argc; i += 2) {
@@ -298,7 +298,7 @@ int cmd_ledger(int argc, char** argv)
 			const char* colon = strchr(proof, ':');
 			snprintf(kind, sizeof kind, "%.*s", colon ? (int)(colon - proof) : 0, proof);
 			if ((kill && ev_crystal_lesson(st, name, lesson, err, sizeof err)) ||
-			    ev_crystal_status(st, name, kill ? "dead" : "active", colon ? kind : "note", colon ? colon + 1 : proof, note, err,
+			    ev_crystal_status(st, name, kill ? "dead" : !strcmp(sub, "proof") ? NULL : "active", colon ? kind : "note", colon ? colon + 1 : proof, note, err,
 			                      sizeof err)) {
 				fprintf(stderr, "proven ledger %s: %s\n", sub, err);
 				rc = 1;
@@ -319,7 +319,7 @@ int cmd_ledger(int argc, char** argv)
 	} else if (!strcmp(sub, "export")) {
 		rc = ev_ledger_export(st, stdout) ? 1 : 0;
 	} else {
-		fprintf(stderr, "proven ledger: unknown subcommand %s (list, show, add, promote, kill, lesson, import, export)\n", sub);
+		fprintf(stderr, "proven ledger: unknown subcommand %s (list, show, add, promote, kill, proof, lesson, import, export)\n", sub);
 		rc = 2;
 	}
 	ev_store_close(st);

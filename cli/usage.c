@@ -123,7 +123,7 @@ static const struct {
 	{ "ledger",
 	  "usage: proven ledger list [STATUS] | show NAME | add NAME --switch S --hypothesis H [--figures F]\n"
 	  "                     | promote NAME --proof KIND:REF [--note T] | kill NAME --proof KIND:REF --lesson L\n"
-	  "                     | lesson NAME L | import [FILE] | export\n"
+	  "                     | proof NAME --proof KIND:REF [--note T] | lesson NAME L | import [FILE] | export\n"
 	  "  the crystals: optimisation attempts, candidate / active / dead, with proofs (receipt:ID,\n"
 	  "  verdict:ID, file:PATH) and lessons, each \"do not repeat: ..., because ...\". import reads\n"
 	  "  docs/ledger/crystals.jsonl (the project's reviewable copy), export writes the same form\n",

@@ -754,6 +754,8 @@ TEST_CASE(ledger_crystals)
 		{ "ledger list candidate", "t-one" },
 		{ "ledger promote t-one --proof receipt:3 --note 'court 1'", "" },
 		{ "ledger show t-one", "active" },
+		{ "ledger proof t-one --proof verdict:9 --note 're-judged'", "" },
+		{ "ledger show t-one", "proof:      verdict 9: re-judged" },
 		{ "ledger lesson t-one 'do not repeat: t=2, because it spills'", "" },
 		{ "ledger kill t-one --proof verdict:2 --lesson 'do not repeat: t=1 on AMD, because slower'", "" },
 		{ "ledger show t-one", "lesson:     do not repeat: t=1 on AMD, because slower" },
@@ -765,9 +767,9 @@ TEST_CASE(ledger_crystals)
 	}
 	st = open_db(db);
 	json_t* t = st ? ev_crystal_get(st, "t-one") : NULL;
-	CHECK(t && !strcmp(json_string_value(json_object_get(t, "status")), "dead") && json_array_size(json_object_get(t, "proofs")) == 2 &&
+	CHECK(t && !strcmp(json_string_value(json_object_get(t, "status")), "dead") && json_array_size(json_object_get(t, "proofs")) == 3 &&
 	              json_array_size(json_object_get(t, "lessons")) == 2,
-	      "t-one: dead, 2 proofs, 2 lessons");
+	      "t-one: dead, 3 proofs, 2 lessons");
 	json_decref(t);
 	ev_store_close(st);
 	/* the rules hold */
