@@ -173,9 +173,82 @@ int ev_ledger_export(ev_store* st, FILE* f)
 /* ==== Imported receipts ======================================================================== */
 
 /* A docs/results record (bench's JSON line) as a receipt marked imported. */
+static const char* str_or(const json_t* o, const char* k, const char* d)
+{
+	const char* s = json_string_value(json_object_get(o, k));
+	return s && s[0] ? s : d;
+}
+
+/* A speculation record of docs/results (`court spec` or `bench spec` JSON summary) as an imported
+ * receipt: the court's verdict and counts, or the per-class speedups with their scopes. */
+static json_t* imported_spec(json_t* rec, const char* path, const char* file_sha, int line)
+{
+	int court = json_object_get(rec, "court") != NULL;
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "imported from %s line %d (%s spec)", path, line, court ? "court" : "bench");
+	char commit[64];
+	snprintf(commit, sizeof commit, "%s", str_or(rec, "commit", "unknown"));
+	int dirty = strstr(commit, "-dirty") != NULL;
+	if (dirty) *strstr(commit, "-dirty") = 0;
+	json_t* r = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:{s:s,s:s,s:i}}", "schema", EV_RECEIPT_SCHEMA, "created", "", "kind",
+	                      court ? "court.spec" : "bench.spec", "command", cmd, "status",
+	                      court ? (!strcmp(str_or(rec, "verdict", "?"), "exact") ? "ok" : str_or(rec, "verdict", "?")) : "ok", "imported", 1,
+	                      "source", "file", path, "sha256", file_sha, "line", line);
+	json_object_set_new(r, "runtime",
+	                    json_pack("{s:s,s:b,s:s,s:s,s:s,s:{},s:s,s:s}", "commit", commit, "dirty", dirty, "compiler", str_or(rec, "compiler", "unknown"),
+	                              "cflags", "unknown", "backend", str_or(rec, "backend", court ? "unknown" : "cpu"), "knobs", "cpu_model",
+	                              "unknown", "isa", str_or(rec, "isa", "unknown")));
+	json_object_set_new(r, "model", json_pack("{s:s}", "path", str_or(rec, "model", "unknown")));
+	json_t* h0 = json_pack("{s:n}", "load1");
+	json_object_set_new(r, "host", json_pack("{s:i,s:o,s:o,s:f,s:f,s:f,s:f}", "cpus", 0, "before", h0, "after", json_deep_copy(h0), "wall_s",
+	                                         0.0, "self_cpu_s", 0.0, "foreign_cpu_s", 0.0, "foreign_share", 0.0));
+	int cases = (int)json_integer_value(json_object_get(rec, "cases"));
+	json_object_set_new(r, "workload", json_pack("{s:s,s:s,s:i,s:I}", "class", str_or(rec, "class", "all"), "prompt_digest", "cases file",
+	                                             "n_prompt", cases, "n_gen", json_integer_value(json_object_get(rec, "max_tokens"))));
+	json_object_set_new(r, "samples", json_array());
+	json_t* figs = json_array();
+	json_t* counts = json_object();
+	const char* ck[] = { "tokens", "steps", "verify_calls", "drafted", "accepted", "rollbacks", "snapshot_restores", "replayed_rows", "fallbacks", "mismatches" };
+	for (int i = 0; i < 10; i++)
+		if (json_is_integer(json_object_get(rec, ck[i]))) json_object_set(counts, ck[i], json_object_get(rec, ck[i]));
+	if (court) {
+		json_array_append_new(figs, json_pack("{s:s,s:s,s:s,s:O,s:f,s:i}", "name", "exact_cases", "scope", "court", "unit", "cases", "value",
+		                                      json_object_get(rec, "exact"), "sd", 0.0, "n", cases));
+		json_object_set_new(r, "args", json_pack("{s:s}", "draft", str_or(rec, "draft", "none")));
+		json_object_set_new(r, "extra", json_pack("{s:s,s:O}", "verdict", str_or(rec, "verdict", "?"), "record", rec));
+	} else {
+		char name[96];
+		const char* cls = str_or(rec, "class", "all");
+		struct {
+			const char* key;
+			const char* suffix;
+			const char* scope;
+			const char* unit;
+		} f[] = { { "speedup_decode_only", "speedup_decode", "decode-only", "ratio spec/plain" },
+			  { "speedup_end_to_end", "speedup_e2e", "end-to-end", "ratio spec/plain" },
+			  { "spec_decode_tok_s", "spec_decode", "decode-only", "tok/s" },
+			  { "plain_decode_tok_s", "plain_decode", "decode-only", "tok/s" } };
+		for (int i = 0; i < 4; i++) {
+			if (!json_is_number(json_object_get(rec, f[i].key))) continue;
+			snprintf(name, sizeof name, "%.40s.%s", cls, f[i].suffix);
+			json_array_append_new(figs, json_pack("{s:s,s:s,s:s,s:O,s:f,s:i}", "name", name, "scope", f[i].scope, "unit", f[i].unit, "value",
+			                                      json_object_get(rec, f[i].key), "sd", 0.0, "n", cases));
+		}
+		json_object_set_new(r, "args", json_pack("{s:s}", "draft", str_or(rec, "draft", "none")));
+		json_object_set_new(r, "extra", json_pack("{s:O}", "record", rec));
+	}
+	json_object_set_new(r, "figures", figs);
+	json_object_set_new(r, "counts", counts);
+	return r;
+}
+
 static json_t* imported_receipt(json_t* rec, const char* path, const char* file_sha, int line)
 {
 	const char* backend = json_string_value(json_object_get(rec, "backend"));
+	/* speculation summaries: court spec and bench spec lines */
+	if ((json_is_string(json_object_get(rec, "court")) && !strcmp(json_string_value(json_object_get(rec, "court")), "spec")) ||
+	    (json_is_string(json_object_get(rec, "bench")) && !strcmp(json_string_value(json_object_get(rec, "bench")), "spec")))
+		return imported_spec(rec, path, file_sha, line);
 	if (!json_is_number(json_object_get(rec, "tg_tok_s")) && !json_is_number(json_object_get(rec, "d2d_gb_s"))) return NULL;
 	if (!json_is_number(json_object_get(rec, "tg_tok_s"))) return NULL; /* a copy-bandwidth line: kept in the run's extra */
 	const char* commit = json_string_value(json_object_get(rec, "build_commit"));

@@ -418,7 +418,7 @@ static void section_verdicts(struct rep* r, ev_store* st)
 
 static void section_exactness(struct rep* r, ev_store* st)
 {
-	json_t* a = ev_store_receipts(st, "court.spec", 40);
+	json_t* a = ev_store_receipts(st, "court.spec", 80);
 	bput(&r->b, "<h2 id=\"exactness\">Exactness courts</h2>\n<p>Each case decoded plainly and speculatively; the tokens must be "
 	            "identical bit for bit.</p>\n<div class=\"t\"><table><thead><tr><th>verdict</th><th>model</th><th>draft</th><th>exact cases</th>"
 	            "<th>drafted</th><th>accepted</th><th>rollbacks</th><th>receipt</th></tr></thead><tbody>\n");
@@ -435,6 +435,10 @@ static void section_exactness(struct rep* r, ev_store* st)
 		besc(&r->b, sor(sget(json_object_get(rec, "extra"), "verdict"), sget(rec, "status")));
 		bput(&r->b, "</strong></td><td>");
 		besc(&r->b, cond);
+		if (json_is_true(json_object_get(rec, "imported")))
+			bput(&r->b, " <em>(imported: %s)</em>", strrchr(sor(sget(json_object_get(rec, "source"), "file"), "?"), '/')
+			                                          ? strrchr(sget(json_object_get(rec, "source"), "file"), '/') + 1
+			                                          : sor(sget(json_object_get(rec, "source"), "file"), "?"));
 		bput(&r->b, "</td><td>");
 		besc(&r->b, sor(sget(json_object_get(rec, "args"), "draft"), "-"));
 		const json_t* f = NULL;

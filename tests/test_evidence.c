@@ -818,6 +818,21 @@ TEST_CASE(import_results)
 		      json_string_value(json_object_get(json_object_get(r, "source"), "sha256")) && !strcmp(json_string_value(json_object_get(json_object_get(r, "runtime"), "backend")), "cuda");
 	}
 	CHECK(ok == n && (int)json_array_size(a) == n, "%d of %d imported receipts valid and marked", ok, n);
+	/* speculation summaries: court spec and bench spec lines become their kinds */
+	snprintf(cmd, sizeof cmd, "%s receipts import docs/results/h200-2026-12-02-spec-a.jsonl --ledger %s", g_bin, in_dir("spec.db"));
+	CHECK(run(cmd, out, sizeof out) == 0 && strstr(out, "41 receipts imported"), "spec import: %s", out);
+	ev_store* s3 = open_db(in_dir("spec.db"));
+	if (s3) {
+		json_t* cs = ev_store_receipts(s3, "court.spec", 0);
+		json_t* bs = ev_store_receipts(s3, "bench.spec", 0);
+		const char* sc = NULL;
+		CHECK(json_array_size(cs) == 19 && json_array_size(bs) == 12 && isfinite(figure(json_array_get(cs, 0), "exact_cases", &sc)) && sc &&
+		              !strcmp(sc, "court"),
+		      "court spec %zu, bench spec %zu", json_array_size(cs), json_array_size(bs));
+		json_decref(cs);
+		json_decref(bs);
+		ev_store_close(s3);
+	}
 	/* an export comes back into another store as the same receipts, once */
 	snprintf(cmd, sizeof cmd, "%s receipts export --ledger %s > %s && %s receipts import %s --ledger %s && %s receipts import %s --ledger %s", g_bin,
 	         db, in_dir("exp.jsonl"), g_bin, in_dir("exp.jsonl"), in_dir("import2.db"), g_bin, in_dir("exp.jsonl"), in_dir("import2.db"));
