@@ -634,7 +634,7 @@ static void section_imported(struct rep* r, ev_store* st)
 	int rows = 0;
 	json_array_foreach(a, i, rec)
 	{
-		if (!json_is_true(json_object_get(rec, "imported")) || rows >= 120) continue;
+		if (!json_is_true(json_object_get(rec, "imported")) || rows >= 400) continue; /* every imported row: the page is their index */
 		char cond[600], what[900];
 		conditions(cond, sizeof cond, rec);
 		const json_t* src = json_object_get(rec, "source");
