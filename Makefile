@@ -18,6 +18,7 @@ CFLAGS_BASE = -std=c11 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-para
               -D_GNU_SOURCE -pthread -Iinclude -Isrc $(SAN) -MMD -MP
 CFLAGS  ?=
 LDLIBS  = -ljansson -lpcre2-8 -lutf8proc -lm -pthread
+EV_LIBS = -lsqlite3 -lz
 LDFLAGS += $(SAN)
 
 # The library's folders, lowest layer first: a folder uses only the folders before it
@@ -31,6 +32,9 @@ CLI_SRC  := $(wildcard cli/*.c)
 # and separate (libproven_client.a: sockets, no engine).
 SERVER_SRC := $(wildcard server/*.c)
 CLIENT_SRC := $(wildcard client/*.c)
+# The evidence system (receipts, ledger, courts, report): build/libevidence.a, linked by the
+# `proven` program and its tests only; the library never links SQLite (check-layers.py).
+EV_SRC   := $(wildcard evidence/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 TOOL_SRC := $(wildcard tools/bench/*.c)
 
@@ -38,6 +42,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
+EV_OBJ   := $(EV_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOLS    := $(TOOL_SRC:tools/bench/%.c=$(BUILD)/tools/%)
 
@@ -61,6 +66,7 @@ NVCCFLAGS    = $(NVCCFLAGS_BASE) -MMD -MP
 CU_SRC      := $(wildcard src/cuda/*.cu)
 LIB_OBJ     += $(CU_SRC:%.cu=$(BUILD)/%.o)
 CFLAGS_BASE += -DPV_HAVE_CUDA
+EV_LIBS      = -Wl,-Bstatic -lsqlite3 -lz -Wl,-Bdynamic -ldl
 LDLIBS       = -Wl,-Bstatic -ljansson -lpcre2-8 -lutf8proc -lstdc++ -Wl,-Bdynamic \
                -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lm -pthread
 CUDA_TEST   := $(BUILD)/cuda/test_cuda $(BUILD)/cuda/test_cuda_api
@@ -108,8 +114,20 @@ $(BUILD)/libproven.a: $(LIB_OBJ) $(BUILD)/.cuda-$(CUDA_ON)
 	@rm -f $@
 	ar rcs $@ $(LIB_OBJ)
 
-$(BUILD)/proven: $(CLI_OBJ) $(BUILD)/libproven.a $(BUILD)/libproven_client.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/libevidence.a: $(EV_OBJ)
+	@rm -f $@
+	ar rcs $@ $(EV_OBJ)
+
+# cli/ and evidence/ reach the evidence headers as "evidence/..." (-I.)
+$(CLI_OBJ) $(EV_OBJ): CFLAGS_EXTRA = -I.
+
+$(BUILD)/proven: $(CLI_OBJ) $(BUILD)/libevidence.a $(BUILD)/libproven.a $(BUILD)/libproven_client.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(EV_LIBS)
+
+# the evidence tests link the evidence library too (and run build/proven for the commands)
+$(BUILD)/tests/test_evidence: tests/test_evidence.c $(BUILD)/libevidence.a $(BUILD)/libproven.a $(BUILD)/proven
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I. -Wno-format-truncation $(LDFLAGS) -Itests -o $@ $< $(BUILD)/libevidence.a $(BUILD)/libproven.a $(LDLIBS) $(EV_LIBS)
 
 $(BUILD)/libproven_client.a: $(CLIENT_OBJ)
 	@rm -f $@
@@ -185,7 +203,7 @@ bench: deps
 	./$(BUILD)/proven bench --model tests/fixtures/qwen3_5_moe
 
 # make format: the C files changed since the last commit (or FILES=...); make format-all: every one.
-ALL_C_SRC   = $(wildcard include/*.h src/*.c src/*/*.[ch] cli/*.[ch] server/*.[ch] client/*.[ch] tests/*.[ch] tests/cuda/*.c fuzz/*.c tools/bench/*.c)
+ALL_C_SRC   = $(wildcard include/*.h src/*.c src/*/*.[ch] cli/*.[ch] server/*.[ch] client/*.[ch] evidence/*.[ch] tests/*.[ch] tests/cuda/*.c fuzz/*.c tools/bench/*.c)
 CHANGED_SRC = $(filter $(ALL_C_SRC),$(shell git diff --name-only HEAD 2>/dev/null))
 format:
 	@files="$(or $(FILES),$(CHANGED_SRC))"; [ -z "$$files" ] && echo "make format: no changed C files" || clang-format -i --style=file $$files
@@ -195,7 +213,7 @@ format-all:
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(TESTS:=.d) $(TOOLS:=.d) $(CUDA_TEST:%=%.d) \
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(EV_OBJ:.o=.d) $(TESTS:=.d) $(TOOLS:=.d) $(CUDA_TEST:%=%.d) \
          $(if $(CUDA_TEST),$(BUILD)/tests/test_cuda_host.d)
 
 # libFuzzer targets for the hostile inputs (clang only): the parsers, the tokenizer, the chat

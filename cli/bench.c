@@ -3,6 +3,7 @@
  * as one JSON line carrying the build identity. A benchmark, never a test: nothing is asserted.
  */
 #include "cli.h"
+#include "evidence/evidence.h"
 #include "proven.h"
 #include "proven_dev.h"
 #include "proven_text.h"
@@ -84,7 +85,9 @@ static double tokenizer_mb_s(const struct pv_tok* tok, int* n_ids)
 }
 
 /* `proven bench --backend cuda --membw`: the device-to-device copy bandwidth alone. */
-static int membw_only(void)
+/* --membw: the device's copy bandwidth, the ceiling the decode figures are read against; its
+ * receipt has no model and a kernel-scope figure */
+static int membw_only(ev_receipt* rec)
 {
 	char err[512];
 	struct pv_device_info d;
@@ -101,6 +104,10 @@ static int membw_only(void)
 	       "\"sm_clock_mhz\":%d,\"mem_clock_mhz\":%d,\"bus_width\":%d,\"sms\":%d}\n",
 	       (unsigned long long)((size_t)4 << 30), gbs, d.driver_version, d.runtime_version, d.compiler_major, d.compiler_minor,
 	       d.sm_clock_mhz, d.mem_clock_mhz, d.bus_width, d.sm_count);
+	ev_receipt_runtime(rec, NULL, "cuda", 0);
+	ev_receipt_workload(rec, "membw", "d2d-4GiB", 0, 0, 0, 0, 20, 0);
+	ev_receipt_figure(rec, "d2d", "kernel", "GB/s", gbs, 0, 20);
+	cli_receipt_end(rec, "ok");
 	return 0;
 }
 
@@ -172,6 +179,9 @@ static void write_rec(FILE* f, const char* fmt, const struct test_rec* r, int fi
 int cmd_bench(int argc, char** argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "spec")) return cmd_bench_spec(argc - 1, argv + 1);
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--workload")) return cmd_bench_workload(argc, argv); /* workload.c */
+	ev_receipt* rec = cli_receipt_begin("bench", argc, argv); /* hooks.c: the receipt of this run */
 	const char* dir = NULL;
 	const char* backend = "cpu";
 	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0, membw = 0, profile = 0, depth = 0;
@@ -204,7 +214,7 @@ int cmd_bench(int argc, char** argv)
 	const int cuda = !strcmp(backend, "cuda");
 	if (membw) {
 		if (!cuda) { fprintf(stderr, "proven bench: --membw needs --backend cuda\n"); return 2; }
-		return membw_only();
+		return membw_only(rec);
 	}
 	if (!dir) { fprintf(stderr, "proven bench: --model DIR is required\n"); return 2; }
 	char err[512];
@@ -318,6 +328,7 @@ int cmd_bench(int argc, char** argv)
 		rt.samples_ns = tg_ns;
 		write_rec(stdout, fmt, &rp, 1, 0);
 		write_rec(stdout, fmt, &rt, 0, 1);
+		cli_receipt_bench(rec, m, dir, backend, threads, pp, tg, depth, reps, pp_ns, tg_ns, &cs0, &cs1);
 		pv_session_free(s);
 		pv_model_close(m);
 		free(all); free(lg); free(pps); free(tgs); free(pp_ns); free(tg_ns);
@@ -433,6 +444,9 @@ int cmd_bench(int argc, char** argv)
 	}
 	if (tok_mbs > 0) printf(",\"tokenizer_mb_s\":%.3f", tok_mbs);
 	printf("}\n");
+	/* --profile: the per-token sum of the kernels' own times, a kernel-scope figure */
+	if (have_prof) ev_receipt_figure(rec, "decode_kernels", "kernel", "us/token", prof.total_us, 0, 20);
+	cli_receipt_bench(rec, m, dir, backend, threads, pp, tg, depth, reps, pp_ns, tg_ns, &cs0, &cs1);
 	pv_session_free(s);
 	pv_model_close(m);
 	free(all); free(lg); free(pps); free(tgs); free(pp_ns); free(tg_ns);

@@ -15,6 +15,7 @@
  * is the oracle, so the verify calls have the recorded shapes and acceptance (spec/replay.c).
  */
 #include "cli.h"
+#include "evidence/evidence.h"
 #include "proven_dev.h"
 #include "proven_text.h"
 
@@ -99,6 +100,39 @@ struct klass {
 	int mismatches;
 };
 
+/* The run's receipt: per class, decode-only and end-to-end speedups, acceptance (hooks.c). */
+static void spec_receipt(ev_receipt* r, pv_model* m, const char* model, const char* backend, int threads, const char* cases,
+                         const char* draft, int max_tokens, int reps, const struct klass* cl, int ncl)
+{
+	if (!r) return;
+	struct pv_gen_stats t;
+	memset(&t, 0, sizeof t);
+	int n = 0;
+	for (int k = 0; k < ncl; k++) {
+		const struct klass* c = &cl[k];
+		double dec = (double)c->tokens - c->cases * reps;
+		char name[64];
+		snprintf(name, sizeof name, "%.31s.speedup_decode", c->name);
+		ev_receipt_figure(r, name, "decode-only", "ratio spec/plain", c->plain_decode / c->spec_decode, 0, c->cases * reps);
+		snprintf(name, sizeof name, "%.31s.speedup_e2e", c->name);
+		ev_receipt_figure(r, name, "end-to-end", "ratio spec/plain",
+		                  (c->plain_prefill + c->plain_decode) / (c->spec_prefill + c->spec_decode), 0, c->cases * reps);
+		snprintf(name, sizeof name, "%.31s.spec_decode", c->name);
+		ev_receipt_figure(r, name, "decode-only", "tok/s", dec / c->spec_decode, 0, c->cases * reps);
+		snprintf(name, sizeof name, "%.31s.acceptance", c->name);
+		if (c->drafted) ev_receipt_figure(r, name, "decode-only", "accepted/drafted", (double)c->accepted / c->drafted, 0, c->cases * reps);
+		t.tokens += c->tokens;
+		t.steps += c->steps;
+		t.verify_calls += c->verify;
+		t.drafted += c->drafted;
+		t.accepted += c->accepted;
+		n += c->cases;
+	}
+	cli_receipt_gen(r, m, model, backend, threads, NULL, cases, n, max_tokens, &t);
+	json_object_set_new(json_object_get(ev_receipt_doc(r), "args"), "draft", json_string(draft));
+	cli_receipt_end(r, "ok");
+}
+
 /* One generation; the generated ids into out. */
 static int gen(pv_session* s, const struct pv_sampling* smp, const struct pv_spec_params* sp, const int32_t* ids, int n,
                int max, int32_t* out, int* n_out, struct pv_gen_stats* st, uint8_t* trace, int* n_trace)
@@ -178,6 +212,7 @@ int cmd_bench_spec(int argc, char** argv)
 		return 2;
 	}
 	if (cli_check_backend("bench spec", backend)) return 2;
+	ev_receipt* rec = cli_receipt_begin("bench.spec", argc, argv);
 	struct trace* traces = NULL;
 	int n_traces = 0;
 	if (!strncmp(go.draft, "replay:", 7) && !(traces = read_traces(go.draft + 7, &n_traces))) return 1;
@@ -335,6 +370,7 @@ int cmd_bench_spec(int argc, char** argv)
 		       c->spec_prefill, (long long)c->steps, (long long)c->verify, (long long)c->drafted,
 		       (long long)c->accepted, c->mismatches, bi->commit, bi->cpu_isa, bi->compiler);
 	}
+	spec_receipt(rec, m, model, backend, threads, cases, go.draft, max_tokens, reps, cl, ncl);
 	rc = bad ? 1 : 0;
 out:
 	free(line);

@@ -91,4 +91,37 @@ int cmd_serve(int argc, char** argv);  /* serve.c: runs proven-server */
 int cmd_client(int argc, char** argv); /* client.c: the shared-memory protocol's client */
 int cmd_bench_spec(int argc, char** argv); /* bench_spec.c: `proven bench spec` */
 
+/* The evidence commands (receipts.c, court_ab.c, workload.c, report.c) */
+int cmd_receipts(int argc, char** argv);
+int cmd_ledger(int argc, char** argv);
+int cmd_court_ab(int argc, char** argv);
+int cmd_workload(int argc, char** argv);
+int cmd_report(int argc, char** argv);
+int cmd_bench_workload(int argc, char** argv); /* `proven bench --workload W` */
+
+/* Receipts of the measuring commands (hooks.c; evidence/receipt.h). --ledger PATH and --knobs
+ * LIST are taken by main.c for every command: PROVEN_LEDGER, and cli_knobs (the model's
+ * pv_model_params.knobs, set by cli_model_params). */
+extern const char* cli_knobs;
+typedef struct ev_receipt ev_receipt;
+ev_receipt* cli_receipt_begin(const char* kind, int argc, char** argv);
+/* host state after, stored; the receipt id (0: receipts off, -1: not written) */
+int64_t cli_receipt_end(ev_receipt* r, const char* status);
+struct pv_session_stats;
+struct pv_gen_stats;
+/* court spec and bench spec: generation counters; figures and extra are added by the caller
+ * through ev_receipt_* where it has more */
+void cli_receipt_gen(ev_receipt* r, pv_model* m, const char* path, const char* backend, int threads, const char* cls,
+                     const char* cases_path, int n_cases, int max_tokens, const struct pv_gen_stats* st);
+/* court spec: the receipt and its verdict ("exact", "MISMATCH", "error") in the verdicts table */
+void cli_receipt_court(ev_receipt* r, pv_model* m, const char* path, const char* backend, int threads, const char* cls,
+                       const char* cases_path, int cases, int exact, int max_tokens, const char* draft, const struct pv_gen_stats* st,
+                       const char* verdict);
+void cli_receipt_perplexity(ev_receipt* r, pv_model* m, const char* path, const char* backend, int threads, const char* file,
+                            int ctx, int chunks, double ppl, double ppl_err, double seconds, long scored);
+/* bench: samples in ns per rep; st0/st1 the session counters around the last rep's decode */
+void cli_receipt_bench(ev_receipt* r, pv_model* m, const char* path, const char* backend, int threads, int pp, int tg, int depth,
+                       int reps, const double* pp_ns, const double* tg_ns, const struct pv_session_stats* st0,
+                       const struct pv_session_stats* st1);
+
 #endif

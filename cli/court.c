@@ -104,6 +104,7 @@ static int run_case(pv_session* s, const struct court_case* c, const struct pv_s
 }
 
 struct tally {
+	struct pv_gen_stats st; /* summed over the cases, for the receipt */
 	int cases, exact;
 	int64_t tokens, drafted, accepted, steps, verify_calls, rollbacks, restores, replayed, fallbacks;
 };
@@ -119,11 +120,24 @@ static void add(struct tally* t, const struct pv_gen_stats* st)
 	t->restores += st->snapshot_restores;
 	t->replayed += st->replayed_rows;
 	t->fallbacks += st->fallback_tokens;
+	t->st.tokens += st->tokens + 1;
+	t->st.steps += st->steps;
+	t->st.verify_calls += st->verify_calls;
+	t->st.drafted += st->drafted;
+	t->st.accepted += st->accepted;
+	t->st.rollbacks += st->rollbacks;
+	t->st.snapshot_restores += st->snapshot_restores;
+	t->st.replayed_rows += st->replayed_rows;
+	t->st.fallback_tokens += st->fallback_tokens;
+	for (int i = 0; i < 17; i++) t->st.accepted_len[i] += st->accepted_len[i];
+	t->st.prefill_s += st->prefill_s;
+	t->st.decode_s += st->decode_s;
 }
 
 int cmd_court(int argc, char** argv)
 {
 	if (argc >= 2 && cli_is_help(argv[1])) return cli_usage("court", stdout);
+	if (argc >= 2 && !strcmp(argv[1], "ab")) return cmd_court_ab(argc - 1, argv + 1); /* court_ab.c */
 	if (argc < 2 || strcmp(argv[1], "spec")) {
 		fprintf(stderr, "usage: proven court spec --model M [--draft D] --cases FILE.jsonl [--max-tokens N] [--class C]\n");
 		return 2;
@@ -158,6 +172,7 @@ int cmd_court(int argc, char** argv)
 		return 2;
 	}
 	if (cli_check_backend("court", backend)) return 2;
+	ev_receipt* rec = cli_receipt_begin("court.spec", argc, argv);
 	FILE* f = cli_open_input("court", cases);
 	if (!f) return 1;
 	pv_model* m = cli_open_model(model, 0, backend);
@@ -229,6 +244,8 @@ int cmd_court(int argc, char** argv)
 	       t.verify_calls ? (double)t.accepted / t.verify_calls : 0.0, (long long)t.rollbacks, (long long)t.restores,
 	       (long long)t.replayed, (long long)t.fallbacks, bad ? "error" : t.exact == t.cases ? "exact" : "MISMATCH");
 	rc = bad ? 1 : t.exact == t.cases && t.cases > 0 ? 0 : 1;
+	cli_receipt_court(rec, m, model, backend, threads, only, cases, t.cases, t.exact, max_tokens, go.draft, &t.st,
+	                  bad ? "error" : t.exact == t.cases ? "exact" : "MISMATCH");
 	if (!t.cases && !bad) fprintf(stderr, "proven court: no case ran\n");
 done:
 	fclose(f);

@@ -26,12 +26,15 @@ static void progress_bar(void* user, double f)
 
 static int bar_last = -1;
 
+const char* cli_knobs;
+
 struct pv_model_params cli_model_params(int verbose, const char* backend)
 {
 	struct pv_model_params mp = { 0 };
 	mp.verbose = verbose;
 	mp.prefault = verbose; /* a command that reports its load also pays the page faults up front */
 	mp.backend = backend;
+	mp.knobs = cli_knobs;
 	if (verbose && isatty(STDERR_FILENO)) {
 		bar_last = -1;
 		mp.progress = progress_bar;

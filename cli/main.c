@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE* f)
@@ -41,6 +42,13 @@ static void usage(FILE* f)
 	        "  sampling and speculation (generate, run, chat, court): --temp T --top-k K --top-p P --min-p P --seed S\n"
 	        "           --draft ngram|mtp|cascade:PATH|PATH --draft-max K --draft-fixed --ngram-min N --ngram-max N\n"
 	        "           --rollback auto|snapshot|replay; generate: --spec-stats FILE\n"
+	        "  receipts list|show ID|export|schema|add FILE|import FILE.jsonl   the measured runs (the ledger database)\n"
+	        "  ledger   list|show|add|promote|kill|lesson|import|export          the crystals: optimisation attempts\n"
+	        "  court ab --a SPEC --b SPEC --model M [--workload W] [--reps N]   the promotion court (A/B with vetoes)\n"
+	        "  workload build|show|check                 the standard single-request workload\n"
+	        "  report   --out DIR | --check DIR          the static evidence page and its release gate\n"
+	        "  every command: --ledger PATH (receipts; PROVEN_LEDGER, default $XDG_DATA_HOME/proven/ledger.db;\n"
+	        "           off: none) and --knobs name=value,... (the backend's tuning switches)\n"
 	        "  proven CMD --help: the options of a command; proven --version: the build identity\n");
 }
 
@@ -60,6 +68,10 @@ static int dispatch(int argc, char** argv)
 	if (!strcmp(cmd, "court")) return cmd_court(argc - 1, argv + 1);
 	if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
 	if (!strcmp(cmd, "client")) return cmd_client(argc - 1, argv + 1);
+	if (!strcmp(cmd, "receipts")) return cmd_receipts(argc - 1, argv + 1);
+	if (!strcmp(cmd, "ledger")) return cmd_ledger(argc - 1, argv + 1);
+	if (!strcmp(cmd, "workload")) return cmd_workload(argc - 1, argv + 1);
+	if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
 	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
 		cli_version(stdout);
 		return 0;
@@ -82,6 +94,20 @@ int main(int argc, char** argv)
 		return 2;
 	}
 	cli_log_init();
+	/* options of every command: --ledger PATH (where receipts go: PROVEN_LEDGER) and --knobs LIST
+	 * (the backend's tuning switches, "name=value,..."); taken out before the command sees argv */
+	int k = 1;
+	for (int i = 1; i < argc; i++) {
+		if ((!strcmp(argv[i], "--ledger") || !strcmp(argv[i], "--knobs")) && i + 1 < argc && i > 1) {
+			if (!strcmp(argv[i], "--ledger")) setenv("PROVEN_LEDGER", argv[i + 1], 1);
+			else cli_knobs = argv[i + 1];
+			i++;
+			continue;
+		}
+		argv[k++] = argv[i];
+	}
+	argc = k;
+	argv[argc] = NULL;
 	int rc = dispatch(argc, argv);
 	/* Output that never arrived is a failure whatever the command thought (stdout on a full
 	 * device, a closed pipe): every command's results go through here last. */

@@ -38,6 +38,7 @@ int cmd_perplexity(int argc, char** argv)
 		else { fprintf(stderr, "proven perplexity: unknown option %s\n", a); return 2; }
 	}
 	if (!model || !file) { fprintf(stderr, "proven perplexity: --model and --file are required\n"); return 2; }
+	ev_receipt* rec = cli_receipt_begin("perplexity", argc, argv);
 	size_t tlen;
 	/* a directory, a device (/dev/zero) or more than 1 GiB: a message, before the model loads */
 	char* text = cli_read_input("perplexity", file, MAX_TEXT, &tlen);
@@ -96,6 +97,7 @@ int cmd_perplexity(int argc, char** argv)
 	double ppl = exp(mean), err_ppl = ppl * sqrt(var / (count - 1 > 0 ? count - 1 : 1));
 	printf("\nFinal estimate: PPL = %.4f +/- %.5f  (%ld tokens scored, ctx %d, %.1f s)\n", ppl, err_ppl, count, ctx,
 	       cli_now() - t0);
+	cli_receipt_perplexity(rec, m, model, backend, threads, file, ctx, chunks, ppl, err_ppl, cli_now() - t0, count);
 	rc = 0;
 done:
 	free(lg);

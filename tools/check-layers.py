@@ -5,7 +5,9 @@ Every #include "dir/file.h" in src/ must name a folder at or below the including
 in the order below (include/ headers are public and allowed everywhere); programs (cli/) include
 only include/*.h, except cli/convert.c and cli/synth.c, which may use src/convert/; server/ and
 client/ include include/*.h and their own headers; nothing in src/ or include/ includes a socket
-or HTTP header. Prints each
+or HTTP header; evidence/ (receipts, ledger, courts, report: it links SQLite)
+includes include/*.h and its own headers, cli/ may include evidence/*.h, and src/ never
+includes evidence/ or SQLite. Prints each
 violation and exits 1 if there is one.
 """
 import os, re, sys
@@ -48,6 +50,8 @@ for f in sorted(os.listdir(os.path.join(root, "cli"))):
         name = m.group(1)
         if name == "cli.h" or os.path.exists(os.path.join(root, "include", name)):
             continue
+        if name.startswith("evidence/") and os.path.exists(os.path.join(root, name)):
+            continue
         if f in ("convert.c", "synth.c") and name.startswith("convert/"):
             continue
         bad.append(f"cli/{f}: includes the library's internal header \"{name}\" (programs use include/)")
@@ -77,6 +81,22 @@ for top in ("src", "include"):
             p = os.path.join(dirpath, f)
             for m in net.finditer(open(p, encoding="utf-8", errors="replace").read()):
                 bad.append(f"{os.path.relpath(p, root)}: includes <{m.group(1)}> (the library links no sockets)")
+# the evidence system: public headers and its own only; the library never reaches it
+ev = os.path.join(root, "evidence")
+if os.path.isdir(ev):
+    for f in sorted(os.listdir(ev)):
+        if not f.endswith((".c", ".h")):
+            continue
+        for m in inc.finditer(open(os.path.join(ev, f), encoding="utf-8").read()):
+            name = m.group(1)
+            if os.path.exists(os.path.join(root, "include", name)) or ("/" not in name and os.path.exists(os.path.join(ev, name))):
+                continue
+            bad.append(f"evidence/{f}: includes \"{name}\" (evidence uses include/ and its own headers)")
+for dirpath, _, files in os.walk(os.path.join(root, "src")):
+    for f in files:
+        p = os.path.join(dirpath, f)
+        if f.endswith((".c", ".h", ".cu", ".cuh")) and re.search(r'#\s*include\s+"(\.\./)*evidence/|sqlite3\.h', open(p, encoding="utf-8", errors="replace").read()):
+            bad.append(f"{os.path.relpath(p, root)}: the library includes the evidence system or SQLite")
 
 for b in bad:
     print(b)

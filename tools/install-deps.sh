@@ -4,7 +4,7 @@
 # be installed (no network) this says so and succeeds.
 set -e
 need=""
-for p in libjansson-dev unzip libpcre2-dev libutf8proc-dev xz-utils libmicrohttpd-dev; do
+for p in libjansson-dev unzip libpcre2-dev libutf8proc-dev xz-utils libmicrohttpd-dev libsqlite3-dev zlib1g-dev; do
 	dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 cc --version >/dev/null 2>&1 || need="$need build-essential"
