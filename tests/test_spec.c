@@ -108,6 +108,37 @@ TEST_CASE(draft_model)
 	if (!court(a, b, 24, "--limit 40", &v)) CHECK(v.drafted > 0 && v.replayed > 0, "cascade with replay");
 }
 
+/* a typed KV cache keeps speculation exact: rows are rounded once, when written, so a verify
+ * call's rows read what one-row decoding reads. n-grams on a dense fixture and a hybrid drafting
+ * for itself, over f16 and q8_0 caches (snapshot and replay rollback), the MTP head over bf16 (its own cache
+ * is typed too), a draft model over q8_0. */
+TEST_CASE(cache_types)
+{
+	struct verdict v;
+	char a[600], b[600];
+	static const char* const fx[] = { "qwen3", "qwen3_5" };
+	static const char* const ct[] = { "f16", "q8_0" };
+	for (int f = 0; f < 2; f++)
+		for (int t = 0; t < 2; t++) {
+			snprintf(a, sizeof a, "%s/%s", fx_root(), fx[f]);
+			/* the hybrid drafts for itself (the first cases give n-grams nothing to match) */
+			if (f) snprintf(b, sizeof b, "--draft %s/qwen3_5 --draft-fixed --cache-type %s", fx_root(), ct[t]);
+			else snprintf(b, sizeof b, "--draft ngram --draft-fixed --cache-type %s", ct[t]);
+			if (!court(a, b, 16, "--limit 24", &v))
+				CHECK(v.drafted > 0 && (!f || v.restores > 0), "%s %s: drafted %lld restores %lld", fx[f], ct[t], v.drafted,
+				      v.restores);
+			if (f) snprintf(b, sizeof b, "--draft %s/qwen3_5 --draft-fixed --rollback replay -ctk %s -ctv %s", fx_root(), ct[t], ct[t]);
+			else snprintf(b, sizeof b, "--draft ngram --draft-fixed --rollback replay -ctk %s -ctv %s", ct[t], ct[t]);
+			court(a, b, 16, "--limit 12", &v);
+		}
+	snprintf(a, sizeof a, "%s/qwen3_5", fx_root());
+	if (!court(a, "--draft mtp --draft-fixed --cache-type bf16", 16, "--limit 24", &v))
+		CHECK(v.drafted > 0 && v.restores > 0, "mtp over bf16: drafted %lld restores %lld", v.drafted, v.restores);
+	snprintf(a, sizeof a, "%s/qwen3", fx_root());
+	snprintf(b, sizeof b, "--draft %s/qwen3_odd --draft-fixed --cache-type q8_0", fx_root());
+	if (!court(a, b, 16, "--limit 24", &v)) CHECK(v.drafted > 0, "draft model over q8_0: drafted %lld", v.drafted);
+}
+
 /* the MTP head drafting (the fixture's head has random weights: few acceptances, every
  * rollback path), snapshot and replay */
 TEST_CASE(mtp)
