@@ -7,7 +7,12 @@
  * a wrong answer is no benchmark).
  *
  *   proven bench spec --model M --draft D --cases FILE.jsonl [--per-class N] [--max-tokens N]
- *                     [--reps R] [--class C] [--threads N] [speculation options]
+ *                     [--reps R] [--class C] [--threads N] [--trace-out T.jsonl] [speculation options]
+ *
+ * --trace-out records the speculative arm's acceptance trace, (drafted, accepted) per step, per
+ * case; --draft replay:T.jsonl replays such a trace on another model of the same vocabulary (a
+ * synth file of a published shape, where no drafter would be accepted): each case's plain output
+ * is the oracle, so the verify calls have the recorded shapes and acceptance (spec/replay.c).
  */
 #include "cli.h"
 #include "proven_dev.h"
@@ -21,6 +26,70 @@
 
 #define MAX_CLASSES 16
 
+/* One case's acceptance trace: (drafted, accepted) per generator step. */
+struct trace {
+	char cls[32];
+	int index; /* the case's ordinal within its class */
+	uint8_t* steps;
+	int n;
+};
+
+/* Reads --trace-out's JSON lines; NULL with a message on a bad file. */
+static struct trace* read_traces(const char* path, int* count)
+{
+	FILE* f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "proven bench spec: %s: cannot open the trace\n", path);
+		return NULL;
+	}
+	struct trace* t = NULL;
+	int n = 0, bad = 0;
+	char* line = NULL;
+	size_t cap = 0;
+	while (!bad && getline(&line, &cap, f) > 0) {
+		json_t* j = json_loads(line, 0, NULL);
+		json_t* steps = json_object_get(j, "steps");
+		const char* cls = json_string_value(json_object_get(j, "class"));
+		json_t* idx = json_object_get(j, "case");
+		if (!cls || !json_is_integer(idx) || !json_is_array(steps)) {
+			bad = 1;
+		} else {
+			struct trace* nt = realloc(t, sizeof *t * (size_t)(n + 1));
+			if (!nt)
+				bad = 1;
+			else {
+				t = nt;
+				struct trace* c = &t[n++];
+				snprintf(c->cls, sizeof c->cls, "%s", cls);
+				c->index = (int)json_integer_value(idx);
+				c->n = (int)json_array_size(steps);
+				c->steps = calloc((size_t)c->n * 2 + 1, 1);
+				for (int i = 0; c->steps && i < c->n; i++) {
+					json_t* p = json_array_get(steps, (size_t)i);
+					json_int_t d = json_integer_value(json_array_get(p, 0)),
+					           a = json_integer_value(json_array_get(p, 1));
+					if (!json_is_array(p) || d < 0 || d > 16 || a < 0 || a > d) bad = 1;
+					c->steps[2 * i] = (uint8_t)d;
+					c->steps[2 * i + 1] = (uint8_t)a;
+				}
+				if (!c->steps) bad = 1;
+			}
+		}
+		json_decref(j);
+	}
+	free(line);
+	fclose(f);
+	if (bad || !n) {
+		fprintf(stderr, "proven bench spec: %s: %s\n", path,
+		        n ? "a line is not {\"class\", \"case\", \"steps\": [[drafted, accepted], ...]}" : "no traces");
+		for (int i = 0; i < n; i++) free(t[i].steps);
+		free(t);
+		return NULL;
+	}
+	*count = n;
+	return t;
+}
+
 struct klass {
 	char name[32];
 	int cases;
@@ -31,8 +100,8 @@ struct klass {
 };
 
 /* One generation; the generated ids into out. */
-static int gen(pv_session* s, const struct pv_sampling* smp, const struct pv_spec_params* sp, const int32_t* ids, int n, int max,
-               int32_t* out, int* n_out, struct pv_gen_stats* st)
+static int gen(pv_session* s, const struct pv_sampling* smp, const struct pv_spec_params* sp, const int32_t* ids, int n,
+               int max, int32_t* out, int* n_out, struct pv_gen_stats* st, uint8_t* trace, int* n_trace)
 {
 	pv_generator* g = NULL;
 	char err[512];
@@ -42,10 +111,19 @@ static int gen(pv_session* s, const struct pv_sampling* smp, const struct pv_spe
 	}
 	int k = 0, rc = pv_generator_prompt(g, ids, n, &out[0]);
 	if (!rc) k = 1;
+	struct pv_gen_stats prev = { 0 };
+	if (trace) *n_trace = 0;
 	while (!rc && k < max) {
 		int got = 0;
 		rc = pv_generator_step(g, out + k, max - k, &got);
 		k += got;
+		if (trace && !rc && *n_trace < max) { /* this step's (drafted, accepted), from the counters */
+			pv_generator_stats(g, st);
+			trace[2 * *n_trace] = (uint8_t)(st->drafted - prev.drafted);
+			trace[2 * *n_trace + 1] = (uint8_t)(st->accepted - prev.accepted);
+			++*n_trace;
+			prev = *st;
+		}
 	}
 	if (rc) fprintf(stderr, "proven bench spec: %s\n", pv_generator_error(g));
 	pv_generator_stats(g, st);
@@ -56,7 +134,7 @@ static int gen(pv_session* s, const struct pv_sampling* smp, const struct pv_spe
 
 int cmd_bench_spec(int argc, char** argv)
 {
-	const char *model = NULL, *cases = NULL, *only = NULL, *backend = NULL;
+	const char *model = NULL, *cases = NULL, *only = NULL, *backend = NULL, *trace_out = NULL;
 	int per_class = 4, max_tokens = 128, reps = 1, threads = 0;
 	struct cli_gen go;
 	cli_gen_defaults(&go, 0.0f, 1.0f, 0);
@@ -68,14 +146,24 @@ int cmd_bench_spec(int argc, char** argv)
 			return 2;
 		}
 		const char* v = argv[++i];
-		if (!strcmp(a, "--model")) model = v;
-		else if (!strcmp(a, "--cases")) cases = v;
-		else if (!strcmp(a, "--class")) only = v;
-		else if (!strcmp(a, "--backend")) backend = v;
-		else if (!strcmp(a, "--per-class")) per_class = cli_int(a, v, 1, 1000);
-		else if (!strcmp(a, "--max-tokens")) max_tokens = cli_int(a, v, 1, 1 << 16);
-		else if (!strcmp(a, "--reps")) reps = cli_int(a, v, 1, 100);
-		else if (!strcmp(a, "--threads")) threads = cli_int(a, v, 1, 1024);
+		if (!strcmp(a, "--model"))
+			model = v;
+		else if (!strcmp(a, "--cases"))
+			cases = v;
+		else if (!strcmp(a, "--class"))
+			only = v;
+		else if (!strcmp(a, "--backend"))
+			backend = v;
+		else if (!strcmp(a, "--trace-out"))
+			trace_out = v;
+		else if (!strcmp(a, "--per-class"))
+			per_class = cli_int(a, v, 1, 1000);
+		else if (!strcmp(a, "--max-tokens"))
+			max_tokens = cli_int(a, v, 1, 1 << 16);
+		else if (!strcmp(a, "--reps"))
+			reps = cli_int(a, v, 1, 100);
+		else if (!strcmp(a, "--threads"))
+			threads = cli_int(a, v, 1, 1024);
 		else if (!cli_gen_option(&go, "bench spec", a, v)) {
 			fprintf(stderr, "proven bench spec: unknown option %s\n", a);
 			return 2;
@@ -86,9 +174,18 @@ int cmd_bench_spec(int argc, char** argv)
 		return 2;
 	}
 	if (cli_check_backend("bench spec", backend)) return 2;
+	struct trace* traces = NULL;
+	int n_traces = 0;
+	if (!strncmp(go.draft, "replay:", 7) && !(traces = read_traces(go.draft + 7, &n_traces))) return 1;
+	FILE* tf = NULL;
+	if (trace_out && !(tf = fopen(trace_out, "w"))) {
+		perror(trace_out);
+		return 1;
+	}
 	FILE* f = fopen(cases, "r");
 	if (!f) {
 		perror(cases);
+		if (tf) fclose(tf);
 		return 1;
 	}
 	pv_model* m = cli_open_model(model, 1, backend);
@@ -106,9 +203,12 @@ int cmd_bench_spec(int argc, char** argv)
 	int rc = 1;
 	struct klass cl[MAX_CLASSES];
 	int ncl = 0;
-	int32_t *a = malloc(sizeof(int32_t) * (size_t)(max_tokens + 17)), *b = malloc(sizeof(int32_t) * (size_t)(max_tokens + 17));
+	int32_t *a = malloc(sizeof(int32_t) * (size_t)(max_tokens + 17)),
+	        *b = malloc(sizeof(int32_t) * (size_t)(max_tokens + 17));
+	int32_t* seq = malloc(sizeof(int32_t) * (size_t)ctx);
+	uint8_t* tr = malloc((size_t)max_tokens * 2 + 2);
 	memset(cl, 0, sizeof cl);
-	if (!a || !b || pv_session_new(&s, m, &sp, err, sizeof err)) {
+	if (!a || !b || !seq || !tr || pv_session_new(&s, m, &sp, err, sizeof err)) {
 		fprintf(stderr, "proven bench spec: %s\n", a && b ? err : "out of memory");
 		goto done;
 	}
@@ -151,15 +251,31 @@ int cmd_bench_spec(int argc, char** argv)
 			continue;
 		}
 		json_decref(j);
-		cl[k].cases++;
+		const int index = cl[k].cases++;
+		struct pv_spec_params spec = go.sp;
+		if (traces) { /* this case's trace; the oracle is filled from the plain arm below */
+			int t = 0;
+			while (t < n_traces && (strcmp(traces[t].cls, cl[k].name) || traces[t].index != index)) t++;
+			spec.replay_steps = t < n_traces ? traces[t].steps : NULL;
+			spec.replay_n_steps = t < n_traces ? traces[t].n : 0;
+			spec.replay_seq = seq;
+		}
+		int n_tr = 0;
 		for (int r = 0; r < reps; r++) {
 			struct pv_gen_stats sa, sb;
 			int na = 0, nb = 0;
 			/* A then B, B then A on the next rep */
 			int order = r & 1, ok = 1;
 			for (int arm = 0; arm < 2 && ok; arm++) {
-				if ((arm ^ order) == 0) ok = !gen(s, &smp, &plain, ids, n, max_tokens, a, &na, &sa);
-				else ok = !gen(s, &smp, &go.sp, ids, n, max_tokens, b, &nb, &sb);
+				if ((arm ^ order) == 0) {
+					ok = !gen(s, &smp, &plain, ids, n, max_tokens, a, &na, &sa, NULL, NULL);
+					memcpy(seq, ids, sizeof(int32_t) * (size_t)n);
+					memcpy(seq + n, a, sizeof(int32_t) * (size_t)na);
+					spec.replay_n_seq = n + na;
+				} else {
+					ok = !gen(s, &smp, &spec, ids, n, max_tokens, b, &nb, &sb, r == 0 && tf ? tr : NULL,
+					          &n_tr);
+				}
 			}
 			if (!ok) {
 				free(ids);
@@ -175,6 +291,11 @@ int cmd_bench_spec(int argc, char** argv)
 			cl[k].verify += sb.verify_calls;
 			cl[k].drafted += sb.drafted;
 			cl[k].accepted += sb.accepted;
+		}
+		if (tf) {
+			fprintf(tf, "{\"class\":\"%s\",\"case\":%d,\"steps\":[", cl[k].name, index);
+			for (int i = 0; i < n_tr; i++) fprintf(tf, "%s[%d,%d]", i ? "," : "", tr[2 * i], tr[2 * i + 1]);
+			fprintf(tf, "]}\n");
 		}
 		free(ids);
 		fprintf(stderr, ".");
@@ -203,17 +324,25 @@ int cmd_bench_spec(int argc, char** argv)
 		       "\"speedup_decode_only\":%.4f,\"speedup_end_to_end\":%.4f,\"plain_prefill_s\":%.4f,\"spec_prefill_s\":%.4f,"
 		       "\"steps\":%lld,\"verify_calls\":%lld,\"drafted\":%lld,\"accepted\":%lld,\"mismatches\":%d,"
 		       "\"commit\":\"%s\",\"isa\":\"%s\",\"compiler\":\"%s\"}\n",
-		       model, go.draft, c->name, c->cases, reps, max_tokens, threads, backend ? backend : "cpu", dec / c->plain_decode,
-		       dec / c->spec_decode, c->plain_decode / c->spec_decode,
-		       (c->plain_prefill + c->plain_decode) / (c->spec_prefill + c->spec_decode), c->plain_prefill, c->spec_prefill,
-		       (long long)c->steps, (long long)c->verify, (long long)c->drafted, (long long)c->accepted, c->mismatches,
-		       bi->commit, bi->cpu_isa, bi->compiler);
+		       model, go.draft, c->name, c->cases, reps, max_tokens, threads, backend ? backend : "cpu",
+		       dec / c->plain_decode, dec / c->spec_decode, c->plain_decode / c->spec_decode,
+		       (c->plain_prefill + c->plain_decode) / (c->spec_prefill + c->spec_decode), c->plain_prefill,
+		       c->spec_prefill, (long long)c->steps, (long long)c->verify, (long long)c->drafted,
+		       (long long)c->accepted, c->mismatches, bi->commit, bi->cpu_isa, bi->compiler);
 	}
 	rc = bad ? 1 : 0;
 out:
 	free(line);
 done:
 	fclose(f);
+	if (tf && (ferror(tf) | fclose(tf))) {
+		fprintf(stderr, "proven bench spec: failed writing %s\n", trace_out);
+		rc = 1;
+	}
+	for (int i = 0; i < n_traces; i++) free(traces[i].steps);
+	free(traces);
+	free(seq);
+	free(tr);
 	free(a);
 	free(b);
 	pv_session_free(s);

@@ -4,6 +4,7 @@
  *
  *   --temp T --top-k K --top-p P --min-p P --seed S       sampling (greedy at --temp 0)
  *   --draft ngram|mtp|cascade:PATH|PATH                    speculate with this drafter
+ *   (bench spec also: --draft replay:TRACE.jsonl, an acceptance trace from --trace-out)
  *   --draft-max K  --draft-fixed  --ngram-min N --ngram-max N  --rollback auto|snapshot|replay
  */
 #include "cli.h"
@@ -16,32 +17,48 @@
 
 int cli_gen_option(struct cli_gen* o, const char* cmd, const char* a, const char* v)
 {
-	if (!strcmp(a, "--temp")) o->smp.temperature = (float)cli_double(a, v, 0, 100);
-	else if (!strcmp(a, "--top-k")) o->smp.top_k = cli_int(a, v, 0, 1 << 24);
-	else if (!strcmp(a, "--top-p")) o->smp.top_p = (float)cli_double(a, v, 0, 1);
-	else if (!strcmp(a, "--min-p")) o->smp.min_p = (float)cli_double(a, v, 0, 1);
-	else if (!strcmp(a, "--seed")) o->smp.seed = (uint64_t)cli_double(a, v, 0, 1.8e19);
-	else if (!strcmp(a, "--draft")) o->draft = v;
-	else if (cli_cache_option(&o->cache_type, a, v)) return 1;
-	else if (!strcmp(a, "--draft-max")) o->sp.k_max = cli_int(a, v, 1, 16);
-	else if (!strcmp(a, "--ngram-min")) o->sp.ngram_min = cli_int(a, v, 1, 64);
-	else if (!strcmp(a, "--ngram-max")) o->sp.ngram_max = cli_int(a, v, 1, 64);
+	if (!strcmp(a, "--temp"))
+		o->smp.temperature = (float)cli_double(a, v, 0, 100);
+	else if (!strcmp(a, "--top-k"))
+		o->smp.top_k = cli_int(a, v, 0, 1 << 24);
+	else if (!strcmp(a, "--top-p"))
+		o->smp.top_p = (float)cli_double(a, v, 0, 1);
+	else if (!strcmp(a, "--min-p"))
+		o->smp.min_p = (float)cli_double(a, v, 0, 1);
+	else if (!strcmp(a, "--seed"))
+		o->smp.seed = (uint64_t)cli_double(a, v, 0, 1.8e19);
+	else if (!strcmp(a, "--draft"))
+		o->draft = v;
+	else if (cli_cache_option(&o->cache_type, a, v))
+		return 1;
+	else if (!strcmp(a, "--draft-max"))
+		o->sp.k_max = cli_int(a, v, 1, 16);
+	else if (!strcmp(a, "--ngram-min"))
+		o->sp.ngram_min = cli_int(a, v, 1, 64);
+	else if (!strcmp(a, "--ngram-max"))
+		o->sp.ngram_max = cli_int(a, v, 1, 64);
 	else if (!strcmp(a, "--rollback")) {
-		if (!strcmp(v, "auto")) o->sp.rollback = PV_ROLLBACK_AUTO;
-		else if (!strcmp(v, "snapshot")) o->sp.rollback = PV_ROLLBACK_SNAPSHOT;
-		else if (!strcmp(v, "replay")) o->sp.rollback = PV_ROLLBACK_REPLAY;
+		if (!strcmp(v, "auto"))
+			o->sp.rollback = PV_ROLLBACK_AUTO;
+		else if (!strcmp(v, "snapshot"))
+			o->sp.rollback = PV_ROLLBACK_SNAPSHOT;
+		else if (!strcmp(v, "replay"))
+			o->sp.rollback = PV_ROLLBACK_REPLAY;
 		else {
 			fprintf(stderr, "proven %s: --rollback must be auto, snapshot or replay (got \"%s\")\n", cmd, v);
 			exit(2);
 		}
-	} else return 0;
+	} else
+		return 0;
 	return 1;
 }
 
 int cli_gen_flag(struct cli_gen* o, const char* a)
 {
-	if (!strcmp(a, "--draft-fixed")) o->sp.fixed_k = 1;
-	else return 0;
+	if (!strcmp(a, "--draft-fixed"))
+		o->sp.fixed_k = 1;
+	else
+		return 0;
 	return 1;
 }
 
@@ -58,11 +75,17 @@ int cli_gen_session_params(struct cli_gen* o, struct pv_session_params* sp)
 {
 	sp->cache_type = o->cache_type;
 	if (!o->draft) return 0;
-	if (!strcmp(o->draft, "ngram")) o->sp.draft = PV_DRAFT_NGRAM;
-	else if (!strcmp(o->draft, "mtp")) o->sp.draft = PV_DRAFT_MTP;
-	else if (!strncmp(o->draft, "cascade:", 8)) o->sp.draft = PV_DRAFT_CASCADE;
-	else o->sp.draft = PV_DRAFT_MODEL;
-	int k = o->sp.k_max ? o->sp.k_max : o->sp.draft == PV_DRAFT_NGRAM ? 16 : 8;
+	if (!strcmp(o->draft, "ngram"))
+		o->sp.draft = PV_DRAFT_NGRAM;
+	else if (!strcmp(o->draft, "mtp"))
+		o->sp.draft = PV_DRAFT_MTP;
+	else if (!strncmp(o->draft, "cascade:", 8))
+		o->sp.draft = PV_DRAFT_CASCADE;
+	else if (!strncmp(o->draft, "replay:", 7))
+		o->sp.draft = PV_DRAFT_REPLAY;
+	else
+		o->sp.draft = PV_DRAFT_MODEL;
+	int k = o->sp.k_max ? o->sp.k_max : o->sp.draft == PV_DRAFT_NGRAM || o->sp.draft == PV_DRAFT_REPLAY ? 16 : 8;
 	/* per-row snapshots for the verify calls (used on hybrid models unless --rollback replay) */
 	if (o->sp.rollback != PV_ROLLBACK_REPLAY) sp->n_snapshots = k + 1;
 	if (o->sp.draft == PV_DRAFT_MTP) sp->mtp = 1;
@@ -111,8 +134,9 @@ int cli_gen_write_stats(const char* path, const struct pv_gen_stats* st)
 	        "\"snapshot_restores\":%lld,\"replayed_rows\":%lld,\"fallback_tokens\":%lld,\"policy_off_steps\":%lld,"
 	        "\"prefill_s\":%.6f,\"decode_s\":%.6f,\"accepted_len\":[",
 	        (long long)st->tokens, (long long)st->steps, (long long)st->verify_calls, (long long)st->drafted,
-	        (long long)st->accepted, (long long)st->rollbacks, (long long)st->snapshot_restores, (long long)st->replayed_rows,
-	        (long long)st->fallback_tokens, (long long)st->policy_off_steps, st->prefill_s, st->decode_s);
+	        (long long)st->accepted, (long long)st->rollbacks, (long long)st->snapshot_restores,
+	        (long long)st->replayed_rows, (long long)st->fallback_tokens, (long long)st->policy_off_steps, st->prefill_s,
+	        st->decode_s);
 	for (int i = 0; i < 17; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)st->accepted_len[i]);
 	fprintf(f, "]}\n");
 	if (ferror(f) | fclose(f)) { /* both: a failed write may leave nothing for fclose to fail on */

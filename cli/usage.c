@@ -9,12 +9,12 @@
 #include <string.h>
 
 static const char sampling[] =
-	"sampling and speculation:\n"
-	"  --temp T --top-k K --top-p P --min-p P --seed S   sampling (greedy at --temp 0, the default of run and generate)\n"
-	"  --draft ngram|mtp|cascade:PATH|PATH               speculate: n-gram lookup, the MTP head, a draft model\n"
-	"  --draft-max K  --draft-fixed  --ngram-min N  --ngram-max N  --rollback auto|snapshot|replay\n"
-	"  speculation never changes the tokens: they are those of plain decoding\n"
-	"  --cache-type f32|f16|bf16|q8_0                    KV cache type (-ctk/-ctv alike; default f32)\n";
+        "sampling and speculation:\n"
+        "  --temp T --top-k K --top-p P --min-p P --seed S   sampling (greedy at --temp 0, the default of run and generate)\n"
+        "  --draft ngram|mtp|cascade:PATH|PATH               speculate: n-gram lookup, the MTP head, a draft model\n"
+        "  --draft-max K  --draft-fixed  --ngram-min N  --ngram-max N  --rollback auto|snapshot|replay\n"
+        "  speculation never changes the tokens: they are those of plain decoding\n"
+        "  --cache-type f32|f16|bf16|q8_0                    KV cache type (-ctk/-ctv alike; default f32)\n";
 
 static const struct {
 	const char* cmd;
@@ -71,11 +71,12 @@ static const struct {
 	  "                    [--backend cpu|cuda] [--profile] [--json-only] [-o md|json|jsonl|csv]\n"
 	  "       proven bench --backend cuda --membw\n"
 	  "       proven bench spec --model PATH --cases FILE.jsonl --draft D [--per-class N] [--max-tokens N]\n"
-	  "                         [--reps N] [--class C] [speculation options]\n"
+	  "                         [--reps N] [--class C] [--trace-out T.jsonl] [speculation options]\n"
 	  "  prompt processing (--pp tokens, default 128) and decode (--tg tokens, default 32, timed from --depth)\n"
 	  "  speed at a context depth, as a table and one JSON line with the build identity; -o json|jsonl|csv:\n"
 	  "  llama-bench's records and field names only. bench spec: per prompt class, plain against speculative\n"
-	  "  decoding in alternating order, decode-only and end-to-end speedups, acceptance\n"
+	  "  decoding in alternating order, decode-only and end-to-end speedups, acceptance; --trace-out records\n"
+	  "  the acceptance per step, --draft replay:T.jsonl replays it on another model (a synth shape)\n"
 	  "  --cache-type f32|f16|bf16|q8_0   KV cache type (-ctk/-ctv alike; default f32)\n"
 	  "  --profile    where the time of a decode token and of a prompt goes, per op (CPU and CUDA)\n",
 	  0 },
@@ -113,10 +114,7 @@ int cli_usage(const char* cmd, FILE* f)
 	return -1;
 }
 
-int cli_is_help(const char* a)
-{
-	return !strcmp(a, "-h") || !strcmp(a, "--help");
-}
+int cli_is_help(const char* a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
 
 void cli_version(FILE* f)
 {

@@ -32,6 +32,8 @@ enum pv_draft_kind {
 	PV_DRAFT_MODEL,    /* a smaller model of the same vocabulary in its own session (draft)     */
 	PV_DRAFT_MTP,      /* the model's own multi-token-prediction head (Qwen3-Next, Qwen3.5/3.6)  */
 	PV_DRAFT_CASCADE,  /* n-gram drafts first, the draft model where the n-grams find nothing  */
+	PV_DRAFT_REPLAY,   /* benchmarks: a recorded acceptance trace replayed against the target's
+	                    * known continuation (replay_*): real verify shapes on a synth model   */
 };
 
 /* How the recurrent (DeltaNet) state returns to the accepted length after a partly rejected
@@ -40,36 +42,44 @@ enum pv_draft_kind {
 enum pv_rollback_mode { PV_ROLLBACK_AUTO = 0, PV_ROLLBACK_SNAPSHOT, PV_ROLLBACK_REPLAY };
 
 struct pv_spec_params {
-	int draft;             /* enum pv_draft_kind                                               */
-	int k_max;             /* most tokens drafted per step; 0: 8 (16 for n-grams)               */
-	int ngram_min;         /* shortest suffix looked up; 0: 2                                    */
-	int ngram_max;         /* longest; 0: 4                                                      */
+	int draft;                 /* enum pv_draft_kind                                               */
+	int k_max;                 /* most tokens drafted per step; 0: 8 (16 for n-grams)               */
+	int ngram_min;             /* shortest suffix looked up; 0: 2                                    */
+	int ngram_max;             /* longest; 0: 4                                                      */
 	pv_session* draft_session; /* PV_DRAFT_MODEL / CASCADE: the draft model's session (its own
 	                            * model; the same token ids). The generator keeps it in step.  */
-	int fixed_k;           /* 1: always draft k_max; 0: the adaptive policy (draft length from
+	int fixed_k;               /* 1: always draft k_max; 0: the adaptive policy (draft length from
 	                        * recent acceptance; off when the expected gain is below 1)          */
-	int rollback;          /* enum pv_rollback_mode                                              */
+	int rollback;              /* enum pv_rollback_mode                                              */
+	/* PV_DRAFT_REPLAY: the expected history (prompt + the target's plain continuation) and the
+	 * trace, (drafted, accepted) per generator step; each step drafts the accepted tokens of the
+	 * expected history and then one it will reject. Implies fixed_k (the trace has the policy's
+	 * choices). Both arrays must stay alive while the generator does. */
+	const int32_t* replay_seq;
+	int replay_n_seq;
+	const uint8_t* replay_steps;
+	int replay_n_steps;
 };
 
 /* What a generator did (since it was created). */
 struct pv_gen_stats {
-	int64_t tokens;            /* emitted                                                        */
-	int64_t steps;             /* generator steps (each emits >= 1 token)                        */
-	int64_t verify_calls;      /* steps that evaluated drafts                                    */
-	int64_t drafted;           /* draft tokens evaluated                                         */
-	int64_t accepted;          /* of which accepted                                              */
-	int64_t accepted_len[17];  /* verify steps by accepted drafts (16: 16 or more)               */
-	int64_t rollbacks;         /* verify steps that rejected a draft                             */
-	int64_t snapshot_restores; /* ... brought back by a snapshot                                  */
-	int64_t replayed_rows;     /* ... rows evaluated again by checkpoint + replay                */
-	int64_t fallback_tokens;   /* tokens decided from host logits after a padded-row argmax       */
-	int64_t policy_off_steps;  /* steps the adaptive policy ran plain                             */
-	double prefill_s, decode_s;/* wall time in pv_generator_prompt and pv_generator_step          */
+	int64_t tokens;             /* emitted                                                        */
+	int64_t steps;              /* generator steps (each emits >= 1 token)                        */
+	int64_t verify_calls;       /* steps that evaluated drafts                                    */
+	int64_t drafted;            /* draft tokens evaluated                                         */
+	int64_t accepted;           /* of which accepted                                              */
+	int64_t accepted_len[17];   /* verify steps by accepted drafts (16: 16 or more)               */
+	int64_t rollbacks;          /* verify steps that rejected a draft                             */
+	int64_t snapshot_restores;  /* ... brought back by a snapshot                                  */
+	int64_t replayed_rows;      /* ... rows evaluated again by checkpoint + replay                */
+	int64_t fallback_tokens;    /* tokens decided from host logits after a padded-row argmax       */
+	int64_t policy_off_steps;   /* steps the adaptive policy ran plain                             */
+	double prefill_s, decode_s; /* wall time in pv_generator_prompt and pv_generator_step          */
 };
 
 /* s must stay alive while the generator does; sampling and spec may be NULL (greedy, plain). */
-int pv_generator_new(pv_generator** out, pv_session* s, const struct pv_sampling* sampling,
-                     const struct pv_spec_params* spec, char* err, size_t errlen);
+int pv_generator_new(pv_generator** out, pv_session* s, const struct pv_sampling* sampling, const struct pv_spec_params* spec,
+                     char* err, size_t errlen);
 void pv_generator_free(pv_generator* g);
 const char* pv_generator_error(const pv_generator* g);
 

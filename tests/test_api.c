@@ -578,6 +578,32 @@ static void nonfinite_fx(pv_model* m, const char* dir, const char* name)
 }
 FIXTURE_CASE(nonfinite_logits, nonfinite_fx(m, dir, name))
 
+/* cpu.moe_group=0 (each row's experts on their own) gives the grouped pass's bits: the A/B
+ * arms of the expert-overlap measurement compute the same thing */
+static void moe_group_fx(pv_model* m, const char* dir, const char* name)
+{
+	const struct pv_model_info* in = pv_model_get_info(m);
+	if (!in->n_experts) return;
+	pv_model* u = NULL;
+	char err[512];
+	struct pv_model_params mp = { .knobs = "cpu.moe_group=0" };
+	CHECK(pv_model_open(&u, dir, &mp, err, sizeof err) == PV_OK, "%s: open ungrouped: %s", name, err);
+	if (!u) return;
+	const int V = in->vocab, N = 12;
+	float *a = malloc(sizeof(float) * V * N), *b = malloc(sizeof(float) * V * N);
+	struct pv_eval_out oa = { a, 0, NULL, 0, NULL, 0 }, ob = { b, 0, NULL, 0, NULL, 0 };
+	pv_session *sa = new_session(m, 0), *sb = new_session(u, 0);
+	CHECK(pv_session_run(sa, g_toks, N, PV_EVAL_EXACT, &oa) == PV_OK && pv_session_run(sb, g_toks, N, PV_EVAL_EXACT, &ob) == PV_OK,
+	      "%s: runs", name);
+	CHECK(same(a, b, (size_t)V * N), "%s: ungrouped experts differ from the grouped pass", name);
+	pv_session_free(sa);
+	pv_session_free(sb);
+	pv_model_close(u);
+	free(a);
+	free(b);
+}
+FIXTURE_CASE(moe_group_knob, moe_group_fx(m, dir, name))
+
 static void log_fx(pv_model* m0, const char* dir, const char* name)
 {
 	pv_model* m = NULL;
@@ -594,7 +620,8 @@ static void log_fx(pv_model* m0, const char* dir, const char* name)
 	pv_set_log(NULL, NULL, 0);
 	pv_model_close(m);
 	const struct pv_knob* kn;
-	CHECK(pv_model_knobs(m0, &kn) == 2 && !strcmp(kn[0].name, "cpu.isa") && !strcmp(kn[1].name, "cpu.exact_activations"),
+	CHECK(pv_model_knobs(m0, &kn) == 3 && !strcmp(kn[0].name, "cpu.isa") && !strcmp(kn[1].name, "cpu.exact_activations") &&
+	              !strcmp(kn[2].name, "cpu.moe_group") && kn[2].value == 1,
 	      "%s: the CPU's knobs", name);
 }
 TEST_CASE(log_and_knobs) { each_fixture(log_fx); }

@@ -30,8 +30,9 @@ struct verdict {
 static int court(const char* model, const char* args, int max_tokens, const char* extra, struct verdict* v)
 {
 	char cmd[2048], out[1 << 16];
-	snprintf(cmd, sizeof cmd, "%s court spec --model %s --cases tests/data/spec/cases.jsonl --max-tokens %d --threads 2 %s %s",
-	         bin, model, max_tokens, args, extra ? extra : "");
+	snprintf(cmd, sizeof cmd,
+	         "%s court spec --model %s --cases tests/data/spec/cases.jsonl --max-tokens %d --threads 2 %s %s", bin, model,
+	         max_tokens, args, extra ? extra : "");
 	memset(v, 0, sizeof *v);
 	int rc = t_run_cmd(cmd, out, sizeof out);
 	const char* j = strstr(out, "{\"court\"");
@@ -102,8 +103,8 @@ TEST_CASE(draft_model)
 	snprintf(b, sizeof b, "--draft %s/qwen3_5 --draft-fixed", fx_root());
 	if (!court(a, b, 24, "--limit 60", &v))
 		CHECK(v.accepted > v.drafted / 4 && v.rollbacks > 0 && v.restores > 0,
-		      "qwen3_5 drafting for itself: drafted %lld accepted %lld rollbacks %lld restores %lld", v.drafted, v.accepted,
-		      v.rollbacks, v.restores);
+		      "qwen3_5 drafting for itself: drafted %lld accepted %lld rollbacks %lld restores %lld", v.drafted,
+		      v.accepted, v.rollbacks, v.restores);
 	snprintf(b, sizeof b, "--draft cascade:%s/qwen3_5 --draft-fixed --rollback replay", fx_root());
 	if (!court(a, b, 24, "--limit 40", &v)) CHECK(v.drafted > 0 && v.replayed > 0, "cascade with replay");
 }
@@ -184,6 +185,80 @@ static pv_model* open_fixture(const char* name, int32_t** toks, int* n)
 	return m;
 }
 
+/* the acceptance-trace replay drafter: on the plain output as the oracle, each step drafts and
+ * has accepted exactly what the trace says, the tokens stay the plain ones; on a hybrid model
+ * (snapshot rollback) and a dense one */
+static void replay_on(const char* name)
+{
+	int32_t* toks;
+	int n;
+	pv_model* m = open_fixture(name, &toks, &n);
+	if (!m) return;
+	if (n > 32) n = 32;
+	enum { G = 40 };
+	struct pv_session_params sp = { .n_ctx = 256, .n_threads = 2, .n_snapshots = 17 };
+	pv_session* s = NULL;
+	char err[256];
+	CHECK(!pv_session_new(&s, m, &sp, err, sizeof err), "%s: session: %s", name, err);
+	int32_t plain[G + 17], got[G + 17], seq[256];
+	int np = 0, ng = 0;
+	pv_generator* g = NULL;
+	/* plain */
+	CHECK(!pv_generator_new(&g, s, NULL, NULL, err, sizeof err) && !pv_generator_prompt(g, toks, n, &plain[0]), "%s: plain",
+	      name);
+	np = 1;
+	while (g && np < G) {
+		int k = 0;
+		if (pv_generator_step(g, plain + np, G - np, &k)) break;
+		np += k;
+	}
+	pv_generator_free(g);
+	memcpy(seq, toks, sizeof(int32_t) * (size_t)n);
+	memcpy(seq + n, plain, sizeof(int32_t) * (size_t)np);
+	/* (drafted, accepted) per step: full, partial, none, a plain step, a first-token miss */
+	static const uint8_t trace[] = { 4, 4, 6, 2, 0, 0, 3, 0, 16, 9, 2, 1, 5, 5 };
+	const int steps = (int)sizeof trace / 2;
+	struct pv_spec_params spec = { .draft = PV_DRAFT_REPLAY,
+		                       .replay_seq = seq,
+		                       .replay_n_seq = n + np,
+		                       .replay_steps = trace,
+		                       .replay_n_steps = steps };
+	CHECK(pv_session_truncate(s, 0) == PV_OK && !pv_generator_new(&g, s, NULL, &spec, err, sizeof err) &&
+	              !pv_generator_prompt(g, toks, n, &got[0]),
+	      "%s: replay: %s", name, err);
+	ng = 1;
+	int ok = 1;
+	for (int i = 0; g && ng < G; i++) {
+		struct pv_gen_stats a, b;
+		pv_generator_stats(g, &a);
+		int k = 0;
+		if (pv_generator_step(g, got + ng, G + 17 - ng, &k)) break;
+		ng += k;
+		pv_generator_stats(g, &b);
+		if (i < steps)
+			ok &= b.drafted - a.drafted == trace[2 * i] && b.accepted - a.accepted == trace[2 * i + 1];
+		else
+			ok &= b.drafted == a.drafted; /* past the trace: plain steps */
+	}
+	CHECK(ok, "%s: the steps did not follow the trace", name);
+	CHECK(ng >= G && !memcmp(got, plain, sizeof(int32_t) * G), "%s: replayed tokens differ from plain decoding", name);
+	pv_generator_free(g);
+	/* no expected tokens: a clear error, no generator */
+	struct pv_spec_params bad = { .draft = PV_DRAFT_REPLAY };
+	g = NULL;
+	CHECK(pv_generator_new(&g, s, NULL, &bad, err, sizeof err) == PV_E_INVALID && !g && strstr(err, "replay"),
+	      "%s: a replay drafter without a trace: %s", name, err);
+	pv_session_free(s);
+	pv_model_close(m);
+	free(toks);
+}
+
+TEST_CASE(replay_trace)
+{
+	replay_on("qwen3");
+	replay_on("qwen3_5");
+}
+
 /* logprobs: the chosen token's log-softmax and the top alternatives, from the same rows the
  * choice came from (checked against logits evaluated separately), greedy and speculative alike */
 TEST_CASE(logprobs)
@@ -197,9 +272,10 @@ TEST_CASE(logprobs)
 	pv_session *s = NULL, *r = NULL;
 	char err[256];
 	CHECK(!pv_session_new(&s, m, &sp, err, sizeof err) && !pv_session_new(&r, m, &sp, err, sizeof err), "sessions");
-	struct pv_spec_params spec = { PV_DRAFT_NGRAM, 4, 1, 3, NULL, 1, 0 };
+	struct pv_spec_params spec = { .draft = PV_DRAFT_NGRAM, .k_max = 4, .ngram_min = 1, .ngram_max = 3, .fixed_k = 1 };
 	pv_generator* g = NULL;
-	CHECK(pv_generator_new(&g, s, NULL, &spec, err, sizeof err) == PV_OK && pv_generator_set_logprobs(g, 5) == PV_OK, "gen");
+	CHECK(pv_generator_new(&g, s, NULL, &spec, err, sizeof err) == PV_OK && pv_generator_set_logprobs(g, 5) == PV_OK,
+	      "gen");
 	int32_t out[64], first;
 	struct pv_token_logprob lp[16];
 	CHECK(pv_generator_prompt(g, toks, 24, &first) == PV_OK && pv_generator_logprobs(g, lp, 16) == 1 && lp[0].id == first,
@@ -221,13 +297,15 @@ TEST_CASE(logprobs)
 		CHECK(k == got, "step %d: %d logprobs for %d tokens", step, k, got);
 		for (int j = 0; j < k && ok; j++) {
 			/* the reference: the logits after seq[0 .. seq_n + j) evaluated plainly */
-			if (pv_session_sync(r, seq, seq_n + j, PV_EVAL_EXACT, &(struct pv_eval_out){ row, 0, NULL, 0, NULL, 0 }, NULL)) ok = 0;
+			if (pv_session_sync(r, seq, seq_n + j, PV_EVAL_EXACT, &(struct pv_eval_out){ row, 0, NULL, 0, NULL, 0 },
+			                    NULL))
+				ok = 0;
 			double mx = row[0], sum = 0;
 			for (int i = 1; i < V; i++) mx = row[i] > mx ? row[i] : mx;
 			for (int i = 0; i < V; i++) sum += exp(row[i] - mx);
 			double want = row[out[j]] - mx - log(sum);
-			CHECK(fabs(lp[j].logprob - want) < 1e-4 && lp[j].id == out[j] && lp[j].n_top == 5 && lp[j].top_id[0] == out[j] &&
-			              lp[j].top_logprob[0] >= lp[j].top_logprob[4],
+			CHECK(fabs(lp[j].logprob - want) < 1e-4 && lp[j].id == out[j] && lp[j].n_top == 5 &&
+			              lp[j].top_id[0] == out[j] && lp[j].top_logprob[0] >= lp[j].top_logprob[4],
 			      "step %d token %d: logprob %g want %g", step, j, lp[j].logprob, want);
 			checked++;
 			seq[seq_n + j] = out[j];
@@ -259,7 +337,9 @@ TEST_CASE(step_many)
 		for (int i = 0; i < 3; i++) {
 			m[i] = open_fixture(fx[i], &toks[i], &nt[i]);
 			struct pv_session_params sp = { .n_ctx = 256, .n_threads = 2, .n_snapshots = 9 };
-			struct pv_spec_params spec = { i == 1 ? PV_DRAFT_NGRAM : PV_DRAFT_NONE, 8, 0, 0, NULL, 1, 0 };
+			struct pv_spec_params spec = { .draft = i == 1 ? PV_DRAFT_NGRAM : PV_DRAFT_NONE,
+				                       .k_max = 8,
+				                       .fixed_k = 1 };
 			struct pv_sampling smp = { i == 2 ? 0.9f : 0.0f, 0, 1.0f, 0, 5, 0 };
 			CHECK(m[i] && !pv_session_new(&s[i], m[i], &sp, err, sizeof err) &&
 			              !pv_generator_new(&g[i], s[i], &smp, &spec, err, sizeof err) &&
@@ -329,8 +409,8 @@ TEST_CASE(mtp_reference)
 	/* the exact numerics (f32 activations): this checks the math against float64; the fast
 	 * numerics' cost is measured on real text (docs/results/cpu-quality-*) */
 	struct pv_model_params mp = { .knobs = "cpu.exact_activations=1" };
-	CHECK(ref_h && ref_l && hr == T && lr == T - 1, "reference %s: hidden %d rows, logits %d rows (sequence %d)", path, hr, lr,
-	      T);
+	CHECK(ref_h && ref_l && hr == T && lr == T - 1, "reference %s: hidden %d rows, logits %d rows (sequence %d)", path, hr,
+	      lr, T);
 	if (!ref_h || !ref_l || hr != T || lr != T - 1 || pv_model_open(&m, dir, &mp, err, sizeof err)) goto out;
 	{
 		const int H = pv_model_get_info(m)->hidden, V = pv_model_get_info(m)->vocab;
@@ -352,7 +432,8 @@ TEST_CASE(mtp_reference)
 			if (!(d <= eh)) eh = d;
 			if (fabs(ref_h[i]) > hm) hm = fabs(ref_h[i]);
 		}
-		CHECK(eh / (hm > 1 ? hm : 1) <= MTP_TOL_REL, "main model's final-norm rows: max error %.3g of max %.3g", eh, hm);
+		CHECK(eh / (hm > 1 ? hm : 1) <= MTP_TOL_REL, "main model's final-norm rows: max error %.3g of max %.3g", eh,
+		      hm);
 		/* the head over every position, 64 rows per call */
 		int ok = 1;
 		for (int r = 0; r < T - 1 && ok; r += 64) {
@@ -383,13 +464,15 @@ TEST_CASE(mtp_reference)
 			}
 		}
 		CHECK(worst <= MTP_TOL_REL, "MTP logits vs the float64 reference: rel %.3g > %g", worst, MTP_TOL_REL);
-		CHECK(ids_ok && clear > (T - 1) / 2, "MTP greedy ids differ from the reference (%d rows with a clear margin)", clear);
+		CHECK(ids_ok && clear > (T - 1) / 2, "MTP greedy ids differ from the reference (%d rows with a clear margin)",
+		      clear);
 		printf("  mtp: %d positions, max rel error %.2e, %d clear-margin ids equal\n", T - 1, worst, clear);
 		/* batch invariance: one row per call gives the same bits */
 		CHECK(pv_session_truncate(s, T) == PV_OK, "truncate");
 		for (int r = 0; r < T - 1 && ok; r++)
 			ok = pv_session_mtp(s, r, hid + (size_t)r * H, ids + r + 1, 1, am1 + r, oh1 + (size_t)r * H) == PV_OK;
-		CHECK(ok && !memcmp(am, am1, sizeof(int32_t) * (size_t)(T - 1)) && !memcmp(oh, oh1, sizeof(float) * (size_t)(T - 1) * H),
+		CHECK(ok && !memcmp(am, am1, sizeof(int32_t) * (size_t)(T - 1)) &&
+		              !memcmp(oh, oh1, sizeof(float) * (size_t)(T - 1) * H),
 		      "the head's rows depend on how many share a call");
 		pv_session_free(s);
 		free(hid);

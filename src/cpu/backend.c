@@ -358,7 +358,7 @@ static int cpu_forward(struct pv_session* s, const struct pv_step* st)
 
 /* ---- the model: kernel choice (knobs) and repacked weights ------------------------------- */
 
-enum { KNOB_ISA, KNOB_EXACT, N_KNOBS };
+enum { KNOB_ISA, KNOB_EXACT, KNOB_MOE_GROUP, N_KNOBS };
 
 /* What the CPU backend keeps per model (m->dev). */
 struct cpu_model {
@@ -428,14 +428,16 @@ static int knob_value(int which, const char* v, size_t len, int* out)
 
 static int cpu_model_init(struct pv_model* m, const struct pv_model_params* p, char* err, size_t errlen)
 {
-	static const char* names[N_KNOBS] = { "cpu.isa", "cpu.exact_activations" };
-	static const char* envs[N_KNOBS] = { "PV_CPU_ISA", "PV_CPU_EXACT" };
+	static const char* names[N_KNOBS] = { "cpu.isa", "cpu.exact_activations", "cpu.moe_group" };
+	static const char* envs[N_KNOBS] = { "PV_CPU_ISA", "PV_CPU_EXACT", "PV_CPU_MOE_GROUP" };
 	static const char* docs[N_KNOBS] = {
 		"CPU kernel set: 0 generic, 1 avx2, 2 avx512 (default and ceiling: the best this CPU runs)",
 		"1: f32 activations, every product the f32 dot product of the dequantized weights; 0: activations "
 		"converted once per row (Q8 blocks, bf16) for integer / bf16 dot products (default 0 with avx2, avx512)",
+		"MoE rows of one call: 1 each selected expert runs once over every row that chose it (default); 0 each "
+		"row's experts run on their own (the comparison arm: the same bits, more weight reads)",
 	};
-	int val[N_KNOBS] = { pv_isa_best(), -1 }, set[N_KNOBS] = { 0, 0 };
+	int val[N_KNOBS] = { pv_isa_best(), -1, 1 }, set[N_KNOBS] = { 0, 0, 0 };
 	/* defaults, then the environment, then the knobs string */
 	for (int i = 0; i < N_KNOBS; i++) {
 		const char* e = getenv(envs[i]);
@@ -453,7 +455,7 @@ static int cpu_model_init(struct pv_model* m, const struct pv_model_params* p, c
 		for (int i = 0; i < N_KNOBS && eq; i++)
 			if ((size_t)(eq - q) == strlen(names[i]) && !memcmp(q, names[i], strlen(names[i]))) which = i;
 		if (which < 0)
-			return pv_errf(err, errlen, "backend cpu: unknown knob \"%.*s\" (cpu.isa, cpu.exact_activations)", (int)len, q),
+			return pv_errf(err, errlen, "backend cpu: unknown knob \"%.*s\" (cpu.isa, cpu.exact_activations, cpu.moe_group)", (int)len, q),
 			       PV_E_INVALID;
 		if (knob_value(which, eq + 1, len - (size_t)(eq + 1 - q), &val[which]))
 			return pv_errf(err, errlen, "backend cpu: bad value in \"%.*s\"", (int)len, q), PV_E_INVALID;
@@ -466,7 +468,8 @@ static int cpu_model_init(struct pv_model* m, const struct pv_model_params* p, c
 	const int exact_def = cm->k.isa >= PV_ISA_AVX2 ? 0 : 1;
 	pv_kernels_init(&cm->k, val[KNOB_ISA], set[KNOB_EXACT] ? val[KNOB_EXACT] : exact_def);
 	const int isa_def = pv_isa_best();
-	const int vals[N_KNOBS] = { cm->k.isa, cm->k.exact }, defs[N_KNOBS] = { isa_def, exact_def };
+	cm->k.moe_group = val[KNOB_MOE_GROUP];
+	const int vals[N_KNOBS] = { cm->k.isa, cm->k.exact, cm->k.moe_group }, defs[N_KNOBS] = { isa_def, exact_def, 1 };
 	for (int i = 0; i < N_KNOBS; i++) cm->knobs[i] = (struct pv_knob){ names[i], envs[i], vals[i], defs[i], docs[i] };
 	if (pack_model(m, &cm->k)) {
 		free(cm);

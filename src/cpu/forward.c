@@ -285,31 +285,39 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 	for (int e = E; e > 0; e--) off[e] = off[e - 1]; /* back to each expert's first place */
 	off[0] = 0;
 	for (int i = 0; i < n * k; i++) memcpy(st->gx + (size_t)i * H, xn + (size_t)st->exp_rows[i] * H, sizeof(float) * H);
-	int np = 0;
-	for (int e = 0; e < E; e++) {
-		const int m = off[e + 1] - off[e];
-		if (!m) continue;
-		const struct pv_expert* x = &L->experts[e];
-		float* gx = st->gx + (size_t)off[e] * H;
-		st->prods[np++] = (struct pv_mm_prod){ gx, H, m, st->ff_g + (size_t)off[e] * Ie, Ie, &x->gate, 0, x->gate.rows };
-		st->prods[np++] = (struct pv_mm_prod){ gx, H, m, st->ff_u + (size_t)off[e] * Ie, Ie, &x->up, 0, x->up.rows };
-	}
 	pv_prof_mark(st, PV_PROF_MOE_OTHER);
-	pv_mm_batch(&st->mm, st->prods, np);
+	/* cpu.moe_group=0 (the comparison arm): one batch per row over that row's own experts, each
+	 * product one row, so an expert chosen by r rows is read r times; the bits are the same */
+	const int group = st->mm.k->moe_group;
+	int np = 0;
+	for (int t = 0; t < (group ? 1 : n); t++) {
+		np = 0;
+		for (int e = 0; e < (group ? E : k); e++) {
+			const int p0 = group ? off[e] : st->slot_pos[t * k + e], m = group ? off[e + 1] - off[e] : 1;
+			if (!m) continue;
+			const struct pv_expert* x = &L->experts[group ? e : st->top_idx[t * k + e]];
+			float* gx = st->gx + (size_t)p0 * H;
+			st->prods[np++] = (struct pv_mm_prod){ gx, H, m, st->ff_g + (size_t)p0 * Ie, Ie, &x->gate, 0, x->gate.rows };
+			st->prods[np++] = (struct pv_mm_prod){ gx, H, m, st->ff_u + (size_t)p0 * Ie, Ie, &x->up, 0, x->up.rows };
+		}
+		pv_mm_batch(&st->mm, st->prods, np);
+	}
 	pv_prof_mark(st, PV_PROF_MM_EXP);
 	if (st->mm.k->isa >= PV_ISA_AVX512) pv_swiglu_avx512(st->ff_g, st->ff_u, (size_t)n * k * Ie);
 	else
 		for (size_t i = 0; i < (size_t)n * k * Ie; i++) st->ff_g[i] = pv_silu(st->ff_g[i]) * st->ff_u[i];
 	pv_prof_mark(st, PV_PROF_ACT);
-	np = 0;
-	for (int e = 0; e < E; e++) {
-		const int m = off[e + 1] - off[e];
-		if (!m) continue;
-		const struct pv_tensor* dn = &L->experts[e].down;
-		st->prods[np++] =
-		        (struct pv_mm_prod){ st->ff_g + (size_t)off[e] * Ie, Ie, m, st->eo + (size_t)off[e] * H, H, dn, 0, dn->rows };
+	for (int t = 0; t < (group ? 1 : n); t++) {
+		np = 0;
+		for (int e = 0; e < (group ? E : k); e++) {
+			const int p0 = group ? off[e] : st->slot_pos[t * k + e], m = group ? off[e + 1] - off[e] : 1;
+			if (!m) continue;
+			const struct pv_tensor* dn = &L->experts[group ? e : st->top_idx[t * k + e]].down;
+			st->prods[np++] =
+			        (struct pv_mm_prod){ st->ff_g + (size_t)p0 * Ie, Ie, m, st->eo + (size_t)p0 * H, H, dn, 0, dn->rows };
+		}
+		pv_mm_batch(&st->mm, st->prods, np);
 	}
-	pv_mm_batch(&st->mm, st->prods, np);
 	pv_prof_mark(st, PV_PROF_MM_EXP);
 	const int avx2 = st->mm.k->isa >= PV_ISA_AVX2;
 	for (int t = 0; t < n; t++) {

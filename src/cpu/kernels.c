@@ -99,6 +99,7 @@ void pv_kernels_init(struct pv_kernels* k, int isa, int exact)
 	k->isa = isa < PV_ISA_GENERIC ? PV_ISA_GENERIC : isa > best ? best : isa;
 	k->exact = exact ? 1 : 0;
 	k->bf16 = !k->exact && k->isa >= PV_ISA_AVX512 && pv_isa_has_bf16();
+	k->moe_group = 1;
 }
 
 static int cmp_packed(const void* a, const void* b)

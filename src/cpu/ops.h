@@ -75,6 +75,8 @@ struct pv_kernels {
 	int isa;                  /* enum pv_isa in effect (never above pv_isa_best())          */
 	int exact;                /* 1: exact numerics; 0: fast (see the top of this file)       */
 	int bf16;                 /* fast numerics use vdpbf16ps on BF16 weights                 */
+	int moe_group;            /* MoE: each expert once over all the rows that chose it (1), or
+	                           * each row's experts on their own (0: the A/B arm; same bits)  */
 	struct pv_packed* packs;  /* fast numerics on AVX2/AVX512: the quantized matrices in 16-row
 	                           * panels (cpu/qdot.h), sorted by the address of the original   */
 	int n_packs;

@@ -31,5 +31,8 @@ int pv_drafter_mtp(struct pv_drafter* d, pv_session* s, char* err, size_t errlen
 /* cascade: n-grams first, the draft model where they find nothing (draft_model.c). */
 int pv_drafter_cascade(struct pv_drafter* d, pv_session* draft, int target_vocab, int ngram_min, int ngram_max, char* err,
                        size_t errlen);
+/* replay.c: an acceptance trace replayed against the target's known continuation (benchmarks). */
+int pv_drafter_replay(struct pv_drafter* d, const int32_t* seq, int n_seq, const uint8_t* steps, int n_steps, char* err,
+                      size_t errlen);
 
 #endif

@@ -28,28 +28,28 @@
 #define K_LIMIT 16 /* most drafts per step (the snapshot slots a session needs: K_LIMIT + 1) */
 
 struct policy {
-	double alpha;             /* EMA of the probability that a draft token is accepted        */
+	double alpha;               /* EMA of the probability that a draft token is accepted        */
 	double t_call[K_LIMIT + 2]; /* EMA seconds of a step with r rows (verify + rollback), 0: unknown */
-	double t_draft;           /* EMA seconds the drafter takes per drafted token              */
-	int plain_run;            /* plain steps in a row while the policy is off                 */
+	double t_draft;             /* EMA seconds the drafter takes per drafted token              */
+	int plain_run;              /* plain steps in a row while the policy is off                 */
 };
 
 struct pv_generator {
 	pv_session* s;
 	struct pv_sampling smp;
 	struct pv_spec_params sp;
-	struct pv_drafter dr;      /* name NULL: none                                             */
+	struct pv_drafter dr; /* name NULL: none                                             */
 	int greedy, V, n_valid, H, hybrid, snapshots;
-	int32_t* hist;             /* [n_ctx + 1]: the session's tokens, then the pending one     */
-	int n_hist;                /* 0 before pv_generator_prompt                                */
+	int32_t* hist; /* [n_ctx + 1]: the session's tokens, then the pending one     */
+	int n_hist;    /* 0 before pv_generator_prompt                                */
 	int32_t rows[K_LIMIT + 1];
 	int32_t argmax[K_LIMIT + 1];
-	float* logits;             /* [(K_LIMIT + 1) * V]                                         */
-	float* hidden;             /* [(K_LIMIT + 1) * H] when the drafter wants them              */
-	void* cand;                /* pv_sample's scratch                                         */
+	float* logits; /* [(K_LIMIT + 1) * V]                                         */
+	float* hidden; /* [(K_LIMIT + 1) * H] when the drafter wants them              */
+	void* cand;    /* pv_sample's scratch                                         */
 	struct policy pol;
 	struct pv_gen_stats st;
-	int lp_top;                /* logprobs: alternatives per token, -1: off                   */
+	int lp_top; /* logprobs: alternatives per token, -1: off                   */
 	struct pv_token_logprob lp[K_LIMIT + 1];
 	int n_lp;
 	char err[256];
@@ -65,10 +65,7 @@ static int fail(struct pv_generator* g, int rc, const char* fmt, ...)
 	return rc;
 }
 
-static int session_fail(struct pv_generator* g, int rc)
-{
-	return fail(g, rc, "%s", pv_session_error(g->s));
-}
+static int session_fail(struct pv_generator* g, int rc) { return fail(g, rc, "%s", pv_session_error(g->s)); }
 
 int pv_generator_new(pv_generator** out, pv_session* s, const struct pv_sampling* sampling, const struct pv_spec_params* spec,
                      char* err, size_t errlen)
@@ -84,7 +81,7 @@ int pv_generator_new(pv_generator** out, pv_session* s, const struct pv_sampling
 	g->n_valid = g->smp.n_valid > 0 && g->smp.n_valid < g->V ? g->smp.n_valid : g->V;
 	g->greedy = pv_sampling_is_greedy(&g->smp);
 	g->hybrid = in->n_linear_layers > 0;
-	if (g->sp.k_max <= 0) g->sp.k_max = g->sp.draft == PV_DRAFT_NGRAM ? 16 : 8;
+	if (g->sp.k_max <= 0) g->sp.k_max = g->sp.draft == PV_DRAFT_NGRAM || g->sp.draft == PV_DRAFT_REPLAY ? 16 : 8;
 	if (g->sp.k_max > K_LIMIT) g->sp.k_max = K_LIMIT;
 	int rc = 0;
 	switch (g->sp.draft) {
@@ -95,6 +92,11 @@ int pv_generator_new(pv_generator** out, pv_session* s, const struct pv_sampling
 		rc = pv_drafter_cascade(&g->dr, g->sp.draft_session, g->V, g->sp.ngram_min, g->sp.ngram_max, err, errlen);
 		break;
 	case PV_DRAFT_MTP: rc = pv_drafter_mtp(&g->dr, s, err, errlen); break;
+	case PV_DRAFT_REPLAY:
+		g->sp.fixed_k = 1;
+		rc = pv_drafter_replay(&g->dr, g->sp.replay_seq, g->sp.replay_n_seq, g->sp.replay_steps, g->sp.replay_n_steps,
+		                       err, errlen);
+		break;
 	default: rc = pv_errf(err, errlen, "speculation: unknown draft kind %d", g->sp.draft);
 	}
 	if (rc) {
@@ -175,7 +177,8 @@ static void logprob(struct pv_generator* g, int j, int32_t id, int slot)
 
 int pv_generator_set_logprobs(pv_generator* g, int top_n)
 {
-	if (top_n < -1 || top_n > PV_TOP_LOGPROBS) return fail(g, PV_E_INVALID, "logprobs: %d alternatives (0 to %d)", top_n, PV_TOP_LOGPROBS);
+	if (top_n < -1 || top_n > PV_TOP_LOGPROBS)
+		return fail(g, PV_E_INVALID, "logprobs: %d alternatives (0 to %d)", top_n, PV_TOP_LOGPROBS);
 	g->lp_top = top_n;
 	return PV_OK;
 }
@@ -214,7 +217,9 @@ int pv_generator_prompt(pv_generator* g, const int32_t* prompt, int n, int32_t* 
 	if (g->dr.wants_hidden && !(hid = malloc(sizeof(float) * (size_t)(n - keep) * g->H)))
 		return fail(g, PV_E_NOMEM, "generate: out of memory for %d hidden rows", n - keep);
 	const int want_logits = !g->greedy || g->lp_top >= 0;
-	struct pv_eval_out o = { want_logits ? g->logits : NULL, n - keep - 1, g->greedy ? g->argmax : NULL, n - keep - 1, hid, 0 };
+	struct pv_eval_out o = {
+		want_logits ? g->logits : NULL, n - keep - 1, g->greedy ? g->argmax : NULL, n - keep - 1, hid, 0
+	};
 	int rc = pv_session_truncate(g->s, keep);
 	if (!rc) rc = pv_session_run(g->s, prompt + keep, n - keep, 0, &o);
 	if (!rc && g->greedy && g->argmax[0] >= g->n_valid) {
@@ -244,7 +249,8 @@ int pv_generator_prompt(pv_generator* g, const int32_t* prompt, int n, int32_t* 
 		free(hid);
 		return session_fail(g, rc);
 	}
-	if (g->dr.accept && g->dr.accept(g->dr.ctx, g->hist, g->n_hist, hid, hid ? n - keep : 0, g->err, sizeof g->err)) rc = PV_E_INVALID;
+	if (g->dr.accept && g->dr.accept(g->dr.ctx, g->hist, g->n_hist, hid, hid ? n - keep : 0, g->err, sizeof g->err))
+		rc = PV_E_INVALID;
 	free(hid);
 	g->st.prefill_s += pv_now_s() - t0;
 	return rc;
@@ -339,8 +345,10 @@ int pv_generator_step(pv_generator* g, int32_t* out, int max, int* n_out)
 	const double tc = pv_now_s();
 	unsigned flags = PV_EVAL_EXACT;
 	if (m > 0 && g->hybrid) {
-		if (g->snapshots) flags |= PV_EVAL_SNAPSHOT;
-		else if ((rc = pv_session_checkpoint(g->s))) return session_fail(g, rc);
+		if (g->snapshots)
+			flags |= PV_EVAL_SNAPSHOT;
+		else if ((rc = pv_session_checkpoint(g->s)))
+			return session_fail(g, rc);
 	}
 	if ((rc = run_rows(g, r, flags))) return session_fail(g, rc);
 	if (g->greedy) {
@@ -352,7 +360,8 @@ int pv_generator_step(pv_generator* g, int32_t* out, int max, int* n_out)
 			struct pv_eval_out ol = { g->logits, 0, NULL, 0, g->hidden, 0 };
 			if ((rc = pv_session_truncate(g->s, len)) || (rc = pv_session_run(g->s, g->rows, r, flags, &ol)))
 				return session_fail(g, rc);
-			for (int j = 0; j < r; j++) g->argmax[j] = pv_sample(&g->smp, g->logits + (size_t)j * g->V, g->V, len + 1 + j, g->cand);
+			for (int j = 0; j < r; j++)
+				g->argmax[j] = pv_sample(&g->smp, g->logits + (size_t)j * g->V, g->V, len + 1 + j, g->cand);
 		}
 	}
 	/* accept while the draft is the model's own choice */

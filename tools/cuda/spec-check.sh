@@ -1,0 +1,173 @@
+#!/bin/bash
+# spec-check.sh: speculative decoding on the GPU machine, one device call per part, from the repo
+# root, with binaries built on the development machine (build/proven, build/cuda/test_cuda,
+# build/cuda/test_cuda_api). Logs and JSON lines go to $OUT; a compact summary prints last.
+#
+#   tools/cuda/spec-check.sh a   re-verify (test_cuda_api, test_cuda fixtures), the exactness
+#                                court on CUDA (every fixture; n-grams, a draft model, cascade;
+#                                snapshot and replay rollback), then on Qwen3-8B BF16 and
+#                                Qwen3.5-9B BF16 shapes: the verify-window cost curve (1..16
+#                                exact rows) and the recorded acceptance traces replayed
+#   tools/cuda/spec-check.sh b   the same curve and replays on Qwen3-30B-A3B and Qwen3.5-35B-A3B
+#                                Q8_0 shapes, a Qwen3-0.6B BF16 draft's decode speed, and Nsight
+#                                Compute on the 16-row GEMV when ncu is there
+#
+# The traces (docs/results/spec-traces/*.jsonl) were recorded on the CPU with the real
+# Qwen2.5-Coder-1.5B and its drafters (`proven bench spec --trace-out`); replayed here
+# (`--draft replay:`) the verify calls have the real shapes and acceptance on the synth model, so
+# the time is the GPU's real cost at a real acceptance (spec/replay.c). Synth files are random
+# weights with the published shapes (`proven synth`), written to /dev/shm and deleted after use.
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/pv-spec-check}
+mkdir -p "$OUT"
+PART=${1:-a}
+B=build
+CASES=tests/data/spec/cases.jsonl
+FX=tests/fixtures
+TR=docs/results/spec-traces
+T0=$(date +%s)
+BUDGET=${PV_BUDGET_S:-540}
+LOG=$OUT/spec-$PART.log
+JSON=$OUT/spec-$PART.jsonl
+SUM=$OUT/summary-$PART.txt
+: >"$LOG"
+: >"$JSON"
+: >"$SUM"
+status=0
+
+say() { printf '%s\n' "$*" | tee -a "$SUM"; }
+elapsed() { echo $(($(date +%s) - T0)); }
+have_time() { # seconds-needed what
+	if [ $(($(elapsed) + $1)) -gt "$BUDGET" ]; then
+		say "== skipped $2: $(elapsed) s elapsed (budget $BUDGET s)"
+		return 1
+	fi
+}
+
+for f in $B/proven $B/cuda/test_cuda $B/cuda/test_cuda_api; do
+	[ -x "$f" ] || { echo "spec-check: $f missing (build with nvcc here, carry build/)"; exit 2; }
+done
+W=/tmp/pv-models
+if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2 {print $4}')" -gt 40000000 ]; then W=/dev/shm/pv-models; fi
+mkdir -p "$W"
+say "== $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv,noheader 2>/dev/null) | $($B/proven --version 2>&1 | head -1)"
+
+court() { # label model args...
+	local label=$1 model=$2
+	shift 2
+	local t=$(date +%s)
+	$B/proven court spec --backend cuda --model "$model" --cases $CASES --threads 4 "$@" >"$OUT/.c" 2>&1
+	local rc=$?
+	cat "$OUT/.c" >>"$LOG"
+	grep '^{"court"' "$OUT/.c" >>"$JSON"
+	[ $rc = 0 ] || status=1
+	say "court $label: rc $rc $(grep -o '"cases":[0-9]*,"exact":[0-9]*' "$OUT/.c" | tail -1) $(grep -o '"verdict":"[a-z]*"' "$OUT/.c" | tail -1) $(grep -o '"drafted":[0-9]*,"accepted":[0-9]*' "$OUT/.c" | tail -1) ($(($(date +%s) - t)) s)"
+	[ $rc = 0 ] || grep -iE 'mismatch|error|fail' "$OUT/.c" | head -5 | tee -a "$SUM"
+}
+
+synth() { # preset type out
+	local t=$(date +%s)
+	if $B/proven synth --preset "$1" --type "$2" --out "$3" --quiet >>"$LOG" 2>&1; then
+		say "synth $1 $2: $(($(date +%s) - t)) s"
+		return 0
+	fi
+	say "== synth $1 $2 FAILED: $(tail -2 "$LOG" | tr '\n' ' ')"
+	status=1
+	return 1
+}
+
+curve() { # label model: the exact step's cost per number of rows (a verify window of r rows)
+	local label=$1 m=$2
+	for r in 1 2 4 8 16; do
+		$B/proven bench --backend cuda --model "$m" --pp $r --tg 16 --depth 512 --reps 5 --json-only >"$OUT/.b" 2>>"$LOG"
+		local j=$(grep '^{' "$OUT/.b" | tail -1)
+		echo "$j" >>"$JSON"
+		local pp=$(echo "$j" | grep -o '"pp_tok_s":[0-9.]*' | cut -d: -f2)
+		local tg=$(echo "$j" | grep -o '"tg_tok_s":[0-9.]*' | cut -d: -f2)
+		say "curve $label rows $r: $(awk -v r=$r -v p="${pp:-0}" 'BEGIN { if (p > 0) printf "%.3f ms per step, %.3f ms per row", 1000 * r / p, 1000 / p; else print "no figure" }') (decode at depth $((512 + r)): ${tg:-?} tok/s)"
+	done
+}
+
+replay() { # label model trace
+	local label=$1 m=$2 tr=$3
+	[ -f "$tr" ] || { say "replay $label: no trace $tr"; return; }
+	local t=$(date +%s)
+	$B/proven bench spec --backend cuda --model "$m" --draft "replay:$tr" --cases $CASES --per-class 3 --max-tokens 128 \
+		>"$OUT/.r" 2>>"$LOG"
+	local rc=$?
+	[ $rc = 0 ] || status=1
+	grep '^{' "$OUT/.r" >>"$JSON"
+	say "replay $label $(basename "$tr" .jsonl): rc $rc ($(($(date +%s) - t)) s)"
+	grep '^|' "$OUT/.r" | tee -a "$SUM" >/dev/null
+	grep '^|' "$OUT/.r"
+}
+
+model_rows() { # preset type label
+	local m=$W/$1-$2.gguf
+	have_time 150 "$1 $2" || return
+	synth "$1" "$2" "$m" || return
+	curve "$3" "$m"
+	for tr in $TR/*.jsonl; do
+		have_time 60 "replay $3 $(basename "$tr")" && replay "$3" "$m" "$tr"
+	done
+	rm -f "$m"
+}
+
+if [ "$PART" = a ]; then
+	for t in test_cuda_api; do
+		$B/cuda/$t >"$OUT/.t" 2>&1
+		rc=$?
+		cat "$OUT/.t" >>"$LOG"
+		[ $rc = 0 ] || status=1
+		say "== $t: rc $rc, $(grep -E "^$t: [0-9]+ passed" "$OUT/.t" | tail -1)"
+	done
+	$B/cuda/test_cuda fixtures >"$OUT/.t" 2>&1
+	rc=$?
+	cat "$OUT/.t" >>"$LOG"
+	[ $rc = 0 ] || status=1
+	say "== test_cuda fixtures: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	# the exactness court on CUDA: speculative == plain, bitwise, on every fixture
+	for d in $FX/*/; do
+		d=${d%/}
+		n=$(basename "$d")
+		[ -f "$d/config.json" ] || continue
+		court "$n ngram" "$d" --draft ngram --draft-fixed --max-tokens 16 --limit 40
+		if grep -qE '"model_type": *"qwen3_(5|next)' "$d/config.json"; then
+			court "$n ngram replay-rollback" "$d" --draft ngram --draft-fixed --rollback replay --max-tokens 16 --limit 24
+		fi
+	done
+	court "qwen3 draft qwen3_odd" $FX/qwen3 --draft $FX/qwen3_odd --draft-fixed --max-tokens 24 --limit 40
+	court "qwen3_5 draft itself" $FX/qwen3_5 --draft $FX/qwen3_5 --draft-fixed --max-tokens 24 --limit 40
+	court "qwen3_5 cascade replay-rollback" $FX/qwen3_5 --draft cascade:$FX/qwen3_5 --draft-fixed --rollback replay \
+		--max-tokens 24 --limit 24
+	court "qwen3_5 sampled ngram (temp 0.8)" $FX/qwen3_5 --draft ngram --draft-fixed --temp 0.8 --max-tokens 24 --limit 24
+	model_rows qwen3-8b bf16 "Qwen3-8B BF16"
+	model_rows qwen3.5-9b bf16 "Qwen3.5-9B BF16"
+else
+	model_rows qwen3-30b-a3b q8_0 "Qwen3-30B-A3B Q8_0"
+	model_rows qwen3.5-35b-a3b q8_0 "Qwen3.5-35B-A3B Q8_0"
+	if have_time 60 "draft decode"; then
+		m=$W/qwen3-0.6b-bf16.gguf
+		if synth qwen3-0.6b bf16 "$m"; then
+			$B/proven bench --backend cuda --model "$m" --pp 16 --tg 128 --reps 3 --json-only >"$OUT/.b" 2>>"$LOG"
+			grep '^{' "$OUT/.b" >>"$JSON"
+			say "draft Qwen3-0.6B BF16 decode: $(grep -o '"tg_tok_s":[0-9.]*' "$OUT/.b" | tail -1)"
+			rm -f "$m"
+		fi
+	fi
+	if command -v ncu >/dev/null && have_time 120 "ncu"; then
+		m=$W/qwen3-4b-bf16.gguf
+		if synth qwen3-4b bf16 "$m"; then
+			for r in 1 16; do
+				timeout 100 ncu --launch-skip 200 --launch-count 6 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+					--section Occupancy $B/proven bench --backend cuda --model "$m" --pp $r --tg 2 --reps 1 \
+					>"$OUT/ncu-rows$r.txt" 2>&1
+				say "ncu rows $r: rc $? ($(grep -c 'Duration' "$OUT/ncu-rows$r.txt") kernels)"
+			done
+			rm -f "$m"
+		fi
+	fi
+fi
+say "== spec-check $PART: status $status, $(elapsed) s"
+exit $status
