@@ -5,6 +5,7 @@
  * arithmetic.
  */
 #include "cpu/state.h"
+#include "model/gguf_load.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -404,8 +405,17 @@ static int pack_model(struct pv_model* m, struct pv_kernels* k)
 		n = collect_layer(&m->w.mtp[i].layer, list, n, c->n_experts);
 	}
 	if (m->w.lm_head.data) list[n++] = &m->w.lm_head;
+	/* a GGUF's repacked matrices: their file pages leave the resident set as they are packed
+	 * (the panels are what the products read), so the weights are resident once, not twice */
+	const void* map = NULL;
+	size_t len = 0;
+	if (m->gguf && pv_gguf_model_mapping(m->gguf, &map, &len)) {
+		k->release_lo = map;
+		k->release_hi = (const unsigned char*)map + len;
+	}
 	int rc = pv_kernels_pack(k, (const struct pv_tensor* const*)list, n);
 	free(list);
+	if (!rc && map) pv_kernels_release_sources(k, map, len); /* the pages items shared */
 	return rc;
 }
 
