@@ -7,7 +7,7 @@
  * a wrong answer is no benchmark).
  *
  *   proven bench spec --model M --draft D --cases FILE.jsonl [--per-class N] [--max-tokens N]
- *                     [--reps R] [--class C] [--threads N] [--trace-out T.jsonl] [speculation options]
+ *                     [--reps R] [--class C] [--threads N] [--trace-out T.jsonl] [--greedy] [speculation options]
  *
  * --trace-out records the speculative arm's acceptance trace, (drafted, accepted) per step, per
  * case; --draft replay:T.jsonl replays such a trace on another model of the same vocabulary (a
@@ -135,12 +135,16 @@ static int gen(pv_session* s, const struct pv_sampling* smp, const struct pv_spe
 int cmd_bench_spec(int argc, char** argv)
 {
 	const char *model = NULL, *cases = NULL, *only = NULL, *backend = NULL, *trace_out = NULL;
-	int per_class = 4, max_tokens = 128, reps = 1, threads = 0;
+	int per_class = 4, max_tokens = 128, reps = 1, threads = 0, greedy = 0;
 	struct cli_gen go;
 	cli_gen_defaults(&go, 0.0f, 1.0f, 0);
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
 		if (cli_gen_flag(&go, a)) continue;
+		if (!strcmp(a, "--greedy")) { /* every case greedy, whatever its own sampling says */
+			greedy = 1;
+			continue;
+		}
 		if (i + 1 >= argc) {
 			fprintf(stderr, "proven bench spec: unknown option or missing value: %s\n", a);
 			return 2;
@@ -242,6 +246,7 @@ int cmd_bench_spec(int argc, char** argv)
 		if ((v = json_object_get(j, "temperature")) && json_is_number(v)) smp.temperature = (float)json_number_value(v);
 		if ((v = json_object_get(j, "top_p")) && json_is_number(v)) smp.top_p = (float)json_number_value(v);
 		if ((v = json_object_get(j, "seed")) && json_is_integer(v)) smp.seed = (uint64_t)json_integer_value(v);
+		if (greedy) smp.temperature = 0.0f;
 		smp.n_valid = pv_tok_n_vocab(tok) < in->vocab ? pv_tok_n_vocab(tok) : in->vocab;
 		int32_t* ids = NULL;
 		int n = 0;

@@ -71,7 +71,7 @@ static const struct {
 	  "                    [--backend cpu|cuda] [--profile] [--json-only] [-o md|json|jsonl|csv]\n"
 	  "       proven bench --backend cuda --membw\n"
 	  "       proven bench spec --model PATH --cases FILE.jsonl --draft D [--per-class N] [--max-tokens N]\n"
-	  "                         [--reps N] [--class C] [--trace-out T.jsonl] [speculation options]\n"
+	  "                         [--reps N] [--class C] [--trace-out T.jsonl] [--greedy] [speculation options]\n"
 	  "  prompt processing (--pp tokens, default 128) and decode (--tg tokens, default 32, timed from --depth)\n"
 	  "  speed at a context depth, as a table and one JSON line with the build identity; -o json|jsonl|csv:\n"
 	  "  llama-bench's records and field names only. bench spec: per prompt class, plain against speculative\n"

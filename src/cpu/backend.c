@@ -371,7 +371,7 @@ struct cpu_model {
  * another backend and run here, as tests do: the session then takes the exact numerics). */
 const struct pv_kernels* pv_cpu_kernels(const struct pv_model* m)
 {
-	return m->backend == &pv_backend_cpu && m->dev ? &((const struct cpu_model*)m->dev)->k : NULL;
+	return m->backend == &pv_backend_cpu && m->dev && m->dev_owner == &pv_backend_cpu ? &((const struct cpu_model*)m->dev)->k : NULL;
 }
 
 /* Every matrix the forward pass multiplies by (pv_mm), for repacking. */
@@ -486,6 +486,7 @@ static int cpu_model_init(struct pv_model* m, const struct pv_model_params* p, c
 		return pv_errf(err, errlen, "out of memory repacking the weights for the CPU kernels"), PV_E_NOMEM;
 	}
 	m->dev = cm;
+	m->dev_owner = &pv_backend_cpu;
 	return PV_OK;
 }
 
@@ -496,6 +497,7 @@ static void cpu_model_free(struct pv_model* m)
 	pv_kernels_free(&cm->k);
 	free(cm);
 	m->dev = NULL;
+	m->dev_owner = NULL;
 }
 
 static int cpu_model_knobs(const struct pv_model* m, const struct pv_knob** out)

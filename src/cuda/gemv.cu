@@ -255,44 +255,54 @@ int unit_of(int kind)
 typedef void (*kernel_fn)(Params);
 
 /* rows per warp: 1 for one or two activation rows (r2, cuda.gemv_rows = 2: 2, halving the
- * activation traffic per weight byte for a tuning run), 2 for four, 4 for eight or sixteen */
-int rows_per_warp(int TT, int r2) { return TT == 1 ? (r2 ? 2 : 1) : TT <= 2 ? 1 : TT == 4 ? 2 : 4; }
+ * activation traffic per weight byte for a tuning run), 2 for four, 4 for eight or sixteen; with
+ * rm (cuda.gemv_rows_multi = 1) 1 for every row count: four times the warps of a 16-row step,
+ * whose 4-row warps leave one block per SM (154 registers, 12 % occupancy, DRAM at 2 %: Nsight
+ * Compute). A row's walk and butterfly do not depend on R, so the bits are the same either way.
+ * Measured (docs/results/spec-2026-12-02.md §6): slower on the dense 8B at 8 and 16 rows (each
+ * block stages the activation tile again), a little faster on the 30B-A3B; off by default. */
+int rows_per_warp(int TT, int r2, int rm)
+{
+	if (TT > 1 && rm) return 1;
+	return TT == 1 ? (r2 ? 2 : 1) : TT <= 2 ? 1 : TT == 4 ? 2 : 4;
+}
 
 template <int K, int TT>
-kernel_fn pick_r(int r2)
+kernel_fn pick_r(int r2, int rm)
 {
 	constexpr int R = TT <= 2 ? 1 : TT == 4 ? 2 : 4;
 	if (TT == 1 && r2) return gemv_kernel<K, 1, 2>;
+	if (TT > 1 && rm) return gemv_kernel<K, TT, 1>;
 	return gemv_kernel<K, TT, R>;
 }
 
 template <int K>
-kernel_fn pick_tt(int TT, int r2)
+kernel_fn pick_tt(int TT, int r2, int rm)
 {
 	switch (TT) {
-	case 1: return pick_r<K, 1>(r2);
-	case 2: return pick_r<K, 2>(r2);
-	case 4: return pick_r<K, 4>(r2);
-	case 8: return pick_r<K, 8>(r2);
-	default: return pick_r<K, 16>(r2);
+	case 1: return pick_r<K, 1>(r2, rm);
+	case 2: return pick_r<K, 2>(r2, rm);
+	case 4: return pick_r<K, 4>(r2, rm);
+	case 8: return pick_r<K, 8>(r2, rm);
+	default: return pick_r<K, 16>(r2, rm);
 	}
 }
 
-kernel_fn pick(int kind, int TT, int r2)
+kernel_fn pick(int kind, int TT, int r2, int rm)
 {
 	switch (kind) {
-	case K_BF16: return pick_tt<K_BF16>(TT, r2);
-	case K_F16: return pick_tt<K_F16>(TT, r2);
-	case K_F32: return pick_tt<K_F32>(TT, r2);
-	case K_SCALAR: return pick_tt<K_SCALAR>(TT, r2);
-	case K_Q8_0: return pick_tt<K_Q8_0>(TT, r2);
-	case K_Q4_0: return pick_tt<K_Q4_0>(TT, r2);
-	case K_Q4_K: return pick_tt<K_Q4_K>(TT, r2);
-	case K_Q4_1: return pick_tt<K_Q4_1>(TT, r2);
-	case K_Q5_0: return pick_tt<K_Q5_0>(TT, r2);
-	case K_Q5_1: return pick_tt<K_Q5_1>(TT, r2);
-	case K_Q5_K: return pick_tt<K_Q5_K>(TT, r2);
-	default: return pick_tt<K_Q6_K>(TT, r2);
+	case K_BF16: return pick_tt<K_BF16>(TT, r2, rm);
+	case K_F16: return pick_tt<K_F16>(TT, r2, rm);
+	case K_F32: return pick_tt<K_F32>(TT, r2, rm);
+	case K_SCALAR: return pick_tt<K_SCALAR>(TT, r2, rm);
+	case K_Q8_0: return pick_tt<K_Q8_0>(TT, r2, rm);
+	case K_Q4_0: return pick_tt<K_Q4_0>(TT, r2, rm);
+	case K_Q4_K: return pick_tt<K_Q4_K>(TT, r2, rm);
+	case K_Q4_1: return pick_tt<K_Q4_1>(TT, r2, rm);
+	case K_Q5_0: return pick_tt<K_Q5_0>(TT, r2, rm);
+	case K_Q5_1: return pick_tt<K_Q5_1>(TT, r2, rm);
+	case K_Q5_K: return pick_tt<K_Q5_K>(TT, r2, rm);
+	default: return pick_tt<K_Q6_K>(TT, r2, rm);
 	}
 }
 
@@ -303,7 +313,8 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 {
 	const int TT = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : 16;
 	const int r2 = tu->gemv_rows == 2;
-	const int UE = unit_of(kind), rpb = WARPS * rows_per_warp(TT, r2);
+	const int rm = tu->gemv_rows_multi;
+	const int UE = unit_of(kind), rpb = WARPS * rows_per_warp(TT, r2, rm);
 	Params p;
 	memset(&p, 0, sizeof p);
 	const int64_t cols = outs[0].w->cols;
@@ -347,7 +358,7 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
 	const size_t smem = p.direct ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
 	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
-	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2), grid, dim3(THREADS), smem, st, p);
+	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2, rm), grid, dim3(THREADS), smem, st, p);
 	return 0;
 }
 

@@ -62,6 +62,9 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	{ "cuda.prefill_delta", "PV_CUDA_PREFILL_DELTA", 0, 0, 2, "quad|decode|cols", 0,
 	  "prefill delta rule: 0 quad (4 lanes per column), 1 decode (the decode's kernels), 2 cols (a lane per column)",
 	  F(prefill_delta) },
+	{ "cuda.gemv_rows_multi", "PV_CUDA_GEMV_RM", 0, 0, 1, NULL, 0,
+	  "GEMVs of 2-16 activation rows (verify windows, exact steps): 1 one weight row per warp, 0 up to 4",
+	  F(gemv_rows_multi) },
 };
 #undef F
 static_assert(sizeof(struct pv_cuda_tuning) == PV_CUDA_N_KNOBS * sizeof(int),

@@ -33,8 +33,9 @@ struct pv_cuda_tuning {
 	int prefill_attn;  /* cuda.prefill_attn: 0 tensor cores (mma), 1 f32                      */
 	int prefill_moe;   /* cuda.prefill_moe: 0 grouped GEMMs, 1 the decode's GEMVs             */
 	int prefill_delta; /* cuda.prefill_delta: 0 quad, 1 decode, 2 cols                        */
+	int gemv_rows_multi; /* cuda.gemv_rows_multi: multi-row GEMVs with one weight row per warp */
 };
-#define PV_CUDA_N_KNOBS 17
+#define PV_CUDA_N_KNOBS 18
 
 /* The settings: every knob's default, then its environment variable when set and not empty, then
  * spec ("name=value,..." with name "cuda.pdl" or "pdl"; NULL or "": none). knobs (may be NULL)

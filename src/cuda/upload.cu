@@ -284,6 +284,7 @@ static void model_free(struct pv_model* m)
 	free(dm->layers);
 	free(dm);
 	m->dev = NULL;
+	m->dev_owner = NULL;
 }
 
 void pv_cuda_model_free(struct pv_model* m) { model_free(m); }
@@ -433,6 +434,7 @@ int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params,
 		        dm->st.used_after / 1073741824.0, dm->st.used_before / 1073741824.0);
 	m->dev = dm;
 	m->backend = pv_backend_cuda();
+	m->dev_owner = m->backend;
 	rc = PV_OK;
 	dm = NULL;
 fail:

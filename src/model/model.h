@@ -144,6 +144,8 @@ struct pv_model {
 	struct pv_owner owned;       /* arrays bound into w, whichever loader made them */
 	const struct pv_backend* backend; /* attached by pv_model_open (api.c); never NULL after */
 	void* dev;                   /* backend-private model data (device weights)     */
+	const struct pv_backend* dev_owner; /* the backend whose data dev is (a test may run one
+	                              * backend's sessions on a model another one holds) */
 	pthread_mutex_t digest_lock; /* pv_model_digest computes once                   */
 	char digest[65];             /* "" until computed                               */
 

@@ -32,7 +32,15 @@ struct policy {
 	double t_call[K_LIMIT + 2]; /* EMA seconds of a step with r rows (verify + rollback), 0: unknown */
 	double t_draft;             /* EMA seconds the drafter takes per drafted token              */
 	int plain_run;              /* plain steps in a row while the policy is off                 */
+	int probe_every;            /* plain steps between probes: doubles after a probe that accepts
+	                             * nothing (up to PROBE_MAX), back to PROBE_MIN when one accepts */
+	int probing;                /* this step's drafts are a probe                                */
 };
+
+/* Where verify windows cost about their rows (the H200's dense shapes, docs/results/spec-*) a
+ * probe every 16 steps cost 3-6 % of plain decoding; backing off keeps the off state near 1.0. */
+#define PROBE_MIN 16
+#define PROBE_MAX 256
 
 struct pv_generator {
 	pv_session* s;
@@ -120,6 +128,7 @@ int pv_generator_new(pv_generator** out, pv_session* s, const struct pv_sampling
 		return pv_errf(err, errlen, "out of memory for a generator"), PV_E_NOMEM;
 	}
 	g->pol.alpha = 0.6; /* a prior the first steps replace */
+	g->pol.probe_every = PROBE_MIN;
 	g->lp_top = -1;
 	*out = g;
 	return PV_OK;
@@ -296,8 +305,10 @@ static int policy_k(struct pv_generator* g, int cap)
 		}
 	}
 	/* off: probe now and then, so a change of acceptance is seen */
-	if (!k && ++p->plain_run >= 16) {
+	p->probing = 0;
+	if (!k && ++p->plain_run >= p->probe_every) {
 		p->plain_run = 0;
+		p->probing = 1;
 		k = cap < 2 ? cap : 2;
 	}
 	if (k) p->plain_run = 0;
@@ -404,6 +415,8 @@ int pv_generator_step(pv_generator* g, int32_t* out, int max, int* n_out)
 		g->st.drafted += m;
 		g->st.accepted += i;
 		g->st.accepted_len[i < 16 ? i : 16]++;
+		if (g->pol.probing)
+			g->pol.probe_every = i > 0 ? PROBE_MIN : g->pol.probe_every * 2 > PROBE_MAX ? PROBE_MAX : g->pol.probe_every * 2;
 		/* acceptance per draft token: i accepted of the first i + (i < m) tried */
 		double tried = i + (i < m);
 		g->pol.alpha = 0.85 * g->pol.alpha + 0.15 * (i / tried);

@@ -33,6 +33,11 @@
 #include "proven.h"
 #include "proven_dev.h"
 
+/* The CPU reference in its exact numerics (f32 activations): the CUDA kernels compute f32
+ * activations too, and TOL_CPU is that comparison's bound (the fast numerics' cost is measured
+ * on real text, docs/results/cpu-quality-*). */
+static const struct pv_model_params cpu_exact = { .knobs = "cpu.exact_activations=1" };
+
 #define TOL_CPU 1e-4 /* against the CPU engine (summation order only), as tests/cuda/test_cuda.c */
 #define NP      24   /* prompt rows used here (the fixtures' prompts are longer)               */
 
@@ -348,7 +353,7 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		                            "cuda.gemv_pipe",    "cuda.gemv_tma",      "cuda.swiglu_pair",  "cuda.attn_fuse",
 		                            "cuda.moe_side",     "cuda.norm_fuse",     "cuda.graphs",       "cuda.att_split",
 		                            "cuda.prefill",      "cuda.prefill_chunk", "cuda.prefill_attn", "cuda.prefill_moe",
-		                            "cuda.prefill_delta" };
+		                            "cuda.prefill_delta", "cuda.gemv_rows_multi" };
 	const int nw = (int)(sizeof want / sizeof want[0]);
 	CHECK(n == nw && k, "%s: %d knobs listed, want %d", name, n, nw);
 	for (int i = 0; i < nw; i++) {
@@ -390,6 +395,29 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		free(x);
 		free(y);
 		pv_model_close(m2);
+	}
+	/* cuda.gemv_rows_multi=1 (one weight row per warp in multi-row GEMVs): the same bits for
+	 * exact calls of 2, 3, 5, 8 and 16 rows as one-row calls of the default model */
+	{
+		pv_model* m3 = NULL;
+		struct pv_model_params p3 = { .backend = "cuda", .knobs = "cuda.gemv_rows_multi=1" };
+		CHECK(pv_model_open(&m3, dir, &p3, err, sizeof err) == PV_OK, "%s: open with gemv_rows_multi: %s", name, err);
+		const int V = pv_model_get_info(m)->vocab;
+		float* x = malloc(sizeof(float) * V * NP);
+		float* y = malloc(sizeof(float) * V * NP);
+		pv_session* s1 = new_session(m, 0);
+		CHECK(run_exact(s1, g_toks, NP, 1, x, V) == 0, "%s: one-row run", name);
+		static const int steps[] = { 2, 3, 5, 8, 16 };
+		for (int i = 0; m3 && i < 5; i++) {
+			pv_session* s3 = new_session(m3, 0);
+			CHECK(run_exact(s3, g_toks, NP, steps[i], y, V) == 0 && same(x, y, (size_t)V * NP),
+			      "%s: cuda.gemv_rows_multi=1 with %d-row calls changed the logits", name, steps[i]);
+			pv_session_free(s3);
+		}
+		pv_session_free(s1);
+		free(x);
+		free(y);
+		pv_model_close(m3);
 	}
 	/* a session's own copy (pv_cuda_set_knobs, the A/B hook): decode switches that keep the
 	 * arithmetic keep the bits, the graph captured again with them; fixed ones are refused */
@@ -501,7 +529,7 @@ int main(void)
 		struct pv_model_params gp = { .backend = "cuda" };
 		int rc = pv_model_open(&m, dir, &gp, err, sizeof err);
 		CHECK(rc == PV_OK, "%s: open on cuda: %s", names[f], err);
-		if (!rc) rc = pv_model_open(&cm, dir, NULL, err, sizeof err);
+		if (!rc) rc = pv_model_open(&cm, dir, &cpu_exact, err, sizeof err);
 		CHECK(rc == PV_OK, "%s: open: %s", names[f], err);
 		if (!rc) {
 			test_outputs(m, names[f]);

@@ -8,9 +8,16 @@
 #                                snapshot and replay rollback), then on Qwen3-8B BF16 and
 #                                Qwen3.5-9B BF16 shapes: the verify-window cost curve (1..16
 #                                exact rows) and the recorded acceptance traces replayed
-#   tools/cuda/spec-check.sh b   the same curve and replays on Qwen3-30B-A3B and Qwen3.5-35B-A3B
-#                                Q8_0 shapes, a Qwen3-0.6B BF16 draft's decode speed, and Nsight
-#                                Compute on the 16-row GEMV when ncu is there
+#   tools/cuda/spec-check.sh c   more courts (hybrid MoE, Qwen3-Next and sampling with a draft model),
+#                                Nsight Compute on the 1- and 16-row GEMV kernels, the draft-model
+#                                traces replayed on the 8B, 30B-A3B, 35B-A3B and 9B shapes
+#   tools/cuda/spec-check.sh d   cuda.gemv_rows_multi (one weight row per warp for 2-16 rows): the
+#                                tests with it on and off, the curve and the replays on the 8B and
+#                                30B-A3B shapes
+#   tools/cuda/spec-check.sh b   the CUDA tests again, Nsight Compute on 1- and 16-row steps when
+#                                ncu is there, the adaptive policy with real n-gram drafts on the
+#                                8B shape, the curve and replays on Qwen3-30B-A3B and
+#                                Qwen3.5-35B-A3B Q8_0 shapes, a Qwen3-0.6B BF16 draft's decode speed
 #
 # The traces (docs/results/spec-traces/*.jsonl) were recorded on the CPU with the real
 # Qwen2.5-Coder-1.5B and its drafters (`proven bench spec --trace-out`); replayed here
@@ -94,7 +101,7 @@ replay() { # label model trace
 	[ -f "$tr" ] || { say "replay $label: no trace $tr"; return; }
 	local t=$(date +%s)
 	$B/proven bench spec --backend cuda --model "$m" --draft "replay:$tr" --cases $CASES --per-class 3 --max-tokens 128 \
-		>"$OUT/.r" 2>>"$LOG"
+		--greedy >"$OUT/.r" 2>>"$LOG"
 	local rc=$?
 	[ $rc = 0 ] || status=1
 	grep '^{' "$OUT/.r" >>"$JSON"
@@ -144,7 +151,106 @@ if [ "$PART" = a ]; then
 	court "qwen3_5 sampled ngram (temp 0.8)" $FX/qwen3_5 --draft ngram --draft-fixed --temp 0.8 --max-tokens 24 --limit 24
 	model_rows qwen3-8b bf16 "Qwen3-8B BF16"
 	model_rows qwen3.5-9b bf16 "Qwen3.5-9B BF16"
+elif [ "$PART" = d ]; then
+	# one weight row per warp in multi-row GEMVs (cuda.gemv_rows_multi): every GEMV type and row
+	# count against the reference and bitwise across row counts, the API's bitwise check, then the
+	# verify-window curve and the n-gram replay on the 8B and 30B-A3B shapes with it on and off
+	for env in PV_CUDA_GEMV_RM=1 PV_CUDA_GEMV_RM=0; do
+		for sec in gemv fixtures; do
+			env $env $B/cuda/test_cuda $sec >"$OUT/.t" 2>&1
+			rc=$?
+			cat "$OUT/.t" >>"$LOG"
+			[ $rc = 0 ] || status=1
+			say "== $env test_cuda $sec: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1)"
+			grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
+		done
+	done
+	$B/cuda/test_cuda_api >"$OUT/.t" 2>&1
+	rc=$?
+	cat "$OUT/.t" >>"$LOG"
+	[ $rc = 0 ] || status=1
+	say "== test_cuda_api: rc $rc, $(grep -E '^test_cuda_api: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
+	for pr in "qwen3-8b bf16 Qwen3-8B_BF16" "qwen3-30b-a3b q8_0 Qwen3-30B-A3B_Q8_0"; do
+		set -- $pr
+		m=$W/$1-$2.gguf
+		have_time 120 "rows_multi on $3" || continue
+		synth "$1" "$2" "$m" || continue
+		for rm in 1 0; do
+			PV_CUDA_GEMV_RM=$rm curve "$3 rows_multi=$rm" "$m"
+		done
+		for tr in $TR/*.jsonl; do
+			have_time 60 "replay $3" && PV_CUDA_GEMV_RM=1 replay "$3 rows_multi=1" "$m" "$tr"
+		done
+		rm -f "$m"
+	done
+elif [ "$PART" = c ]; then
+	# the hybrid MoE and Qwen3-Next through snapshot rollback (their n-gram courts drafted
+	# little), a draft model under seeded sampling
+	court "qwen3_5_moe draft itself" $FX/qwen3_5_moe --draft $FX/qwen3_5_moe --draft-fixed --max-tokens 24 --limit 40
+	court "qwen3_next draft itself" $FX/qwen3_next --draft $FX/qwen3_next --draft-fixed --max-tokens 24 --limit 40
+	court "qwen3_5 draft itself, sampled (temp 0.8)" $FX/qwen3_5 --draft $FX/qwen3_5 --draft-fixed --temp 0.8 --max-tokens 24 \
+		--limit 40
+	court "qwen3_5_moe draft itself, replay rollback" $FX/qwen3_5_moe --draft $FX/qwen3_5_moe --draft-fixed --rollback replay \
+		--max-tokens 24 --limit 24
+	if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null && have_time 150 "ncu"; then
+		m=$W/qwen3-4b-bf16.gguf
+		if synth qwen3-4b bf16 "$m"; then
+			# the exact step's GEMVs for 1 and for 16 activation rows (kernel templates <kind, rows, rows per warp>)
+			for k in "gemv_kernel<0, 16" "gemv_kernel<0, 1,"; do
+				f=$OUT/ncu-$(echo "$k" | tr -dc 'a-z0-9').txt
+				timeout 100 ncu --kernel-name-base demangled -k "regex:$k" --launch-skip 4 --launch-count 4 --section SpeedOfLight \
+					--section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
+					--section WarpStateStats $B/proven bench --backend cuda --model "$m" --pp 16 --tg 4 --reps 1 >"$f" 2>&1
+				say "ncu $k: rc $? ($(grep -c 'Duration' "$f") kernels)"
+			done
+			rm -f "$m"
+		fi
+	fi
+	for pr in "qwen3-8b bf16 Qwen3-8B_BF16" "qwen3-30b-a3b q8_0 Qwen3-30B-A3B_Q8_0" "qwen3.5-35b-a3b q8_0 Qwen3.5-35B-A3B_Q8_0" \
+		"qwen3.5-9b bf16 Qwen3.5-9B_BF16"; do
+		set -- $pr
+		m=$W/$1-$2.gguf
+		ls $TR/*draft*.jsonl >/dev/null 2>&1 || { say "no draft-model traces in $TR"; break; }
+		have_time 90 "draft trace on $3" || continue
+		synth "$1" "$2" "$m" || continue
+		for tr in $TR/*draft*.jsonl; do replay "$3" "$m" "$tr"; done
+		rm -f "$m"
+	done
 else
+	for sec in fixtures quant; do
+		$B/cuda/test_cuda $sec >"$OUT/.t" 2>&1
+		rc=$?
+		cat "$OUT/.t" >>"$LOG"
+		[ $rc = 0 ] || status=1
+		say "== test_cuda $sec: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	done
+	$B/cuda/test_cuda_api >"$OUT/.t" 2>&1
+	rc=$?
+	cat "$OUT/.t" >>"$LOG"
+	[ $rc = 0 ] || status=1
+	say "== test_cuda_api: rc $rc, $(grep -E '^test_cuda_api: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	if command -v ncu >/dev/null && have_time 200 "ncu"; then
+		m=$W/qwen3-4b-bf16.gguf
+		if synth qwen3-4b bf16 "$m"; then
+			for r in 1 16; do
+				timeout 90 ncu --launch-skip 20 --launch-count 12 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+					--section Occupancy --section LaunchStats $B/proven bench --backend cuda --model "$m" --pp $r --tg 2 \
+					--reps 1 >"$OUT/ncu-rows$r.txt" 2>&1
+				say "ncu rows $r: rc $? ($(grep -c 'Duration' "$OUT/ncu-rows$r.txt") kernels)"
+			done
+			rm -f "$m"
+		fi
+	fi
+	m=$W/qwen3-8b-bf16.gguf
+	if have_time 120 "adaptive ngram on 8B" && synth qwen3-8b bf16 "$m"; then
+		$B/proven bench spec --backend cuda --model "$m" --draft ngram --cases $CASES --per-class 2 --max-tokens 96 \
+			--greedy >"$OUT/.r" 2>>"$LOG"
+		grep '^{' "$OUT/.r" >>"$JSON"
+		say "adaptive ngram (the policy, real drafter, random weights) Qwen3-8B BF16: rc $?"
+		grep '^|' "$OUT/.r" | tee -a "$SUM" >/dev/null
+		rm -f "$m"
+	fi
 	model_rows qwen3-30b-a3b q8_0 "Qwen3-30B-A3B Q8_0"
 	model_rows qwen3.5-35b-a3b q8_0 "Qwen3.5-35B-A3B Q8_0"
 	if have_time 60 "draft decode"; then
@@ -153,18 +259,6 @@ else
 			$B/proven bench --backend cuda --model "$m" --pp 16 --tg 128 --reps 3 --json-only >"$OUT/.b" 2>>"$LOG"
 			grep '^{' "$OUT/.b" >>"$JSON"
 			say "draft Qwen3-0.6B BF16 decode: $(grep -o '"tg_tok_s":[0-9.]*' "$OUT/.b" | tail -1)"
-			rm -f "$m"
-		fi
-	fi
-	if command -v ncu >/dev/null && have_time 120 "ncu"; then
-		m=$W/qwen3-4b-bf16.gguf
-		if synth qwen3-4b bf16 "$m"; then
-			for r in 1 16; do
-				timeout 100 ncu --launch-skip 200 --launch-count 6 --section SpeedOfLight --section MemoryWorkloadAnalysis \
-					--section Occupancy $B/proven bench --backend cuda --model "$m" --pp $r --tg 2 --reps 1 \
-					>"$OUT/ncu-rows$r.txt" 2>&1
-				say "ncu rows $r: rc $? ($(grep -c 'Duration' "$OUT/ncu-rows$r.txt") kernels)"
-			done
 			rm -f "$m"
 		fi
 	fi
