@@ -57,6 +57,24 @@ int cli_int(const char* opt, const char* v, int lo, int hi)
 	return (int)x;
 }
 
+int cli_cache_option(int* cache_type, const char* a, const char* v)
+{
+	const int kv = !strcmp(a, "-ctk") || !strcmp(a, "-ctv") || !strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v");
+	if (!kv && strcmp(a, "--cache-type")) return 0;
+	const int t = pv_cache_type_parse(v);
+	if (t < 0) {
+		fprintf(stderr, "proven: %s must be f32, f16, bf16 or q8_0 (got \"%s\")\n", a, v ? v : "");
+		exit(2);
+	}
+	if (kv && *cache_type && *cache_type != t) {
+		fprintf(stderr, "proven: -ctk and -ctv name different types (%s, %s); proven keeps K and V in one type\n",
+		        pv_cache_type_name(*cache_type), pv_cache_type_name(t));
+		exit(2);
+	}
+	*cache_type = t;
+	return 1;
+}
+
 double cli_double(const char* opt, const char* v, double lo, double hi)
 {
 	char* end;

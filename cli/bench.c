@@ -121,6 +121,7 @@ struct test_rec {
 	int threads, n_batch, n_prompt, n_gen, n_depth, reps;
 	const double* samples_ns;
 	double test_ts;
+	const char* cache; /* the KV cache type (type_k and type_v) */
 };
 
 static void rec_stats(const struct test_rec* r, double* avg_ns, double* sd_ns, double* avg_ts, double* sd_ts)
@@ -142,9 +143,9 @@ static void write_rec(FILE* f, const char* fmt, const struct test_rec* r, int fi
 		if (first)
 			fprintf(f, "build_commit,cpu_info,gpu_info,backends,model_filename,model_type,model_size,model_n_params,n_batch,"
 			           "n_threads,type_k,type_v,n_prompt,n_gen,n_depth,avg_ns,stddev_ns,avg_ts,stddev_ts,compiler,isa\n");
-		fprintf(f, "%s,\"%s\",\"%s\",%s,\"%s\",%s %s,%llu,%lld,%d,%d,f32,f32,%d,%d,%d,%.0f,%.0f,%.6f,%.6f,\"%s\",%s\n",
+		fprintf(f, "%s,\"%s\",\"%s\",%s,\"%s\",%s %s,%llu,%lld,%d,%d,%s,%s,%d,%d,%d,%.0f,%.0f,%.6f,%.6f,\"%s\",%s\n",
 		        bi->commit, r->cpu, r->gpu, r->backend, r->model, r->in->arch_name, r->in->dtype,
-		        (unsigned long long)r->in->weight_bytes, (long long)r->in->n_params, r->n_batch, r->threads, r->n_prompt,
+		        (unsigned long long)r->in->weight_bytes, (long long)r->in->n_params, r->n_batch, r->threads, r->cache, r->cache, r->n_prompt,
 		        r->n_gen, r->n_depth, avg_ns, sd_ns, avg_ts, sd_ts, bi->compiler, bi->cpu_isa);
 		return;
 	}
@@ -159,10 +160,10 @@ static void write_rec(FILE* f, const char* fmt, const struct test_rec* r, int fi
 	fprintf(f, ",\"backends\":\"%s\",\"model_filename\":", r->backend);
 	json_str(f, r->model);
 	fprintf(f, ",\"model_type\":\"%s %s\",\"model_size\":%llu,\"model_n_params\":%lld,\"n_batch\":%d,\"n_threads\":%d,"
-	           "\"type_k\":\"f32\",\"type_v\":\"f32\",\"n_prompt\":%d,\"n_gen\":%d,\"n_depth\":%d,\"avg_ns\":%.0f,"
+	           "\"type_k\":\"%s\",\"type_v\":\"%s\",\"n_prompt\":%d,\"n_gen\":%d,\"n_depth\":%d,\"avg_ns\":%.0f,"
 	           "\"stddev_ns\":%.0f,\"avg_ts\":%.6f,\"stddev_ts\":%.6f,\"samples_ns\":[",
 	        r->in->arch_name, r->in->dtype, (unsigned long long)r->in->weight_bytes, (long long)r->in->n_params, r->n_batch,
-	        r->threads, r->n_prompt, r->n_gen, r->n_depth, avg_ns, sd_ns, avg_ts, sd_ts);
+	        r->threads, r->cache, r->cache, r->n_prompt, r->n_gen, r->n_depth, avg_ns, sd_ns, avg_ts, sd_ts);
 	for (int i = 0; i < r->reps; i++) fprintf(f, "%s%.0f", i ? "," : "", r->samples_ns[i]);
 	fputs("],\"samples_ts\":[", f);
 	for (int i = 0; i < r->reps; i++) fprintf(f, "%s%.6f", i ? "," : "", 1e9 * n_tok / r->samples_ns[i]);
@@ -185,6 +186,7 @@ int cmd_bench(int argc, char** argv)
 	const char* dir = NULL;
 	const char* backend = "cpu";
 	int pp = 128, tg = 32, reps = 3, threads = 0, ctx = 0, json_only = 0, membw = 0, profile = 0, depth = 0;
+	int cache_type = 0;
 	const char* fmt = NULL; /* -o: md (default, with the detail lines), json, jsonl, csv (llama-bench's) */
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
@@ -201,6 +203,7 @@ int cmd_bench(int argc, char** argv)
 		else if (!strcmp(a, "--ctx")) ctx = cli_int(a, argv[++i], 1, 1 << 24);
 		else if (!strcmp(a, "--depth")) depth = cli_int(a, argv[++i], 0, 1 << 24);
 		else if (!strcmp(a, "--backend")) backend = argv[++i];
+		else if (cli_cache_option(&cache_type, a, argv[i + 1])) i++;
 		else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
 			fmt = argv[++i];
 			if (strcmp(fmt, "md") && strcmp(fmt, "json") && strcmp(fmt, "jsonl") && strcmp(fmt, "csv")) {
@@ -243,7 +246,7 @@ int cmd_bench(int argc, char** argv)
 		return 2;
 	}
 	if (!threads) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	struct pv_session_params sp = { .n_ctx = ctx, .n_threads = threads };
+	struct pv_session_params sp = { .n_ctx = ctx, .n_threads = threads, .cache_type = cache_type };
 	pv_session* s = NULL;
 	if (pv_session_new(&s, m, &sp, err, sizeof(err))) {
 		fprintf(stderr, "proven bench: %s\n", err);
@@ -310,6 +313,19 @@ int cmd_bench(int argc, char** argv)
 	struct pv_profile prof;
 	memset(&prof, 0, sizeof(prof));
 	int have_prof = cuda && profile && pv_session_rollback(s, depth + pp) == 0 && pv_session_profile(s, toks[0], 20, &prof) == 0;
+	/* CPU --profile: one more prompt and one more decode run of the same shapes, untimed, with
+	 * the per-op timer on (cprof[0]: per prompt token, cprof[1]: per decode token) */
+	struct pv_profile cprof[2];
+	memset(cprof, 0, sizeof(cprof));
+	int have_cprof = 0;
+	if (!cuda && profile) {
+		struct pv_eval_out po = { NULL, 0, &tok, pp - 1, NULL, 0 };
+		int ok = pv_session_rollback(s, depth) == 0 && pv_session_profile_start(s) == 0 &&
+		         pv_session_run(s, toks, pp, 0, &po) == 0 && pv_session_profile_stop(s, &cprof[0]) == 0 &&
+		         pv_session_rollback(s, depth) == 0 && pv_session_profile_start(s) == 0;
+		for (int i = 0; ok && i < tg; i++) ok = pv_session_run(s, &tok, 1, 0, &greedy) == 0;
+		have_cprof = ok && pv_session_profile_stop(s, &cprof[1]) == 0;
+	}
 	if (!pv_session_ok(s)) {
 		fprintf(stderr, "proven bench: %s\n", pv_session_error(s));
 		pv_session_free(s);
@@ -321,7 +337,8 @@ int cmd_bench(int argc, char** argv)
 		/* llama-bench's records, one per test, and nothing else on stdout */
 		char cpu_info[256];
 		cpu_model(cpu_info, sizeof(cpu_info));
-		struct test_rec rp = { dir, in, backend, cuda ? dev.name : "", cpu_info, threads, sp.max_batch ? sp.max_batch : cuda ? 4096 : 128, pp, 0, depth, reps, pp_ns, 0 };
+		struct test_rec rp = { dir, in, backend, cuda ? dev.name : "", cpu_info, threads, sp.max_batch ? sp.max_batch : cuda ? 4096 : 128, pp, 0, depth, reps, pp_ns, 0,
+			               pv_cache_type_name(pv_session_cache_type(s)) };
 		struct test_rec rt = rp;
 		rt.n_prompt = 0;
 		rt.n_gen = tg;
@@ -387,6 +404,19 @@ int cmd_bench(int argc, char** argv)
 			       prof.kernels[i], prof.bytes[i] / 1e6, prof.us[i] > 0 ? prof.bytes[i] / (prof.us[i] * 1e3) : 0.0);
 		printf("| total | %.1f | 100 | | | |\n", prof.total_us);
 	}
+	if (!json_only && have_cprof) {
+		/* the two runs side by side, groups in the prompt's order (decode may lack none of them) */
+		printf("| op group (CPU, wall time, %d threads) | pp%d us/token | %% | tg%d us/token | %% |\n", threads, pp, tg);
+		printf("| --- | ---: | ---: | ---: | ---: |\n");
+		for (int i = 0; i < cprof[0].n; i++) {
+			double dus = 0;
+			for (int j = 0; j < cprof[1].n; j++)
+				if (!strcmp(cprof[1].name[j], cprof[0].name[i])) dus = cprof[1].us[j];
+			printf("| %s | %.1f | %.1f | %.1f | %.1f |\n", cprof[0].name[i], cprof[0].us[i],
+			       100 * cprof[0].us[i] / cprof[0].total_us, dus, cprof[1].total_us > 0 ? 100 * dus / cprof[1].total_us : 0.0);
+		}
+		printf("| total | %.1f | 100 | %.1f | 100 |\n", cprof[0].total_us, cprof[1].total_us);
+	}
 	if (!json_only && !cuda) {
 		printf("| model | arch | params | backend | threads | test | t/s |\n");
 		printf("| --- | --- | ---: | --- | ---: | --- | ---: |\n");
@@ -435,11 +465,20 @@ int cmd_bench(int argc, char** argv)
 	printf(",\"knobs\":{");
 	for (int i = 0; i < nk; i++) printf("%s\"%s\":%d", i ? "," : "", kn[i].name, kn[i].value);
 	printf("}");
+	printf(",\"type_k\":\"%s\",\"type_v\":\"%s\"", pv_cache_type_name(pv_session_cache_type(s)),
+	       pv_cache_type_name(pv_session_cache_type(s)));
 	if (have_prof) {
 		printf(",\"profile_total_us\":%.2f,\"profile\":[", prof.total_us);
 		for (int i = 0; i < prof.n; i++)
 			printf("%s{\"group\":\"%s\",\"us\":%.2f,\"kernels\":%d,\"bytes\":%.0f}", i ? "," : "", prof.name[i], prof.us[i],
 			       prof.kernels[i], prof.bytes[i]);
+		printf("]");
+	}
+	for (int k = 0; k < 2 && have_cprof; k++) {
+		printf(",\"profile_%s_total_us\":%.2f,\"profile_%s\":[", k ? "tg" : "pp", cprof[k].total_us, k ? "tg" : "pp");
+		for (int i = 0; i < cprof[k].n; i++)
+			printf("%s{\"group\":\"%s\",\"us\":%.2f,\"calls_per_row\":%d}", i ? "," : "", cprof[k].name[i], cprof[k].us[i],
+			       cprof[k].kernels[i]);
 		printf("]");
 	}
 	if (tok_mbs > 0) printf(",\"tokenizer_mb_s\":%.3f", tok_mbs);

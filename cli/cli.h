@@ -24,6 +24,10 @@ int cli_parse_ids(const char* s, int32_t** out);
 /* Integer option value with range check; exits the CLI with a message on error. */
 int cli_int(const char* opt, const char* v, int lo, int hi);
 double cli_double(const char* opt, const char* v, double lo, double hi);
+/* --cache-type T, or llama.cpp's -ctk T / -ctv T (--cache-type-k/-v): the session's KV cache
+ * type into *cache_type (enum pv_cache_type). 1 when a was one of them, else 0; exits 2 on an
+ * unknown type, or when -ctk and -ctv name different types (proven keeps K and V in one type). */
+int cli_cache_option(int* cache_type, const char* a, const char* v);
 /* Monotonic clock, seconds. */
 double cli_now(void);
 /* --backend of command cmd: 0 for NULL (not given), "cpu" or "cuda"; otherwise -1 with
@@ -59,6 +63,7 @@ struct cli_gen {
 	const char* draft;          /* --draft value, or NULL                         */
 	pv_model* draft_model;      /* opened by cli_gen_open for a draft model       */
 	pv_session* draft_session;
+	int cache_type;             /* --cache-type (-ctk/-ctv): enum pv_cache_type    */
 };
 void cli_gen_defaults(struct cli_gen* o, float temperature, float top_p, int top_k);
 /* 1 when (a, v) was one of the options (exits 2 on a bad value), else 0 */

@@ -102,6 +102,7 @@ int cmd_generate(int argc, char** argv)
 	int V = in->vocab, rc = 1;
 	if (!ctx) ctx = np + max_tokens + 1 < in->max_context ? np + max_tokens + 1 : in->max_context;
 	struct pv_session_params sp = { .n_ctx = ctx, .n_threads = threads };
+	sp.cache_type = go.cache_type;
 	struct pv_session_params plain = sp;
 	cli_gen_session_params(&go, &sp);
 	char err[512];

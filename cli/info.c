@@ -48,18 +48,19 @@ static int check_weights(const pv_model* m)
 int cmd_info(int argc, char** argv)
 {
 	const char* dir = NULL;
-	int ctx = 0, check = 0;
+	int ctx = 0, check = 0, cache_type = 0;
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i])) return cli_usage("info", stdout);
 		if (!strcmp(argv[i], "--model")) { NEED_VALUE(i); dir = argv[++i]; }
 		else if (!strcmp(argv[i], "--check")) check = 1;
+		else if (i + 1 < argc && cli_cache_option(&cache_type, argv[i], argv[i + 1])) i++;
 		else if (!strcmp(argv[i], "--ctx")) { NEED_VALUE(i); ctx = cli_int("--ctx", argv[++i], 1, 1 << 24); }
 		else { fprintf(stderr, "proven info: unknown option %s\n", argv[i]); return 2; }
 	}
 	pv_model* m = cli_open_model(dir, 0, NULL);
 	if (!m) return 1;
 	const struct pv_model_info* in = pv_model_get_info(m);
-	struct pv_session_params sp = { .n_ctx = ctx };
+	struct pv_session_params sp = { .n_ctx = ctx, .cache_type = cache_type };
 	if (ctx > in->max_context) {
 		fprintf(stderr, "proven info: --ctx %d exceeds max_position_embeddings %d\n", ctx, in->max_context);
 		pv_model_close(m);
@@ -81,7 +82,8 @@ int cmd_info(int argc, char** argv)
 	if (in->n_params_mtp) printf(", of which MTP %lld", (long long)in->n_params_mtp);
 	printf("\n");
 	printf("weights          %.2f MiB (%s, memory-mapped)\n", in->weight_bytes / 1048576.0, in->dtype);
-	printf("session          %.2f MiB at context %d (KV f32, DeltaNet state, scratch)\n", sess / 1048576.0, n_ctx);
+	printf("session          %.2f MiB at context %d (KV %s, DeltaNet state, scratch)\n", sess / 1048576.0, n_ctx,
+	       pv_cache_type_name(cache_type));
 	printf("memory needed    %.2f MiB\n", (in->weight_bytes + sess) / 1048576.0);
 	int rc = check ? check_weights(m) : 0;
 	pv_model_close(m);

@@ -20,7 +20,7 @@
 int cmd_perplexity(int argc, char** argv)
 {
 	const char *model = NULL, *file = NULL, *backend = NULL;
-	int ctx = 512, threads = 0, max_chunks = 0;
+	int ctx = 512, threads = 0, max_chunks = 0, cache_type = 0;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
 		if (cli_is_help(a)) return cli_usage("perplexity", stdout);
@@ -31,6 +31,7 @@ int cmd_perplexity(int argc, char** argv)
 		else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) ctx = cli_int(a, v, 8, 1 << 20);
 		else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) threads = cli_int(a, v, 1, 1024);
 		else if (!strcmp(a, "--chunks")) max_chunks = cli_int(a, v, 1, 1 << 20);
+		else if (cli_cache_option(&cache_type, a, v)) continue;
 		else if (!strcmp(a, "--backend")) {
 			if (cli_check_backend("perplexity", v)) return 2;
 			backend = v;
@@ -68,7 +69,7 @@ int cmd_perplexity(int argc, char** argv)
 		fprintf(stderr, "proven perplexity: %s has %d tokens, fewer than one chunk of %d\n", file, n, ctx);
 		goto done;
 	}
-	struct pv_session_params sp = { .n_ctx = ctx, .n_threads = threads };
+	struct pv_session_params sp = { .n_ctx = ctx, .n_threads = threads, .cache_type = cache_type };
 	if (pv_session_new(&s, m, &sp, err, sizeof(err))) { fprintf(stderr, "proven perplexity: %s\n", err); goto done; }
 	lg = malloc(sizeof(float) * (size_t)V * ctx);
 	if (!lg) { fprintf(stderr, "proven perplexity: out of memory\n"); goto done; }

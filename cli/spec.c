@@ -29,6 +29,8 @@ int cli_gen_option(struct cli_gen* o, const char* cmd, const char* a, const char
 		o->smp.seed = (uint64_t)cli_double(a, v, 0, 1.8e19);
 	else if (!strcmp(a, "--draft"))
 		o->draft = v;
+	else if (cli_cache_option(&o->cache_type, a, v))
+		return 1;
 	else if (!strcmp(a, "--draft-max"))
 		o->sp.k_max = cli_int(a, v, 1, 16);
 	else if (!strcmp(a, "--ngram-min"))
@@ -71,6 +73,7 @@ void cli_gen_defaults(struct cli_gen* o, float temperature, float top_p, int top
 
 int cli_gen_session_params(struct cli_gen* o, struct pv_session_params* sp)
 {
+	sp->cache_type = o->cache_type;
 	if (!o->draft) return 0;
 	if (!strcmp(o->draft, "ngram"))
 		o->sp.draft = PV_DRAFT_NGRAM;
@@ -101,7 +104,8 @@ int cli_gen_open(struct cli_gen* o, const char* cmd, pv_model* target, const str
 	}
 	/* the same token ids are assumed (a draft that proposes an id the target lacks, or a history
 	 * with ids the draft lacks, simply drafts nothing) */
-	struct pv_session_params dp = { .n_ctx = sp->n_ctx, .n_threads = sp->n_threads, .pool = sp->pool };
+	struct pv_session_params dp = { .n_ctx = sp->n_ctx, .n_threads = sp->n_threads, .pool = sp->pool,
+		                         .cache_type = sp->cache_type };
 	if (pv_session_new(&o->draft_session, o->draft_model, &dp, err, sizeof err)) {
 		fprintf(stderr, "proven %s: draft session: %s\n", cmd, err);
 		return -1;

@@ -13,7 +13,8 @@ static const char sampling[] =
         "  --temp T --top-k K --top-p P --min-p P --seed S   sampling (greedy at --temp 0, the default of run and generate)\n"
         "  --draft ngram|mtp|cascade:PATH|PATH               speculate: n-gram lookup, the MTP head, a draft model\n"
         "  --draft-max K  --draft-fixed  --ngram-min N  --ngram-max N  --rollback auto|snapshot|replay\n"
-        "  speculation never changes the tokens: they are those of plain decoding\n";
+        "  speculation never changes the tokens: they are those of plain decoding\n"
+        "  --cache-type f32|f16|bf16|q8_0                    KV cache type (-ctk/-ctv alike; default f32)\n";
 
 static const struct {
 	const char* cmd;
@@ -25,7 +26,8 @@ static const struct {
 	  "  what a model is: architecture, layers, parameters, weights, the memory of a session\n"
 	  "  --model PATH  a GGUF file or a Hugging Face directory (config.json + safetensors)\n"
 	  "  --ctx N       the context the session memory is given for (default min(max context, 4096))\n"
-	  "  --check       read every weight: list the tensors holding NaN or infinity (exit 1 if any)\n",
+	  "  --check       read every weight: list the tensors holding NaN or infinity (exit 1 if any)\n"
+	  "  --cache-type T  the KV cache type the session memory is given for (f32, f16, bf16, q8_0)\n",
 	  0 },
 	{ "generate",
 	  "usage: proven generate --model PATH --prompt-ids 1,2,3 [--max-tokens N] [--stop-ids a,b] [--dump-logits FILE]\n"
@@ -61,7 +63,8 @@ static const struct {
 	  "usage: proven perplexity --model PATH --file TEXT [--ctx N] [--chunks N] [--threads N] [--backend cpu|cuda]\n"
 	  "  perplexity of a text file (a regular file or a pipe, at most 1 GiB) as llama.cpp computes it: chunks of\n"
 	  "  --ctx tokens (default 512), each from an empty context, the second half of each scored\n"
-	  "  --chunks N   at most N chunks\n",
+	  "  --chunks N   at most N chunks\n"
+	  "  --cache-type f32|f16|bf16|q8_0   KV cache type (-ctk/-ctv alike; default f32)\n",
 	  0 },
 	{ "bench",
 	  "usage: proven bench --model PATH [--pp N] [--tg N] [--depth N] [--reps N] [--threads N] [--ctx N]\n"
@@ -73,7 +76,9 @@ static const struct {
 	  "  speed at a context depth, as a table and one JSON line with the build identity; -o json|jsonl|csv:\n"
 	  "  llama-bench's records and field names only. bench spec: per prompt class, plain against speculative\n"
 	  "  decoding in alternating order, decode-only and end-to-end speedups, acceptance; --trace-out records\n"
-	  "  the acceptance per step, --draft replay:T.jsonl replays it on another model (a synth shape)\n",
+	  "  the acceptance per step, --draft replay:T.jsonl replays it on another model (a synth shape)\n"
+	  "  --cache-type f32|f16|bf16|q8_0   KV cache type (-ctk/-ctv alike; default f32)\n"
+	  "  --profile    where the time of a decode token and of a prompt goes, per op (CPU and CUDA)\n",
 	  0 },
 	{ "template",
 	  "usage: proven template --tokenizer PATH --messages FILE.json [--tools FILE.json] [--dialect D]\n"

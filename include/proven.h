@@ -114,7 +114,27 @@ struct pv_session_params {
 	int n_snapshots;      /* rows a PV_EVAL_SNAPSHOT call may have (each keeps one copy of the
 	                       * recurrent state); 0: snapshots off. Verifying k drafts needs k + 1  */
 	int mtp;              /* 1: allocate the MTP head's KV cache (pv_session_mtp)                */
+	int cache_type;       /* enum pv_cache_type of the K and V cache; 0: PV_CACHE_DEFAULT        */
 };
+
+/* Element type of a session's KV cache (K and V alike). Every type keeps the exactness contract
+ * above: a row is rounded once, when it is written, by a function of that row alone, and every
+ * later read sees the same stored bits, so batch invariance, snapshots, truncation and prefix
+ * copies behave as with f32. f16/bf16: round to nearest even per element (half the bytes);
+ * q8_0: each head's slice in blocks of 32 (the last zero-padded), an f16 scale per block and
+ * 8-bit codes, ggml's Q8_0 rounding (34 bytes per 32 elements). Their quality cost is measured
+ * in docs/results/. The CUDA backend runs f32 only (PV_E_UNSUPPORTED otherwise). */
+enum pv_cache_type {
+	PV_CACHE_DEFAULT = 0, /* f32 (README "KV cache types": why not f16)                     */
+	PV_CACHE_F32 = 1,
+	PV_CACHE_F16 = 2,
+	PV_CACHE_BF16 = 3,
+	PV_CACHE_Q8_0 = 4,
+};
+/* "f32", "f16", "bf16", "q8_0" (the default resolved); NULL for other values. */
+const char* pv_cache_type_name(int cache_type);
+/* The type named ("f32", "f16", "bf16", "q8_0", case-insensitive), or -1. */
+int pv_cache_type_parse(const char* name);
 
 /* Thread pool ------------------------------------------------------------------------------ */
 
@@ -207,6 +227,7 @@ int pv_session_length(const pv_session* s);         /* tokens seen so far       
 const pv_model* pv_session_model(const pv_session* s);
 int pv_session_n_snapshots(const pv_session* s);    /* rows a snapshot call may have (0: off) */
 int pv_session_n_ctx(const pv_session* s);
+int pv_session_cache_type(const pv_session* s);     /* enum pv_cache_type, never the default */
 const int32_t* pv_session_tokens(const pv_session* s); /* history, pv_session_length entries */
 
 /* Saves the recurrent (DeltaNet + conv) state at the current length (a no-op without DeltaNet

@@ -112,6 +112,14 @@ struct pv_profile {
 };
 int pv_session_profile(pv_session* s, int32_t token, int reps, struct pv_profile* out);
 
+/* The CPU's profiler (PV_E_UNSUPPORTED on CUDA): start, then evaluate as usual (a prompt, decode
+ * steps), then stop: out gets the wall time of each op group ("matmul q/k/v", "attention",
+ * "norms + residual", "deltanet", "matmul experts", "lm head", ...) over the steps in between, in
+ * microseconds per row evaluated (us), calls per row (kernels), and total_us the sum. Timing
+ * adds a clock read per op; results are unchanged. bytes is 0 (not counted here). */
+int pv_session_profile_start(pv_session* s);
+int pv_session_profile_stop(pv_session* s, struct pv_profile* out);
+
 #ifdef __cplusplus
 }
 #endif

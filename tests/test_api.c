@@ -25,11 +25,13 @@
 
 static int32_t* g_toks; /* the fixture's first prompt */
 static int g_ntok;
+static int g_cache; /* the KV cache type of new_session's sessions (enum pv_cache_type) */
 
 static pv_session* new_session(pv_model* m, int n_snapshots)
 {
 	/* chunk_min 16: calls of 16+ rows may take the fast path, so 40-row calls test both paths */
-	struct pv_session_params sp = { .n_ctx = 160, .n_threads = 2, .n_snapshots = n_snapshots, .chunk_min_tokens = 16 };
+	struct pv_session_params sp = { .n_ctx = 160, .n_threads = 2, .n_snapshots = n_snapshots, .chunk_min_tokens = 16,
+		                        .cache_type = g_cache };
 	pv_session* s = NULL;
 	char err[256];
 	int rc = pv_session_new(&s, m, &sp, err, sizeof err);
@@ -449,6 +451,87 @@ static void each_fixture(void (*fn)(pv_model* m, const char* dir, const char* na
 	}
 }
 
+/*
+ * KV cache types: every bitwise property above (exact flag, snapshots and truncation, prefix
+ * copies, sync) holds over f16, bf16 and q8_0 caches too, since a row is rounded once when it is
+ * written. Beyond that: a typed cache changes the logits (it is not silently f32) but only a
+ * little (the top token of most rows stays); the session's bytes shrink by the KV share; an
+ * unknown type and a copy between caches of different types are refused.
+ */
+static void test_cache_types(pv_model* m, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab, n = NP;
+	const struct pv_config* c = &m->cfg;
+	float* ref = malloc(sizeof(float) * V * n);
+	float* got = malloc(sizeof(float) * V * n);
+	g_cache = 0;
+	pv_session* r = new_session(m, 0);
+	CHECK(run_exact(r, g_toks, n, n, ref, V) == 0, "%s: f32 reference", name);
+	for (int t = PV_CACHE_F16; t <= PV_CACHE_Q8_0; t++) {
+		const char* tn = pv_cache_type_name(t);
+		g_cache = t;
+		pv_session* s = new_session(m, 0);
+		CHECK(pv_session_cache_type(s) == t, "%s: cache type %s not kept", name, tn);
+		CHECK(run_exact(s, g_toks, n, n, got, V) == 0, "%s %s: run", name, tn);
+		/* the first row attends to itself only: softmax of one score is 1, so o = v exactly
+		 * rounded; later rows differ from f32 */
+		double dmax = 0, lmax = 0;
+		int top = 0;
+		for (int i = 0; i < n; i++) {
+			top += pv_argmax(ref + (size_t)i * V, V) == pv_argmax(got + (size_t)i * V, V);
+			for (int v = 0; v < V; v++) {
+				const double d = fabs((double)ref[(size_t)i * V + v] - got[(size_t)i * V + v]);
+				dmax = d > dmax ? d : dmax;
+				lmax = fabs(ref[(size_t)i * V + v]) > lmax ? fabs(ref[(size_t)i * V + v]) : lmax;
+			}
+		}
+		CHECK(dmax > 0, "%s %s: logits bitwise the f32 cache's (is the type used?)", name, tn);
+		CHECK(dmax < 0.05 * lmax + 0.05 && top >= n * 3 / 4, "%s %s: logits moved by %.4g (max |logit| %.4g), top-1 kept %d/%d",
+		      name, tn, dmax, lmax, top, n);
+		/* the exact path's batch invariance over this cache: one call == row by row */
+		pv_session* s1 = new_session(m, 0);
+		float* rows = malloc(sizeof(float) * V * n);
+		CHECK(run_exact(s1, g_toks, n, 1, rows, V) == 0 && same(rows, got, (size_t)V * n),
+		      "%s %s: an exact %d-row call differs from row-by-row calls", name, tn, n);
+		free(rows);
+		/* a copy between caches of different types is refused, the destination untouched */
+		g_cache = 0;
+		pv_session* d = new_session(m, 0);
+		CHECK(pv_session_copy_prefix(d, s, 4) == PV_E_INVALID && pv_session_length(d) == 0, "%s %s: copy from f32 accepted",
+		      name, tn);
+		pv_session_free(d);
+		pv_session_free(s1);
+		pv_session_free(s);
+		/* bytes: the KV cache at its type's size */
+		struct pv_session_params a = { .n_ctx = 64, .n_threads = 2 }, b = a;
+		b.cache_type = t;
+		size_t na = 0;
+		for (int l = 0; l < c->n_layers; l++) na += c->layer_kind[l] == PV_LAYER_ATTN;
+		const uint64_t hb = t == PV_CACHE_Q8_0 ? (uint64_t)(c->head_dim + 31) / 32 * 34 : (uint64_t)c->head_dim * 2;
+		const uint64_t want = na * 2 * 64 * (uint64_t)c->n_kv_heads * (4 * (uint64_t)c->head_dim - hb);
+		CHECK(pv_session_bytes(m, &a) - pv_session_bytes(m, &b) == want, "%s %s: a typed cache saves %llu bytes, expected %llu",
+		      name, tn, (unsigned long long)(pv_session_bytes(m, &a) - pv_session_bytes(m, &b)), (unsigned long long)want);
+		/* the properties the engine promises, over this cache */
+		g_cache = t;
+		test_exact(m, name);
+		test_snapshots(m, name);
+		test_copy_prefix(m, name);
+		test_sync(m, name);
+	}
+	g_cache = 0;
+	struct pv_session_params bad = { .n_ctx = 64, .n_threads = 2, .cache_type = 99 };
+	char err[256];
+	pv_session* s2 = NULL;
+	CHECK(pv_session_new(&s2, m, &bad, err, sizeof err) == PV_E_INVALID && !s2 && strstr(err, "cache type"),
+	      "%s: an unknown cache type was accepted", name);
+	CHECK(pv_cache_type_parse("Q8_0") == PV_CACHE_Q8_0 && pv_cache_type_parse("f16") == PV_CACHE_F16 &&
+	              pv_cache_type_parse("q4_0") == -1 && !strcmp(pv_cache_type_name(PV_CACHE_DEFAULT), "f32"),
+	      "cache type names");
+	pv_session_free(r);
+	free(ref);
+	free(got);
+}
+
 #define FIXTURE_CASE(id, call)                                                               \
 	static void id##_fx(pv_model* m, const char* dir, const char* name) { (void)dir; call; } \
 	TEST_CASE(id) { each_fixture(id##_fx); }
@@ -463,6 +546,7 @@ FIXTURE_CASE(status_codes, test_status(m, name))
 FIXTURE_CASE(session_bytes, test_bytes(m, name))
 FIXTURE_CASE(digest, test_digest(m, dir, name))
 FIXTURE_CASE(config_check, test_config_check(m, name))
+FIXTURE_CASE(cache_types, test_cache_types(m, name))
 
 /* non-finite logits fail the call (corrupt weights must not decode as token 0), for every
  * output kind, and the session stays failed */

@@ -28,6 +28,7 @@
 #include "harness.h"
 #include "proven.h"
 #include "cpu/kern.h"
+#include "cpu/state.h"
 #include "cpu/qdot.h"
 
 static uint64_t rng_state = 0x6a09e667f3bcc909ull;
@@ -619,23 +620,23 @@ static void test_attention(void)
 		}
 		for (int i = 0; i < n * qd; i++) q[i] = nrnd() * 2.0f;
 		const float scale = 1.0f / sqrtf((float)hd);
-		float* ws = malloc(sizeof(float) * pv_attn_avx512_scratch(8, G, hd));
+		float* ws = malloc(sizeof(float) * pv_attn_avx512_scratch(8, G, hd, PV_F32));
 		float* all = malloc(sizeof(float) * n * qd);
 		float* y = malloc(sizeof(float) * n * qd);
 		/* blocks of 8 rows (a prompt's tasks) */
 		for (int kvh = 0; kvh < nkv; kvh++)
 			for (int t0 = 0; t0 < n; t0 += 8)
-				pv_attn_avx512(q, qd, all, qd, kc, vc, kvd, hd, G, kvh, t0, n - t0 < 8 ? n - t0 : 8, pos0,
+				pv_attn_avx512(q, qd, all, qd, (const unsigned char*)kc, (const unsigned char*)vc, PV_F32, sizeof(float) * kvd, hd, G, kvh, t0, n - t0 < 8 ? n - t0 : 8, pos0,
 				               scale, ws);
 		/* every row alone (decode), and blocks of 3 from an odd start */
 		int inv = 1;
 		for (int kvh = 0; kvh < nkv; kvh++)
 			for (int t = 0; t < n; t++)
-				pv_attn_avx512(q, qd, y, qd, kc, vc, kvd, hd, G, kvh, t, 1, pos0, scale, ws);
+				pv_attn_avx512(q, qd, y, qd, (const unsigned char*)kc, (const unsigned char*)vc, PV_F32, sizeof(float) * kvd, hd, G, kvh, t, 1, pos0, scale, ws);
 		if (memcmp(all, y, sizeof(float) * n * qd)) inv = 0;
 		for (int kvh = 0; kvh < nkv; kvh++)
 			for (int t0 = 1; t0 < n; t0 += 3)
-				pv_attn_avx512(q, qd, y, qd, kc, vc, kvd, hd, G, kvh, t0, n - t0 < 3 ? n - t0 : 3, pos0, scale,
+				pv_attn_avx512(q, qd, y, qd, (const unsigned char*)kc, (const unsigned char*)vc, PV_F32, sizeof(float) * kvd, hd, G, kvh, t0, n - t0 < 3 ? n - t0 : 3, pos0, scale,
 				               ws);
 		if (memcmp(all + qd, y + qd, sizeof(float) * (n - 1) * qd)) inv = 0;
 		CHECK(inv, "attention hd %d G %d: a row's result depends on the rows computed with it", hd, G);
@@ -692,6 +693,92 @@ static void test_attention(void)
 		free(all);
 		free(y);
 	}
+}
+
+/*
+ * The AVX-512 attention over typed KV caches (kvcache.c): K and V rows rounded into f16, bf16
+ * or q8_0, then attention over that cache must be bitwise the f32 attention over the rounded
+ * values read back with pv_kv_load (the vector conversions in load_block are exact and equal
+ * the scalar ones), and a row's result must not depend on the rows computed with it.
+ */
+static void test_attention_types(void)
+{
+	static const int hds[] = { 64, 128, 16, 32 };
+	static const int Gs[] = { 7, 2, 1, 3 };
+	static const int dts[] = { PV_F16, PV_BF16, PV_Q8_0 };
+	for (int ci = 0; ci < 4; ci++)
+		for (int di = 0; di < 3; di++) {
+			const int hd = hds[ci], G = Gs[ci], nkv = 2, nh = G * nkv, kvd = nkv * hd, qd = nh * hd, dt = dts[di];
+			const int ctx = 90, pos0 = 21, n = 40; /* rows at positions 21..60 */
+			const size_t hb = pv_kv_head_bytes(dt, hd), rb = (size_t)nkv * hb;
+			float* row = malloc(sizeof(float) * kvd);
+			unsigned char* kc = calloc((size_t)ctx, rb);
+			unsigned char* vc = calloc((size_t)ctx, rb);
+			float* kf = malloc(sizeof(float) * ctx * kvd); /* the stored values read back */
+			float* vf = malloc(sizeof(float) * ctx * kvd);
+			for (int j = 0; j < ctx; j++) {
+				for (int i = 0; i < kvd; i++) row[i] = nrnd();
+				pv_kv_store(dt, row, kc + (size_t)j * rb, nkv, hd);
+				for (int i = 0; i < kvd; i++) row[i] = nrnd() * 3.0f;
+				pv_kv_store(dt, row, vc + (size_t)j * rb, nkv, hd);
+				for (int h = 0; h < nkv; h++) {
+					pv_kv_load(dt, kc + (size_t)j * rb + (size_t)h * hb, kf + (size_t)j * kvd + (size_t)h * hd, hd);
+					pv_kv_load(dt, vc + (size_t)j * rb + (size_t)h * hb, vf + (size_t)j * kvd + (size_t)h * hd, hd);
+				}
+			}
+			float* q = malloc(sizeof(float) * n * qd);
+			for (int i = 0; i < n * qd; i++) q[i] = nrnd() * 2.0f;
+			const float scale = 1.0f / sqrtf((float)hd);
+			float* ws = malloc(sizeof(float) * pv_attn_avx512_scratch(8, G, hd, dt));
+			float* want = malloc(sizeof(float) * n * qd);
+			float* got = malloc(sizeof(float) * n * qd);
+			float* one = malloc(sizeof(float) * n * qd);
+			for (int kvh = 0; kvh < nkv; kvh++)
+				for (int t0 = 0; t0 < n; t0 += 8) {
+					const int nt = n - t0 < 8 ? n - t0 : 8;
+					pv_attn_avx512(q, qd, want, qd, (const unsigned char*)kf, (const unsigned char*)vf, PV_F32,
+					               sizeof(float) * kvd, hd, G, kvh, t0, nt, pos0, scale, ws);
+					pv_attn_avx512(q, qd, got, qd, kc, vc, dt, rb, hd, G, kvh, t0, nt, pos0, scale, ws);
+				}
+			for (int kvh = 0; kvh < nkv; kvh++)
+				for (int t = 0; t < n; t++) pv_attn_avx512(q, qd, one, qd, kc, vc, dt, rb, hd, G, kvh, t, 1, pos0, scale, ws);
+			CHECK(!memcmp(want, got, sizeof(float) * n * qd), "attention over a %s cache (hd %d) != f32 over its values",
+			      pv_dtype_name(dt), hd);
+			CHECK(!memcmp(got, one, sizeof(float) * n * qd), "attention over a %s cache (hd %d): not batch-invariant",
+			      pv_dtype_name(dt), hd);
+			/* the rounding itself: within half an f16 / bf16 ulp; for q8_0 half a step d = amax/127
+			 * plus the scale's own f16 rounding (up to 2^-11 d) times |q| <= 127 */
+			double worst = 0;
+			for (int h = 0; h < nkv; h++) {
+				for (int i = 0; i < hd; i++) row[i] = nrnd();
+				unsigned char buf[1024];
+				float back[256];
+				pv_kv_store(dt, row, buf, 1, hd);
+				pv_kv_load(dt, buf, back, hd);
+				for (int b = 0; b < hd; b += 32) {
+					float amax = 0;
+					for (int i = b; i < hd && i < b + 32; i++) amax = fabsf(row[i]) > amax ? fabsf(row[i]) : amax;
+					for (int i = b; i < hd && i < b + 32; i++) {
+						const double tol = dt == PV_Q8_0 ? amax / 127.0 * (0.5 + 127 * 0x1p-11) * 1.001 + 1e-7
+						                                 : fabs(row[i]) * (dt == PV_F16 ? 0x1p-11 : 0x1p-8) + 1e-7;
+						const double e = fabs((double)back[i] - row[i]) / tol;
+						worst = e > worst ? e : worst;
+					}
+				}
+			}
+			CHECK(worst <= 1.0, "%s cache rounding: %.3g x the bound (hd %d)", pv_dtype_name(dt), worst, hd);
+			free(row);
+			free(kc);
+			free(vc);
+			free(kf);
+			free(vf);
+			free(q);
+			free(ws);
+			free(want);
+			free(got);
+			free(one);
+		}
+	printf("test_kernels_simd: avx512 attention over f16, bf16, q8_0 caches: bitwise f32 over the stored values\n");
 }
 
 /* The AVX-512 recurrent DeltaNet step: bitwise the avx2 set's (decay multiply, one fma per
@@ -838,6 +925,7 @@ int main(void)
 		test_bf16();
 		test_exp();
 		test_attention();
+		test_attention_types();
 		test_delta_step();
 		test_argmax();
 	}

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "cpu/kern.h"
+#include "cpu/state.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -102,12 +103,48 @@ static void transpose_block(float* kt, const float* k, size_t ld, int nk, int hd
 }
 
 /*
- * Rows t0 .. t0+nt-1 of q (row stride ldq; heads hd apart) against the cache kc / vc (row
- * stride kvd), for the G heads kvh*G .. kvh*G+G-1 that share key/value head kvh; row t sees
- * positions 0 .. pos0 + t. Output rows o (row stride ldo). ws: per-thread scratch of
- * pv_attn_avx512_scratch(nt, G, hd) floats.
+ * Rows t0 .. t0+nt-1 of q (row stride ldq; heads hd apart) against the cache kc / vc (rows of
+ * rb bytes in element type dt, head slices pv_kv_head_bytes apart: kvcache.c), for the G heads
+ * kvh*G .. kvh*G+G-1 that share key/value head kvh; row t sees positions 0 .. pos0 + t. Output
+ * rows o (row stride ldo). ws: per-thread scratch of pv_attn_avx512_scratch(nt, G, hd, dt)
+ * floats. A non-f32 cache's block of 16 keys and values is converted to f32 first (exactly:
+ * the values pv_kv_load gives), then the f32 arithmetic runs unchanged.
  */
-size_t pv_attn_avx512_scratch(int nt, int G, int hd) { return (size_t)16 * hd + (size_t)nt * G * (hd + 2) + 16; }
+size_t pv_attn_avx512_scratch(int nt, int G, int hd, int dt)
+{
+	return (size_t)16 * hd + (size_t)nt * G * (hd + 2) + 16 + (dt != PV_F32 ? (size_t)32 * hd : 0);
+}
+
+/* Rows [0, nk) of one head's slices in a non-f32 cache (row stride rb bytes) to f32 dst [nk, hd]
+ * (hd a multiple of 16): f16 by vcvtph2ps, bf16 by a shift, q8_0 as d * q per 32-block (the
+ * last block of a head may hold 16). */
+static void load_block(int dt, const unsigned char* src, size_t rb, int nk, int hd, float* dst)
+{
+	for (int j = 0; j < nk; j++) {
+		const unsigned char* r = src + (size_t)j * rb;
+		float* y = dst + (size_t)j * hd;
+		if (dt == PV_F16) {
+			for (int d = 0; d < hd; d += 16)
+				_mm512_storeu_ps(y + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(const void*)(r + 2 * d))));
+		} else if (dt == PV_BF16) {
+			for (int d = 0; d < hd; d += 16) {
+				const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(r + 2 * d)));
+				_mm512_storeu_ps(y + d, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+			}
+		} else {
+			for (int b = 0; b < hd; b += 32) {
+				const unsigned char* q = r + (size_t)b / 32 * 34;
+				uint16_t h;
+				memcpy(&h, q, 2);
+				const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+				for (int i = 0; i < 32 && b + i < hd; i += 16) {
+					const __m512i qi = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(q + 2 + i)));
+					_mm512_storeu_ps(y + b + i, _mm512_mul_ps(d, _mm512_cvtepi32_ps(qi)));
+				}
+			}
+		}
+	}
+}
 
 /* One key block for HG heads of one row: scores, the online-softmax update and the value
  * accumulation; NC = hd / 16. The loops interleave the heads and chunks (independent chains);
@@ -198,25 +235,42 @@ static block_fn block_for(int hg, int nc)
 
 int pv_attn_avx512_ok(int hd) { return hd > 0 && hd % 16 == 0 && block_for(1, hd / 16) != NULL; }
 
-void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const float* kc, const float* vc, int kvd, int hd, int G,
-                    int kvh, int t0, int nt, int pos0, float scale, float* ws)
+void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const unsigned char* kc, const unsigned char* vc, int dt,
+                    size_t rb, int hd, int G, int kvh, int t0, int nt, int pos0, float scale, float* ws)
 {
 	float* kt = ws;                       /* [hd][16] the transposed key block */
 	float* ml = kt + (size_t)16 * hd;     /* [nt*G][2] running max and sum    */
 	float* acc = ml + (size_t)2 * nt * G; /* [nt*G][hd] running output        */
+	float* kb = acc + (size_t)nt * G * hd; /* [16][hd] keys, then [16][hd] values, as f32 (non-f32 dt) */
+	float* vb = kb + (size_t)16 * hd;
 	const int P = nt * G, nc = hd / 16, hgmax = heads_per_call(nc);
 	for (int p = 0; p < P; p++) {
 		ml[2 * p] = -INFINITY;
 		ml[2 * p + 1] = 0.0f;
 	}
 	memset(acc, 0, sizeof(float) * (size_t)P * hd);
-	const float* K = kc + (size_t)kvh * hd;
-	const float* V = vc + (size_t)kvh * hd;
+	const size_t hb = pv_kv_head_bytes(dt, hd);
+	const unsigned char* K = kc + (size_t)kvh * hb;
+	const unsigned char* Vc = vc + (size_t)kvh * hb;
 	const int last = pos0 + t0 + nt - 1; /* the last row's position */
 	const __m512 vscale = _mm512_set1_ps(scale);
 	for (int j0 = 0; j0 <= last; j0 += 16) {
 		const int nk = last + 1 - j0 < 16 ? last + 1 - j0 : 16;
-		transpose_block(kt, K + (size_t)j0 * kvd, (size_t)kvd, nk, hd);
+		/* this block's keys and values as f32 rows, kvd floats apart */
+		const float *Kb, *V;
+		size_t kvd;
+		if (dt == PV_F32) {
+			Kb = (const float*)(const void*)(K + (size_t)j0 * rb);
+			V = (const float*)(const void*)(Vc + (size_t)j0 * rb);
+			kvd = rb / sizeof(float);
+		} else {
+			load_block(dt, K + (size_t)j0 * rb, rb, nk, hd, kb);
+			load_block(dt, Vc + (size_t)j0 * rb, rb, nk, hd, vb);
+			Kb = kb;
+			V = vb;
+			kvd = (size_t)hd;
+		}
+		transpose_block(kt, Kb, kvd, nk, hd);
 		for (int t = 0; t < nt; t++) {
 			const int pos = pos0 + t0 + t;
 			if (pos < j0) continue;
@@ -231,7 +285,7 @@ void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const float* kc,
 					mlp[h] = ml + 2 * pi;
 					ov[h] = acc + (size_t)pi * hd;
 				}
-				block_for(hg, nc)(qv, kt, V + (size_t)j0 * kvd, (size_t)kvd, valid, mlp, ov, vscale);
+				block_for(hg, nc)(qv, kt, V, kvd, valid, mlp, ov, vscale);
 			}
 		}
 	}
@@ -326,10 +380,10 @@ void pv_exp_avx512(float* x, size_t n)
 #else
 /* Not x86: never called (no model gets the avx512 kernel set); the symbols keep the link whole. */
 #include "cpu/kern.h"
-size_t pv_attn_avx512_scratch(int nt, int G, int hd) { return 0; }
+size_t pv_attn_avx512_scratch(int nt, int G, int hd, int dt) { return 0; }
 int pv_attn_avx512_ok(int hd) { return 0; }
-void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const float* kc, const float* vc, int kvd, int hd, int G,
-                    int kvh, int t0, int nt, int pos0, float scale, float* ws)
+void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const unsigned char* kc, const unsigned char* vc, int dt,
+                    size_t rb, int hd, int G, int kvh, int t0, int nt, int pos0, float scale, float* ws)
 {
 }
 void pv_swiglu_avx512(float* g, const float* u, size_t n) {}

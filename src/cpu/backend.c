@@ -5,6 +5,7 @@
  * arithmetic.
  */
 #include "cpu/state.h"
+#include "model/gguf_load.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -67,17 +68,22 @@ static uint64_t cpu_session_bytes(const struct pv_model* m, const struct pv_sess
 	uint64_t B = (uint64_t)p->max_batch, H = (uint64_t)c->hidden, f = 0;
 	uint64_t lin = (uint64_t)n_layers_of(c, PV_LAYER_LINEAR);
 	uint64_t snaps = lin ? (uint64_t)p->n_snapshots : 0;
-	f += (uint64_t)n_layers_of(c, PV_LAYER_ATTN) * 2 * (uint64_t)p->n_ctx * pv_cfg_kv_dim(c);
+	/* the KV cache in bytes (its element type), kept apart from the float count f */
+	const uint64_t kv_row = (uint64_t)c->n_kv_heads * pv_kv_head_bytes(pv_kv_dtype(p->cache_type), c->head_dim);
+	uint64_t kv = (uint64_t)n_layers_of(c, PV_LAYER_ATTN) * 2 * (uint64_t)p->n_ctx * kv_row;
 	f += lin * pv_state_floats_per_layer(c) * (1 + (uint64_t)p->n_checkpoints + snaps);
 	f += B * (4 * H + 2 * w.mix + (uint64_t)pv_cfg_value_dim(c) + 2 * (uint64_t)pv_cfg_q_dim(c) + w.o +
 	          4 * (uint64_t)c->lin_v_heads);
 	f += moe_rows(c, (int)B) * H + 2 * ffn_floats(c, (int)B); /* gx, ff_g, ff_u */
 	f += B * ((uint64_t)c->n_experts + 2 * (uint64_t)c->n_experts_used + (uint64_t)c->n_experts_used * H);
 	f += (uint64_t)PV_LM_ROWS * (uint64_t)c->vocab;
-	if (p->mtp && c->n_mtp_layers && m->w.mtp) f += 2 * (uint64_t)p->n_ctx * pv_cfg_kv_dim(c) + B * 2 * H;
-	f += (uint64_t)p->n_threads * ((uint64_t)p->n_ctx + pv_deltanet_chunk_floats(c));
+	if (p->mtp && c->n_mtp_layers && m->w.mtp) {
+		kv += 2 * (uint64_t)p->n_ctx * kv_row;
+		f += B * 2 * H;
+	}
+	f += (uint64_t)p->n_threads * ((uint64_t)p->n_ctx + pv_deltanet_chunk_floats(c) + 2 * (uint64_t)c->head_dim);
 	uint64_t pool = p->pool ? 0 : (uint64_t)p->n_threads * PV_POOL_SCRATCH;
-	return f * 4 + pool + pv_mm_act_bytes(p->max_batch, max_matmul_cols(c));
+	return f * 4 + kv + pool + pv_mm_act_bytes(p->max_batch, max_matmul_cols(c));
 }
 
 static float* falloc(size_t n, int* fail)
@@ -85,6 +91,15 @@ static float* falloc(size_t n, int* fail)
 	float* p = pv_aligned_alloc((n ? n : 1) * sizeof(float));
 	if (!p) *fail = 1;
 	else memset(p, 0, n * sizeof(float));
+	return p;
+}
+
+/* n bytes, zeroed, 64-aligned */
+static unsigned char* balloc(size_t n, int* fail)
+{
+	unsigned char* p = pv_aligned_alloc(n ? n : 1);
+	if (!p) *fail = 1;
+	else memset(p, 0, n);
 	return p;
 }
 
@@ -111,12 +126,14 @@ static void cpu_session_free(struct pv_session* s)
 		for (int i = 0; i < s->n_threads; i++) {
 			free(st->ts[i].scores);
 			free(st->ts[i].chunk);
+			free(st->ts[i].kv);
 		}
 	free(st->ts);
 	float* bufs[] = { st->x,  st->xn,  st->mixer, st->mo,   st->gx,     st->q,     st->ag, st->o,  st->mix,   st->mix2, st->z,
-		          st->ab, st->lb,  st->lg,    st->ff_g, st->ff_u,   st->router, st->top_w, st->eo, st->lm, st->mtp_k, st->mtp_v,
-		          st->mtp_cat };
+		          st->ab, st->lb,  st->lg,    st->ff_g, st->ff_u,   st->router, st->top_w, st->eo, st->lm, st->mtp_cat };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
+	free(st->mtp_k);
+	free(st->mtp_v);
 	free(st->act);
 	free(st->top_idx);
 	free(st->exp_rows);
@@ -124,6 +141,7 @@ static void cpu_session_free(struct pv_session* s)
 	free(st->slot_pos);
 	free(st->exp_off);
 	free(st->prods);
+	free(st->prof);
 	free(st);
 	s->be_state = NULL;
 }
@@ -132,7 +150,7 @@ static int cpu_session_init(struct pv_session* s, const struct pv_session_params
 {
 	const struct pv_config* c = &s->m->cfg;
 	int fail = 0, L = c->n_layers, B = s->max_batch, H = c->hidden;
-	size_t kvd = (size_t)pv_cfg_kv_dim(c), sf = pv_state_floats_per_layer(c);
+	size_t sf = pv_state_floats_per_layer(c);
 	struct widths w = scratch_widths(c);
 
 	if (p->pool) {
@@ -146,16 +164,19 @@ static int cpu_session_init(struct pv_session* s, const struct pv_session_params
 
 	struct pv_cpu_state* st = pv_xcalloc(1, sizeof(*st));
 	s->be_state = st;
-	st->k_cache = pv_xcalloc((size_t)L, sizeof(float*));
-	st->v_cache = pv_xcalloc((size_t)L, sizeof(float*));
+	st->kv_dtype = pv_kv_dtype(s->cache_type);
+	st->kv_head = pv_kv_head_bytes(st->kv_dtype, c->head_dim);
+	st->kv_row = (size_t)c->n_kv_heads * st->kv_head;
+	st->k_cache = pv_xcalloc((size_t)L, sizeof(unsigned char*));
+	st->v_cache = pv_xcalloc((size_t)L, sizeof(unsigned char*));
 	st->ssm = pv_xcalloc((size_t)L, sizeof(float*));
 	st->conv = pv_xcalloc((size_t)L, sizeof(float*));
 	st->lin_index = pv_xcalloc((size_t)L, sizeof(int));
 	for (int l = 0, k = 0; l < L; l++) {
 		st->lin_index[l] = -1;
 		if (c->layer_kind[l] == PV_LAYER_ATTN) {
-			st->k_cache[l] = falloc((size_t)s->n_ctx * kvd, &fail);
-			st->v_cache[l] = falloc((size_t)s->n_ctx * kvd, &fail);
+			st->k_cache[l] = balloc((size_t)s->n_ctx * st->kv_row, &fail);
+			st->v_cache[l] = balloc((size_t)s->n_ctx * st->kv_row, &fail);
 		} else {
 			/* S and conv state are one allocation so a checkpoint is one copy per layer */
 			st->lin_index[l] = k++;
@@ -186,8 +207,8 @@ static int cpu_session_init(struct pv_session* s, const struct pv_session_params
 	st->ff_u = falloc((size_t)ffn_floats(c, B), &fail);
 	st->lm = falloc((size_t)PV_LM_ROWS * c->vocab, &fail);
 	if (s->mtp_on) {
-		st->mtp_k = falloc((size_t)s->n_ctx * kvd, &fail);
-		st->mtp_v = falloc((size_t)s->n_ctx * kvd, &fail);
+		st->mtp_k = balloc((size_t)s->n_ctx * st->kv_row, &fail);
+		st->mtp_v = balloc((size_t)s->n_ctx * st->kv_row, &fail);
 		st->mtp_cat = falloc((size_t)B * 2 * H, &fail);
 	}
 	if (c->n_experts) {
@@ -205,6 +226,7 @@ static int cpu_session_init(struct pv_session* s, const struct pv_session_params
 	for (int i = 0; i < s->n_threads; i++) {
 		st->ts[i].scores = falloc((size_t)s->n_ctx, &fail);
 		st->ts[i].chunk = falloc(pv_deltanet_chunk_floats(c), &fail);
+		st->ts[i].kv = falloc((size_t)2 * c->head_dim, &fail);
 	}
 	/* the products: this model's kernels (or the exact numerics, see model_kernels) */
 	const struct pv_kernels* k = model_kernels(s->m);
@@ -264,11 +286,11 @@ static int cpu_copy_prefix(struct pv_session* dst, const struct pv_session* src,
 {
 	struct pv_cpu_state *d = pv_cpu(dst), *sr = pv_cpu(src);
 	const struct pv_config* c = &src->m->cfg;
-	const size_t kvd = (size_t)pv_cfg_kv_dim(c);
+	/* the engine checked that both caches have one type, so rows are kv_row bytes in both */
 	for (int l = 0; l < c->n_layers; l++)
 		if (c->layer_kind[l] == PV_LAYER_ATTN) {
-			memcpy(d->k_cache[l], sr->k_cache[l], sizeof(float) * kvd * (size_t)n);
-			memcpy(d->v_cache[l], sr->v_cache[l], sizeof(float) * kvd * (size_t)n);
+			memcpy(d->k_cache[l], sr->k_cache[l], sr->kv_row * (size_t)n);
+			memcpy(d->v_cache[l], sr->v_cache[l], sr->kv_row * (size_t)n);
 		}
 	if (!src->state_floats) return PV_OK;
 	if (from == PV_STATE_CHECKPOINT) {
@@ -289,6 +311,45 @@ static int cpu_forward_many(struct pv_session** s, const struct pv_step* st, int
 	if (!s[0]->own_pool) pv_pool_unlock(s[0]->pool);
 	/* a row that is not finite: each session alone again, so that the one at fault says so */
 	return rc < 0 ? 1 : rc;
+}
+
+static const char* const prof_names[PV_PROF_COUNT] = {
+	[PV_PROF_EMBED] = "embedding",          [PV_PROF_NORM] = "norms + residual",
+	[PV_PROF_MM_QKV] = "matmul attn q/k/v", [PV_PROF_ROPE] = "q/k norm, rope, kv store",
+	[PV_PROF_ATTN] = "attention",           [PV_PROF_MM_O] = "matmul attn out",
+	[PV_PROF_MM_DIN] = "matmul deltanet in", [PV_PROF_DCONV] = "deltanet conv",
+	[PV_PROF_DELTA] = "deltanet recurrence", [PV_PROF_DOTHER] = "deltanet norms/gates",
+	[PV_PROF_MM_DOUT] = "matmul deltanet out", [PV_PROF_MM_GATEUP] = "matmul ffn gate/up",
+	[PV_PROF_ACT] = "swiglu",               [PV_PROF_MM_DOWN] = "matmul ffn down",
+	[PV_PROF_ROUTER] = "moe router + top-k", [PV_PROF_MM_EXP] = "matmul moe experts",
+	[PV_PROF_MOE_OTHER] = "moe gather/sum", [PV_PROF_LM_HEAD] = "lm head + argmax",
+};
+
+/* on: start accumulating (allocates the accumulator; the one allocation outside session_init,
+ * a diagnostic's); off: the groups that occurred into out, per row, and stop. */
+static int cpu_profile_rows(struct pv_session* s, int on, struct pv_profile* out)
+{
+	struct pv_cpu_state* st = pv_cpu(s);
+	if (on) {
+		if (!st->prof && !(st->prof = calloc(1, sizeof(*st->prof))))
+			return pv_session_fail(s, PV_E_NOMEM, "profile: out of memory");
+		memset(st->prof, 0, sizeof(*st->prof));
+		return PV_OK;
+	}
+	if (!st->prof) return pv_session_fail(s, PV_E_INVALID, "profile: stop without start");
+	const struct pv_cpu_prof* p = st->prof;
+	const double rows = p->rows > 0 ? (double)p->rows : 1.0;
+	for (int g = 0; g < PV_PROF_COUNT && out->n < PV_PROFILE_GROUPS; g++) {
+		if (!p->calls[g]) continue;
+		out->name[out->n] = prof_names[g];
+		out->us[out->n] = p->s[g] * 1e6 / rows;
+		out->kernels[out->n] = (int)(p->calls[g] / rows + 0.5);
+		out->total_us += out->us[out->n];
+		out->n++;
+	}
+	free(st->prof);
+	st->prof = NULL;
+	return PV_OK;
 }
 
 static int cpu_forward(struct pv_session* s, const struct pv_step* st)
@@ -353,8 +414,17 @@ static int pack_model(struct pv_model* m, struct pv_kernels* k)
 		n = collect_layer(&m->w.mtp[i].layer, list, n, c->n_experts);
 	}
 	if (m->w.lm_head.data) list[n++] = &m->w.lm_head;
+	/* a GGUF's repacked matrices: their file pages leave the resident set as they are packed
+	 * (the panels are what the products read), so the weights are resident once, not twice */
+	const void* map = NULL;
+	size_t len = 0;
+	if (m->gguf && pv_gguf_model_mapping(m->gguf, &map, &len)) {
+		k->release_lo = map;
+		k->release_hi = (const unsigned char*)map + len;
+	}
 	int rc = pv_kernels_pack(k, (const struct pv_tensor* const*)list, n);
 	free(list);
+	if (!rc && map) pv_kernels_release_sources(k, map, len); /* the pages items shared */
 	return rc;
 }
 
@@ -462,4 +532,5 @@ const struct pv_backend pv_backend_cpu = {
 	.state_reset = cpu_state_reset,
 	.copy_prefix = cpu_copy_prefix,
 	.mtp = pv_cpu_mtp,
+	.profile_rows = cpu_profile_rows,
 };

@@ -273,6 +273,7 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 		}
 	}
 
+	pv_prof_mark(st, PV_PROF_MM_DIN);
 	/* snapshots: this layer's S, then its conv window, inside every slot (the checkpoint layout) */
 	const size_t S_floats = (size_t)Hv * dk * dv;
 	const size_t snap_off = (size_t)st->lin_index[layer] * pv_state_floats_per_layer(c);
@@ -280,6 +281,7 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 	const int avx512 = st->mm.k->isa >= PV_ISA_AVX512 && pv_delta_avx512_ok(dv, cd, c->conv_kernel);
 	conv_silu(c, st->conv[layer], L->conv_w, st->mix, st->mix2, n, snap ? st->snap_buf + snap_row0 : NULL,
 	          snap_off + S_floats, avx512);
+	pv_prof_mark(st, PV_PROF_DCONV);
 
 	float qscale = 1.0f / sqrtf((float)dk);
 	for (int t = 0; t < n; t++) {
@@ -296,8 +298,10 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 		}
 	}
 
+	pv_prof_mark(st, PV_PROF_DOTHER);
 	struct delta_task dt = { s, layer, n, snap ? snap_row0 : -1, snap_off };
 	pv_pool_run(s->pool, chunked ? delta_chunked : delta_recurrent, &dt, Hv);
+	pv_prof_mark(st, PV_PROF_DELTA);
 
 	for (int t = 0; t < n; t++)
 		for (int h = 0; h < Hv; h++) {
@@ -308,5 +312,7 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 			else
 				for (int j = 0; j < dv; j++) o[j] *= pv_silu(z[j]);
 		}
+	pv_prof_mark(st, PV_PROF_DOTHER);
 	pv_mm(&st->mm, out, H, st->o, vd, n, &L->out_proj);
+	pv_prof_mark(st, PV_PROF_MM_DOUT);
 }

@@ -51,30 +51,39 @@ static void rope_neox(float* v, const float* cs, const float* sn, int R)
 
 struct attn_task {
 	struct pv_session* s;
-	const float *kc, *vc; /* [n_ctx, nkv*hd] */
+	const unsigned char *kc, *vc; /* [n_ctx] rows of st->kv_row bytes */
 	int n, pos0;
 };
 
-/* One (row, head) pair: softmax(q k^T / sqrt(hd)) v over keys 0..pos, causal. */
+/* One (row, head) pair: softmax(q k^T / sqrt(hd)) v over keys 0..pos, causal. A non-f32 cache's
+ * key and value slices are converted to f32 (exactly, kvcache.c) one position at a time into
+ * the thread's [2, hd] buffer; the arithmetic and its order are the f32 cache's. */
 static void attn_row_head(void* ctx, int task, int thread)
 {
 	struct attn_task* a = ctx;
 	struct pv_session* s = a->s;
 	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_config* c = &s->m->cfg;
-	int hd = c->head_dim, nh = c->n_heads, kvd = pv_cfg_kv_dim(c);
+	int hd = c->head_dim, nh = c->n_heads;
 	int t = task / nh, h = task % nh, kh = h / (nh / c->n_kv_heads);
 	int pos = a->pos0 + t;
 	const float* q = st->q + (size_t)t * pv_cfg_q_dim(c) + (size_t)h * hd;
-	const float* K = a->kc + (size_t)kh * hd;
-	const float* V = a->vc + (size_t)kh * hd;
+	const unsigned char* K = a->kc + (size_t)kh * st->kv_head;
+	const unsigned char* V = a->vc + (size_t)kh * st->kv_head;
+	const size_t rb = st->kv_row;
+	const int f32 = st->kv_dtype == PV_F32;
+	float* kbuf = st->ts[thread].kv;
+	float* vbuf = kbuf + hd;
 	float* sc = st->ts[thread].scores;
 	float scale = 1.0f / sqrtf((float)hd);
 
 	const int avx2 = st->mm.k->isa >= PV_ISA_AVX2;
 	float mx = -FLT_MAX;
 	for (int j = 0; j <= pos; j++) {
-		sc[j] = pv_dot_f32_set(avx2, q, K + (size_t)j * kvd, hd) * scale;
+		const float* kr = kbuf;
+		if (f32) kr = (const float*)(const void*)(K + (size_t)j * rb);
+		else pv_kv_load(st->kv_dtype, K + (size_t)j * rb, kbuf, hd);
+		sc[j] = pv_dot_f32_set(avx2, q, kr, hd) * scale;
 		if (sc[j] > mx) mx = sc[j];
 	}
 	float sum = 0.0f;
@@ -85,7 +94,12 @@ static void attn_row_head(void* ctx, int task, int thread)
 	float inv = 1.0f / sum;
 	float* o = st->o + (size_t)t * pv_cfg_q_dim(c) + (size_t)h * hd;
 	memset(o, 0, sizeof(float) * hd);
-	for (int j = 0; j <= pos; j++) pv_axpy_f32_set(avx2, o, sc[j] * inv, V + (size_t)j * kvd, hd);
+	for (int j = 0; j <= pos; j++) {
+		const float* vr = vbuf;
+		if (f32) vr = (const float*)(const void*)(V + (size_t)j * rb);
+		else pv_kv_load(st->kv_dtype, V + (size_t)j * rb, vbuf, hd);
+		pv_axpy_f32_set(avx2, o, sc[j] * inv, vr, hd);
+	}
 }
 
 /* The AVX-512 kernel set's attention (attn_avx512.c): tasks of up to ATT_ROWS query rows x one
@@ -94,7 +108,7 @@ static void attn_row_head(void* ctx, int task, int thread)
 
 struct attn512_task {
 	struct pv_session* s;
-	const float *kc, *vc;
+	const unsigned char *kc, *vc;
 	int n, pos0, rows;
 };
 
@@ -105,7 +119,7 @@ static void attn512_task(void* ctx, int task, int thread)
 	struct pv_cpu_state* st = pv_cpu(a->s);
 	const int nkv = c->n_kv_heads, G = c->n_heads / nkv, hd = c->head_dim, qd = pv_cfg_q_dim(c);
 	const int t0 = (task / nkv) * a->rows, nt = a->n - t0 < a->rows ? a->n - t0 : a->rows;
-	pv_attn_avx512(st->q, qd, st->o, qd, a->kc, a->vc, pv_cfg_kv_dim(c), hd, G, task % nkv, t0, nt, a->pos0,
+	pv_attn_avx512(st->q, qd, st->o, qd, a->kc, a->vc, st->kv_dtype, st->kv_row, hd, G, task % nkv, t0, nt, a->pos0,
 	               1.0f / sqrtf((float)hd), pv_pool_scratch(a->s->pool, thread));
 }
 
@@ -117,12 +131,13 @@ static int attn512(const struct pv_session* s, int* rows)
 	if (pv_cpu(s)->mm.k->isa < PV_ISA_AVX512 || !pv_attn_avx512_ok(c->head_dim) || !pv_pool_scratch(s->pool, 0)) return 0;
 	const int G = c->n_heads / c->n_kv_heads;
 	for (int r = ATT_ROWS; r >= 1; r /= 2)
-		if (pv_attn_avx512_scratch(r, G, c->head_dim) * sizeof(float) <= PV_POOL_SCRATCH) return *rows = r, 1;
+		if (pv_attn_avx512_scratch(r, G, c->head_dim, pv_cpu(s)->kv_dtype) * sizeof(float) <= PV_POOL_SCRATCH)
+			return *rows = r, 1;
 	return 0;
 }
 
-static void attention_layer(struct pv_session* s, const struct pv_layer* L, float* kc, float* vc, const float* xn,
-                            float* out, int n, int pos0)
+static void attention_layer(struct pv_session* s, const struct pv_layer* L, unsigned char* kc, unsigned char* vc,
+                            const float* xn, float* out, int n, int pos0)
 {
 	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_config* c = &s->m->cfg;
@@ -132,12 +147,16 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, floa
 
 	/* Projections. Gated q_proj yields per head [q_h (hd) | gate_h (hd)]: [n, nh*2*hd]. */
 	float* qg = c->attn_gate ? st->mix : st->q;
-	float* kdst = kc + (size_t)pos0 * kvd;
-	float* vdst = vc + (size_t)pos0 * kvd;
+	/* K and V rows [n, kvd] in f32: straight into an f32 cache, else into mix2 ([B, 2*kvd] fits:
+	 * its width is at least 2*nh*hd), rounded into the cache once they are final */
+	const int f32 = st->kv_dtype == PV_F32;
+	float* kdst = f32 ? (float*)(void*)(kc + (size_t)pos0 * st->kv_row) : st->mix2;
+	float* vdst = f32 ? (float*)(void*)(vc + (size_t)pos0 * st->kv_row) : st->mix2 + (size_t)n * kvd;
 	const struct pv_mm_out qkv[3] = { { qg, (int)L->wq.rows, &L->wq, 0, L->wq.rows },
 		                          { kdst, kvd, &L->wk, 0, L->wk.rows },
 		                          { vdst, kvd, &L->wv, 0, L->wv.rows } };
 	pv_mm_multi(&st->mm, xn, H, n, qkv, 3);
+	pv_prof_mark(st, PV_PROF_MM_QKV);
 
 	for (int t = 0; t < n; t++) {
 		float* q = st->q + (size_t)t * qd;
@@ -168,8 +187,14 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, floa
 			if (L->k_norm) pv_rmsnorm(kh, kh, L->k_norm, hd, c->rms_eps);
 			rope_neox(kh, cs, sn, R);
 		}
+		if (!f32) {
+			/* attention below reads these rows back from the cache like any earlier row */
+			pv_kv_store(st->kv_dtype, k, kc + (size_t)(pos0 + t) * st->kv_row, nkv, hd);
+			pv_kv_store(st->kv_dtype, v, vc + (size_t)(pos0 + t) * st->kv_row, nkv, hd);
+		}
 	}
 
+	pv_prof_mark(st, PV_PROF_ROPE);
 	int rows;
 	if (attn512(s, &rows)) {
 		struct attn512_task at = { s, kc, vc, n, pos0, rows };
@@ -181,7 +206,9 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, floa
 
 	if (c->attn_gate)
 		for (size_t i = 0; i < (size_t)n * qd; i++) st->o[i] *= pv_sigmoid(st->ag[i]);
+	pv_prof_mark(st, PV_PROF_ATTN);
 	pv_mm(&st->mm, out, H, st->o, qd, n, &L->wo);
+	pv_prof_mark(st, PV_PROF_MM_O);
 }
 
 /* ---------------------------------------------------------------------- FFN --- */
@@ -193,10 +220,13 @@ static void swiglu(struct pv_session* s, const struct pv_expert* e, const float*
 	int H = s->m->cfg.hidden, I = (int)e->gate.rows;
 	const struct pv_mm_out gu[2] = { { st->ff_g, I, &e->gate, 0, e->gate.rows }, { st->ff_u, I, &e->up, 0, e->up.rows } };
 	pv_mm_multi(&st->mm, x, H, n, gu, 2);
+	pv_prof_mark(st, PV_PROF_MM_GATEUP);
 	if (st->mm.k->isa >= PV_ISA_AVX512) pv_swiglu_avx512(st->ff_g, st->ff_u, (size_t)n * I);
 	else
 		for (size_t i = 0; i < (size_t)n * I; i++) st->ff_g[i] = pv_silu(st->ff_g[i]) * st->ff_u[i];
+	pv_prof_mark(st, PV_PROF_ACT);
 	pv_mm(&st->mm, out, H, st->ff_g, I, n, &e->down);
+	pv_prof_mark(st, PV_PROF_MM_DOWN);
 }
 
 /* Router: softmax over all E logits (fp32, in place), top-k (ties: lower index), optional
@@ -235,6 +265,7 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 	pv_mm(&st->mm, st->router, E, xn, H, n, &L->router);
 	for (int t = 0; t < n; t++)
 		route(c, st->router + (size_t)t * E, st->top_idx + (size_t)t * k, st->top_w + (size_t)t * k);
+	pv_prof_mark(st, PV_PROF_ROUTER);
 
 	/* Each selected expert runs once over all the rows routed to it (grouped by expert: expert e
 	 * holds places exp_off[e] .. exp_off[e+1]), all experts' gate/up products in one batch, then
@@ -254,6 +285,7 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 	for (int e = E; e > 0; e--) off[e] = off[e - 1]; /* back to each expert's first place */
 	off[0] = 0;
 	for (int i = 0; i < n * k; i++) memcpy(st->gx + (size_t)i * H, xn + (size_t)st->exp_rows[i] * H, sizeof(float) * H);
+	pv_prof_mark(st, PV_PROF_MOE_OTHER);
 	/* cpu.moe_group=0 (the comparison arm): one batch per row over that row's own experts, each
 	 * product one row, so an expert chosen by r rows is read r times; the bits are the same */
 	const int group = st->mm.k->moe_group;
@@ -270,9 +302,11 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 		}
 		pv_mm_batch(&st->mm, st->prods, np);
 	}
+	pv_prof_mark(st, PV_PROF_MM_EXP);
 	if (st->mm.k->isa >= PV_ISA_AVX512) pv_swiglu_avx512(st->ff_g, st->ff_u, (size_t)n * k * Ie);
 	else
 		for (size_t i = 0; i < (size_t)n * k * Ie; i++) st->ff_g[i] = pv_silu(st->ff_g[i]) * st->ff_u[i];
+	pv_prof_mark(st, PV_PROF_ACT);
 	for (int t = 0; t < (group ? 1 : n); t++) {
 		np = 0;
 		for (int e = 0; e < (group ? E : k); e++) {
@@ -284,6 +318,7 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 		}
 		pv_mm_batch(&st->mm, st->prods, np);
 	}
+	pv_prof_mark(st, PV_PROF_MM_EXP);
 	const int avx2 = st->mm.k->isa >= PV_ISA_AVX2;
 	for (int t = 0; t < n; t++) {
 		float* o = out + (size_t)t * H;
@@ -291,6 +326,7 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 		for (int j = 0; j < k; j++)
 			pv_axpy_f32_set(avx2, o, st->top_w[t * k + j], st->eo + (size_t)st->slot_pos[t * k + j] * H, H);
 	}
+	pv_prof_mark(st, PV_PROF_MOE_OTHER);
 	if (L->shexp.gate.data) {
 		/* shared expert, scaled per row by sigmoid(x . w_sg) */
 		swiglu(s, &L->shexp, xn, st->mo, n);
@@ -298,12 +334,14 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 			float gsc = pv_sigmoid(pv_dot_f32_set(avx2, xn + (size_t)t * H, L->shexp_gate, H));
 			pv_axpy_f32_set(avx2, out + (size_t)t * H, gsc, st->mo + (size_t)t * H, H);
 		}
+		pv_prof_mark(st, PV_PROF_MOE_OTHER);
 	}
 }
 
 /* -------------------------------------------------------------- the step --- */
 
-void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int kind, int moe, float* kc, float* vc,
+void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int kind, int moe, unsigned char* kc,
+                  unsigned char* vc,
                   int n, int pos0, int chunked, int snap_row0)
 {
 	struct pv_cpu_state* st = pv_cpu(s);
@@ -312,6 +350,7 @@ void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int
 	float* out = st->mixer; /* [B, H]: mixer, then FFN output */
 
 	rmsnorm_rows(st->xn, st->x, L->attn_norm, n, H, c->rms_eps);
+	pv_prof_mark(st, PV_PROF_NORM);
 	if (kind == PV_LAYER_ATTN)
 		attention_layer(s, L, kc, vc, st->xn, out, n, pos0);
 	else
@@ -319,6 +358,7 @@ void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int
 	add_rows(st->x, out, (size_t)n * H);
 
 	rmsnorm_rows(st->xn, st->x, L->ffn_norm, n, H, c->rms_eps);
+	pv_prof_mark(st, PV_PROF_NORM);
 	if (moe) {
 		moe_layer(s, L, st->xn, out, n);
 	} else {
@@ -326,6 +366,7 @@ void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int
 		swiglu(s, &dense, st->xn, out, n);
 	}
 	add_rows(st->x, out, (size_t)n * H);
+	pv_prof_mark(st, PV_PROF_NORM);
 }
 
 /* Whether a row holds no NaN and no infinity: corrupt weights must fail the call, not decode
@@ -393,7 +434,12 @@ int pv_cpu_forward(struct pv_session* s, const struct pv_step* sp)
 	/* the chunked DeltaNet form mixes rows: only off the exact path, and only for long calls */
 	const int chunked = !sp->exact;
 
+	if (st->prof) {
+		st->prof->last = pv_now_s();
+		st->prof->rows += n;
+	}
 	for (int t = 0; t < n; t++) pv_tensor_row_f32(&m->w.embed, sp->tokens[t], st->x + (size_t)t * H);
+	pv_prof_mark(st, PV_PROF_EMBED);
 	for (int l = 0; l < c->n_layers; l++)
 		pv_cpu_layer(s, &m->w.layers[l], l, c->layer_kind[l], c->layer_moe[l], st->k_cache[l], st->v_cache[l], n, sp->pos0,
 		             chunked, sp->snap_row0);
@@ -405,10 +451,13 @@ int pv_cpu_forward(struct pv_session* s, const struct pv_step* sp)
 	if (sp->hidden && sp->hidden_row0 < r0) r0 = sp->hidden_row0;
 	if (r0 >= n) return 0;
 	rmsnorm_rows(st->xn, st->x + (size_t)r0 * H, m->w.final_norm, n - r0, H, c->rms_eps);
+	pv_prof_mark(st, PV_PROF_NORM);
 	if (sp->hidden) /* hidden-only rows: the final norm's output is what is checked */
 		for (int t = sp->hidden_row0; t < n; t++)
 			if (!row_finite(st->xn + (size_t)(t - r0) * H, H)) return -1;
-	return outputs(s, sp, r0);
+	const int rc = outputs(s, sp, r0);
+	pv_prof_mark(st, PV_PROF_LM_HEAD);
+	return rc;
 }
 
 /* ------------------------------------------------ one row of several sessions --- */
@@ -446,7 +495,8 @@ static void attn_many_512(void* ctx, int task, int thread)
 	struct pv_cpu_state* st0 = pv_cpu(a->s0);
 	const int nkv = c->n_kv_heads, t = task / nkv, hd = c->head_dim, qd = pv_cfg_q_dim(c);
 	struct pv_cpu_state* si = pv_cpu(a->ss[t]);
-	pv_attn_avx512(st0->q, qd, st0->o, qd, si->k_cache[a->layer], si->v_cache[a->layer], pv_cfg_kv_dim(c), hd,
+	/* every session of the batch has s0's cache type (pv_cpu_forward_many checks) */
+	pv_attn_avx512(st0->q, qd, st0->o, qd, si->k_cache[a->layer], si->v_cache[a->layer], st0->kv_dtype, st0->kv_row, hd,
 	               c->n_heads / nkv, task % nkv, t, 1, a->pos[t] - t, 1.0f / sqrtf((float)hd), pv_pool_scratch(a->s0->pool, thread));
 }
 
@@ -469,10 +519,8 @@ static void attention_many(struct pv_session* const* ss, const int* pos, int cou
 	pv_mm_multi(&st->mm, xn, H, count, qkv, 3);
 	for (int t = 0; t < count; t++) {
 		float* q = st->q + (size_t)t * qd;
-		float* k = pv_cpu(ss[t])->k_cache[layer] + (size_t)pos[t] * kvd;
-		float* v = pv_cpu(ss[t])->v_cache[layer] + (size_t)pos[t] * kvd;
-		memcpy(k, kb + (size_t)t * kvd, sizeof(float) * kvd);
-		memcpy(v, vb + (size_t)t * kvd, sizeof(float) * kvd);
+		float* k = kb + (size_t)t * kvd; /* finished here, then stored into the session's cache */
+		float* v = vb + (size_t)t * kvd;
 		if (L->bq) {
 			add_rows(q, L->bq, qd);
 			add_rows(k, L->bk, kvd);
@@ -489,6 +537,17 @@ static void attention_many(struct pv_session* const* ss, const int* pos, int cou
 			float* kh = k + (size_t)h * hd;
 			if (L->k_norm) pv_rmsnorm(kh, kh, L->k_norm, hd, c->rms_eps);
 			rope_neox(kh, cs, sn, R);
+		}
+		/* the one-row step's store: f32 rows as they are, other types rounded once */
+		struct pv_cpu_state* si = pv_cpu(ss[t]);
+		unsigned char* kd = si->k_cache[layer] + (size_t)pos[t] * si->kv_row;
+		unsigned char* vd = si->v_cache[layer] + (size_t)pos[t] * si->kv_row;
+		if (si->kv_dtype == PV_F32) {
+			memcpy(kd, k, sizeof(float) * kvd);
+			memcpy(vd, v, sizeof(float) * kvd);
+		} else {
+			pv_kv_store(si->kv_dtype, k, kd, nkv, hd);
+			pv_kv_store(si->kv_dtype, v, vd, nkv, hd);
 		}
 	}
 	struct attn_many am = { s0, ss, pos, layer, 0 };
@@ -507,6 +566,8 @@ int pv_cpu_forward_many(struct pv_session** ss, const struct pv_step* sp, int co
 	const int H = c->hidden, V = c->vocab;
 	/* what this path covers; anything else is stepped alone by the engine */
 	if (count < 2 || count > s0->max_batch || c->attn_gate || s0->state_floats) return 1;
+	for (int i = 1; i < count; i++)
+		if (pv_cpu(ss[i])->kv_dtype != st->kv_dtype) return 1; /* one cache type per batch */
 	int pos[count];
 	for (int i = 0; i < count; i++) {
 		const struct pv_step* p = &sp[i];

@@ -42,10 +42,10 @@ void pv_bf16gemm_avx512(float* y, int ldy, const void* act, size_t act_stride, i
 void pv_act_convert_avx512(int fmt, const float* x, int ldx, int T, int64_t n, void* dst, size_t row_bytes);
 
 /* AVX-512 attention and element-wise ops (attn_avx512.c; the order is described there). */
-size_t pv_attn_avx512_scratch(int nt, int G, int hd);
+size_t pv_attn_avx512_scratch(int nt, int G, int hd, int dt);
 int pv_attn_avx512_ok(int hd); /* head sizes it handles: multiples of 16 up to 256 */
-void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const float* kc, const float* vc, int kvd, int hd, int G,
-                    int kvh, int t0, int nt, int pos0, float scale, float* ws);
+void pv_attn_avx512(const float* q, int ldq, float* o, int ldo, const unsigned char* kc, const unsigned char* vc, int dt,
+                    size_t rb, int hd, int G, int kvh, int t0, int nt, int pos0, float scale, float* ws);
 void pv_swiglu_avx512(float* g, const float* u, size_t n);
 void pv_exp_avx512(float* x, size_t n);
 int pv_argmax_avx512(const float* x, int n); /* pv_argmax's answer, vectorised */

@@ -150,7 +150,19 @@ struct pack_work {
 	int n_items;
 	int* item_mat;    /* per item: the matrix ...        */
 	int64_t* item_p0; /* ... and its first panel         */
+	const unsigned char *release_lo, *release_hi; /* pv_kernels.release_lo/hi */
 };
+
+/* madvise(MADV_DONTNEED) over the whole pages inside [s0, s1) when that range lies in the file
+ * mapping [lo, hi) (clean, read-only pages: they leave the resident set and stay in the page
+ * cache; a later read faults the same bytes back in). */
+static void release_range(const unsigned char* s0, const unsigned char* s1, const unsigned char* lo, const unsigned char* hi)
+{
+	const long pg = sysconf(_SC_PAGESIZE);
+	if (!lo || pg <= 0 || s0 < lo || s1 > hi) return;
+	const uintptr_t ps = (uintptr_t)pg, a = ((uintptr_t)s0 + ps - 1) / ps * ps, b = (uintptr_t)s1 / ps * ps;
+	if (b > a) madvise((void*)a, b - a, MADV_DONTNEED); /* a hint: failure is fine */
+}
 
 static void* pack_worker(void* arg)
 {
@@ -163,6 +175,10 @@ static void* pack_worker(void* arg)
 		const int64_t span = w->chunk_bytes / per > 0 ? w->chunk_bytes / per : 1;
 		const int64_t p0 = w->item_p0[it], p1 = np - p0 < span ? np : p0 + span;
 		pv_pack_panels_range(e->type, e->src, e->rows, e->cols, e->data, p0, p1);
+		/* the stored rows of these panels are done with: off the resident set */
+		const size_t rb = pv_dtype_row_bytes(e->type, e->cols);
+		const int64_t r1 = p1 * PV_PANEL < e->rows ? p1 * PV_PANEL : e->rows;
+		release_range(e->src + (size_t)(p0 * PV_PANEL) * rb, e->src + (size_t)r1 * rb, w->release_lo, w->release_hi);
 	}
 	return NULL;
 }
@@ -204,9 +220,15 @@ int pv_kernels_pack(struct pv_kernels* k, const struct pv_tensor* const* W, int 
 		const int64_t span = chunk / per > 0 ? chunk / per : 1;
 		n_items += (int)((np + span - 1) / span);
 	}
-	struct pack_work w = {
-		pk, m, chunk, 0, n_items, calloc((size_t)n_items + 1, sizeof(int)), calloc((size_t)n_items + 1, sizeof(int64_t))
-	};
+	struct pack_work w = { pk,
+		               m,
+		               chunk,
+		               0,
+		               n_items,
+		               calloc((size_t)n_items + 1, sizeof(int)),
+		               calloc((size_t)n_items + 1, sizeof(int64_t)),
+		               k->release_lo,
+		               k->release_hi };
 	if (!w.item_mat || !w.item_p0) {
 		free(w.item_mat);
 		free(w.item_p0);
@@ -249,6 +271,13 @@ void pv_kernels_free(struct pv_kernels* k)
 	k->region_bytes = 0;
 	k->packs = NULL;
 	k->n_packs = 0;
+}
+
+void pv_kernels_release_sources(const struct pv_kernels* k, const void* map, size_t len)
+{
+	const unsigned char* lo = map;
+	for (int i = 0; map && i < k->n_packs; i++)
+		release_range(k->packs[i].src, k->packs[i].src + k->packs[i].src_bytes, lo, lo + len);
 }
 
 uint64_t pv_kernels_packed_bytes(const struct pv_kernels* k)

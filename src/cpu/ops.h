@@ -82,6 +82,10 @@ struct pv_kernels {
 	int n_packs;
 	void* region;             /* the panels' memory (kernels.c)                              */
 	size_t region_bytes;
+	/* set before pv_kernels_pack: a read-only file mapping [lo, hi) whose pages of a matrix's
+	 * stored bytes packing drops from the resident set as soon as they are packed, so the peak
+	 * holds the weights about once (see pv_kernels_release_sources); NULL: none */
+	const unsigned char *release_lo, *release_hi;
 };
 
 /* Sets isa (clamped to pv_isa_best()) and the numerics; no panels yet. */
@@ -91,6 +95,12 @@ void pv_kernels_init(struct pv_kernels* k, int isa, int exact);
  * memory: no panels, the products then run the generic fast path, same results). */
 int pv_kernels_pack(struct pv_kernels* k, const struct pv_tensor* const* W, int n);
 void pv_kernels_free(struct pv_kernels* k);
+/* After packing: drops from the process's resident memory the pages of the repacked matrices'
+ * original bytes that lie wholly inside [map, map + len), a read-only file mapping (the GGUF):
+ * the products read the panels only, so those pages would otherwise stay resident twice (file
+ * page + panel). They stay in the page cache; a later read (the tied embedding's rows, a view
+ * that falls back to the stored bytes, a digest) faults them back in, same bytes. */
+void pv_kernels_release_sources(const struct pv_kernels* k, const void* map, size_t len);
 /* Bytes the panels take (0 without). */
 uint64_t pv_kernels_packed_bytes(const struct pv_kernels* k);
 

@@ -9,6 +9,8 @@
 #include "engine/backend.h"
 #include "engine/session.h"
 
+#include "base/clock.h"
+
 #include <math.h>
 
 #define PV_DELTA_CHUNK 64 /* chunk length C of the chunked DeltaNet form (HF and llama.cpp use 64) */
@@ -18,12 +20,49 @@
 struct pv_thread_scratch {
 	float* scores; /* [n_ctx]                                                          */
 	float* chunk;  /* DeltaNet work area (pv_deltanet_chunk_floats)                     */
+	float* kv;     /* [2, hd] one key's and one value's head slice as f32 (non-f32 caches) */
+};
+
+/* Where the time of the steps goes (proven bench --profile; pv_session_profile_start): op
+ * groups of the forward pass, charged by pv_prof_mark with the wall time since the previous
+ * mark (so everything between two marks, threads' work included, lands in one group). */
+enum pv_prof_group {
+	PV_PROF_EMBED,     /* token embedding rows                                         */
+	PV_PROF_NORM,      /* RMS norms of the blocks, residual adds, the final norm       */
+	PV_PROF_MM_QKV,    /* matmul: attention q/k/v projections                          */
+	PV_PROF_ROPE,      /* q/k norms, RoPE, the K/V rows into the cache                 */
+	PV_PROF_ATTN,      /* attention over the cache (and its output gate)               */
+	PV_PROF_MM_O,      /* matmul: attention output projection                          */
+	PV_PROF_MM_DIN,    /* matmul: DeltaNet input projections (qkv, z, b, a)             */
+	PV_PROF_DCONV,     /* DeltaNet causal conv + SiLU                                  */
+	PV_PROF_DELTA,     /* DeltaNet recurrence (or chunked form)                        */
+	PV_PROF_DOTHER,    /* DeltaNet l2 norms, gates, output norm                        */
+	PV_PROF_MM_DOUT,   /* matmul: DeltaNet output projection                           */
+	PV_PROF_MM_GATEUP, /* matmul: FFN gate/up (dense, or the MoE shared expert)        */
+	PV_PROF_ACT,       /* SwiGLU activation                                            */
+	PV_PROF_MM_DOWN,   /* matmul: FFN down (dense, or the MoE shared expert)           */
+	PV_PROF_ROUTER,    /* MoE router matmul and top-k                                  */
+	PV_PROF_MM_EXP,    /* matmul: routed experts' gate/up and down                     */
+	PV_PROF_MOE_OTHER, /* MoE grouping, gathers, the weighted sum, shared-expert gate  */
+	PV_PROF_LM_HEAD,   /* LM head matmul, argmax, output checks                        */
+	PV_PROF_COUNT
+};
+struct pv_cpu_prof {
+	double s[PV_PROF_COUNT]; /* seconds per group            */
+	long calls[PV_PROF_COUNT];
+	long rows;               /* rows evaluated while profiling */
+	double last;             /* the previous mark (pv_now_s) */
 };
 
 struct pv_cpu_state {
-	/* attention KV cache, per layer (NULL for linear layers): [n_ctx, nkv*hd] f32 */
-	float** k_cache;
-	float** v_cache;
+	/* attention KV cache, per layer (NULL for linear layers): [n_ctx] rows of kv_row bytes,
+	 * each [nkv, hd] in the session's cache type (kvcache.c: kv_dtype, head slices kv_head
+	 * bytes apart) */
+	unsigned char** k_cache;
+	unsigned char** v_cache;
+	int kv_dtype;        /* enum pv_dtype: PV_F32, PV_F16, PV_BF16 or PV_Q8_0              */
+	size_t kv_head;      /* bytes of one head's slice of a row (pv_kv_head_bytes)          */
+	size_t kv_row;       /* bytes of a row: nkv * kv_head                                 */
 	/* DeltaNet state, per layer (NULL for attention layers); S and conv are one allocation */
 	float** ssm;  /* [Hv, dk, dv] f32, S[i][j] with dv contiguous (HF layout)           */
 	float** conv; /* [Kc-1, conv_dim] pre-conv inputs, oldest first                    */
@@ -54,16 +93,27 @@ struct pv_cpu_state {
 	float *gx, *eo;           /* [B*k, H] gathered rows (B on dense models); [B*k, H] the
 	                           * experts' outputs in grouped order                      */
 	float* lm;                /* [PV_LM_ROWS, V] logits of rows whose logits nobody keeps */
-	float *mtp_k, *mtp_v;     /* the MTP head's KV cache [n_ctx, nkv*hd] (mtp sessions)   */
+	unsigned char *mtp_k, *mtp_v; /* the MTP head's KV cache, as k_cache (mtp sessions)    */
 	float* mtp_cat;           /* [B, 2H] the head's [embedding, hidden] input rows        */
 	struct pv_thread_scratch* ts; /* n_threads                                          */
 	/* the products (ops.h): pool, the model's kernels, converted activation rows [B, ...] */
 	struct pv_mm mm;
 	void* act;
 	struct pv_kernels own_k;  /* exact numerics for a model not opened on this backend   */
+	struct pv_cpu_prof* prof; /* per-op timing while profiling, else NULL                 */
 };
 
 static inline struct pv_cpu_state* pv_cpu(const struct pv_session* s) { return (struct pv_cpu_state*)s->be_state; }
+
+/* Charges the time since the previous mark to group g (profiling only; one branch otherwise). */
+static inline void pv_prof_mark(struct pv_cpu_state* st, int g)
+{
+	if (!st->prof) return;
+	const double t = pv_now_s();
+	st->prof->s[g] += t - st->prof->last;
+	st->prof->calls[g]++;
+	st->prof->last = t;
+}
 
 /* forward.c: one step (engine/backend.h): rows st->tokens at positions st->pos0.., outputs as
  * asked. Appends K/V and advances the recurrent state; does not change s->len. Returns 0, or -1
@@ -75,8 +125,9 @@ int pv_cpu_forward(struct pv_session* s, const struct pv_step* st);
 int pv_cpu_forward_many(struct pv_session** ss, const struct pv_step* st, int count);
 /* forward.c: one decoder layer over rows x [n, H] in place (the residual stream), at positions
  * pos0..: the loop body of the forward pass, and what the MTP head runs with its own layer and
- * KV cache (kc, vc: [n_ctx, nkv*hd], NULL for a linear layer). */
-void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int kind, int moe, float* kc, float* vc,
+ * KV cache (kc, vc: [n_ctx] rows of st->kv_row bytes, NULL for a linear layer). */
+void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int kind, int moe, unsigned char* kc,
+                  unsigned char* vc,
                   int n, int pos0, int chunked, int snap_row0);
 
 /* mtp.c: the MTP head (proven.h pv_session_mtp), arguments checked by the engine */
@@ -91,6 +142,14 @@ size_t pv_deltanet_chunk_floats(const struct pv_config* c);
 /* backend.c: the kernels a model opened on the CPU backend uses (its knobs); NULL for a model
  * opened elsewhere (its CPU sessions take the exact numerics) */
 const struct pv_kernels* pv_cpu_kernels(const struct pv_model* m);
+
+/* kvcache.c: the cache's element types. The pv_dtype of an enum pv_cache_type; bytes of one
+ * head's slice of hd elements; one row [nkv, hd] of f32 to its stored form (rounded once);
+ * one head's stored slice back to hd floats (exact). */
+int pv_kv_dtype(int cache_type);
+size_t pv_kv_head_bytes(int dtype, int hd);
+void pv_kv_store(int dtype, const float* src, unsigned char* dst, int nkv, int hd);
+void pv_kv_load(int dtype, const unsigned char* head, float* dst, int hd);
 
 /* small shared helpers (forward.c) */
 void pv_rmsnorm(float* y, const float* x, const float* w, int n, float eps);

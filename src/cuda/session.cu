@@ -222,6 +222,13 @@ int session_init(struct pv_session* s, int* code, char* err, size_t errlen)
 int session_init_be(struct pv_session* s, const struct pv_session_params* p, char* err, size_t errlen)
 {
 	(void)p;
+	/* the device kernels read and write an f32 cache; typed caches are the CPU's for now (the
+	 * GPU work waits for the GPU issue), so a session asking for one is refused before any
+	 * device call */
+	if (s->cache_type != PV_CACHE_F32)
+		return pv_errf(err, errlen, "CUDA backend: KV cache type %s is not supported (f32 only; the CPU backend has f16, bf16, q8_0)",
+		               pv_cache_type_name(s->cache_type)),
+		       PV_E_UNSUPPORTED;
 	int code = PV_E_DEVICE;
 	return session_init(s, &code, err, errlen) ? code : PV_OK;
 }
@@ -521,6 +528,7 @@ const struct pv_backend cuda_backend = {
 	pv_cuda_profile_seam,
 	device_info,
 	membw,
+	NULL, /* profile_rows: the CPU's per-op timing of whole calls; the GPU has pv_session_profile */
 };
 
 } // namespace

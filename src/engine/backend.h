@@ -75,6 +75,9 @@ struct pv_backend {
 	int (*profile)(struct pv_session* s, int32_t token, int reps, struct pv_profile* out);
 	int (*device_info)(struct pv_device_info* d, char* err, size_t errlen);
 	int (*membw)(size_t bytes, int reps, double* gb_s, char* err, size_t errlen);
+	/* per-op timing of the steps evaluated between on = 1 and on = 0 (the latter fills out,
+	 * proven_dev.h pv_session_profile_stop); NULL: unsupported */
+	int (*profile_rows)(struct pv_session* s, int on, struct pv_profile* out);
 };
 
 /* The registry (src/api.c): a backend by name, NULL when unknown or not built. */

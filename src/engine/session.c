@@ -11,6 +11,7 @@
 #include "base/util.h"
 
 #include <stdarg.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,7 @@ static void session_defaults(const struct pv_model* m, const struct pv_session_p
 	if (d.chunk_min_tokens <= 0) d.chunk_min_tokens = PV_DEFAULT_CHUNK_MIN;
 	if (d.n_checkpoints <= 0) d.n_checkpoints = 4;
 	if (d.n_snapshots < 0) d.n_snapshots = 0;
+	if (d.cache_type == PV_CACHE_DEFAULT) d.cache_type = PV_CACHE_F32;
 	*p = d;
 }
 
@@ -84,10 +86,14 @@ int pv_session_new(pv_session** out, const pv_model* m, const struct pv_session_
 		               p.n_ctx, p.max_batch, p.n_threads, p.n_checkpoints, p.n_snapshots),
 		       PV_E_INVALID;
 
+	if (p.cache_type < PV_CACHE_F32 || p.cache_type > PV_CACHE_Q8_0)
+		return pv_errf(err, errlen, "unknown KV cache type %d", p.cache_type), PV_E_INVALID;
+
 	struct pv_session* s = pv_xcalloc(1, sizeof(*s));
 	s->m = m;
 	s->be = m->backend;
 	s->n_ctx = p.n_ctx;
+	s->cache_type = p.cache_type;
 	s->max_batch = p.max_batch;
 	s->chunk_min = p.chunk_min_tokens;
 	s->n_threads = p.n_threads;
@@ -128,6 +134,18 @@ const char* pv_session_error(const pv_session* s) { return s->err; }
 int pv_session_ok(const pv_session* s) { return !s->failed; }
 int pv_session_length(const pv_session* s) { return s->len; }
 int pv_session_n_ctx(const pv_session* s) { return s->n_ctx; }
+int pv_session_cache_type(const pv_session* s) { return s->cache_type; }
+
+static const char* const cache_names[] = { "f32", "f32", "f16", "bf16", "q8_0" };
+
+const char* pv_cache_type_name(int t) { return t >= 0 && t <= PV_CACHE_Q8_0 ? cache_names[t] : NULL; }
+
+int pv_cache_type_parse(const char* name)
+{
+	for (int t = PV_CACHE_F32; name && t <= PV_CACHE_Q8_0; t++)
+		if (!strcasecmp(name, cache_names[t])) return t;
+	return -1;
+}
 const pv_model* pv_session_model(const pv_session* s) { return s->m; }
 int pv_session_n_snapshots(const pv_session* s) { return s->n_snapshots; }
 const int32_t* pv_session_tokens(const pv_session* s) { return s->tokens; }
@@ -409,6 +427,9 @@ int pv_session_copy_prefix(pv_session* dst, const pv_session* src, int n)
 	if (src->m != dst->m || src->be != dst->be)
 		return pv_session_fail(dst, PV_E_INVALID, "copy_prefix: the sessions belong to different models or backends");
 	if (src->failed) return pv_session_fail(dst, PV_E_INVALID, "copy_prefix: the source session has failed");
+	if (src->cache_type != dst->cache_type)
+		return pv_session_fail(dst, PV_E_INVALID, "copy_prefix: the sessions' KV cache types differ (%s, %s)",
+		                       pv_cache_type_name(dst->cache_type), pv_cache_type_name(src->cache_type));
 	if (n < 0 || n > src->len || n > dst->n_ctx)
 		return pv_session_fail(dst, PV_E_INVALID, "copy_prefix: length %d outside [0, %d] (destination context %d)", n,
 		                       src->len, dst->n_ctx);
@@ -486,6 +507,25 @@ int pv_session_profile(pv_session* s, int32_t token, int reps, struct pv_profile
 	if (rc) return rc;
 	if (!s->be->profile) return pv_session_fail(s, PV_E_UNSUPPORTED, "profile: the %s backend has no profiler", s->be->name);
 	return s->be->profile(s, token, reps, out);
+}
+
+int pv_session_profile_start(pv_session* s)
+{
+	int rc = begin(s);
+	if (rc) return rc;
+	if (!s->be->profile_rows)
+		return pv_session_fail(s, PV_E_UNSUPPORTED, "profile: the %s backend has no per-op profiler (use pv_session_profile)",
+		                       s->be->name);
+	return s->be->profile_rows(s, 1, NULL);
+}
+
+int pv_session_profile_stop(pv_session* s, struct pv_profile* out)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = begin(s);
+	if (rc) return rc;
+	if (!s->be->profile_rows) return pv_session_fail(s, PV_E_UNSUPPORTED, "profile: the %s backend has no per-op profiler", s->be->name);
+	return s->be->profile_rows(s, 0, out);
 }
 
 int pv_argmax(const float* logits, int n)

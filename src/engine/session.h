@@ -24,6 +24,7 @@ struct pv_session {
 	int own_pool;
 	int n_threads;       /* threads of pool                                             */
 	int n_ctx;
+	int cache_type;      /* enum pv_cache_type of the KV cache, resolved (never DEFAULT) */
 	int max_batch;       /* B: rows per backend step                                    */
 	int chunk_min;       /* calls of at least this many rows may take the fast path     */
 	int len;             /* tokens seen                                                 */

@@ -7,6 +7,7 @@
 #   tools/bench/peer-cpu.sh [-t THREADS] [-r ROUNDS] [-d DEPTH] [-o RAWDIR] MODEL.gguf...
 #
 # proven's knobs come from the environment (PV_CPU_EXACT=1, PV_CPU_ISA=...); its JSON lists them.
+# PV_CACHE=f16|bf16|q8_0 runs proven with that KV cache type (--cache-type; default f32).
 # The peer: PEER names a folder holding a CPU-only llama-bench; unset, the script builds
 # llama.cpp 0c1e57098 (vendored in the PyPI sdist of llama-cpp-python 0.3.36, about 6 minutes on
 # 2 cores) under ${PEER_CACHE:-~/.cache/proven-peer} and uses that. Nothing of it enters the repo.
@@ -21,10 +22,10 @@
 #
 # Decode bytes per token: every matrix of the layers (routed experts at k/E of their size) and
 # the LM head (the tied embedding where there is no output.weight), the f32 vectors, as stored in
-# the GGUF; proven's GB/s adds its f32 KV cache read at the mean decode position (its tg follows
-# the timed prompt: positions D+pp .. D+pp+tg); llama.cpp's adds its f16 cache at positions
-# D .. D+tg (llama-bench decodes from the depth). Output: a markdown table (median over clean
-# rounds, min..max), the build identities, and the raw log's path.
+# the GGUF; each engine's GB/s adds its KV cache read at the mean decode position D + tg/2 (both
+# decode from the depth): proven's cache type (f32 unless PV_CACHE), llama.cpp's f16. Peak RSS
+# of each run (wait4's ru_maxrss; both at context D + pp + tg). Output: markdown tables (median
+# over clean rounds, min..max), the build identities, and the raw log's path.
 set -eu
 T=2; ROUNDS=3; DEPTH=0; RAW=
 while getopts t:r:d:o: opt; do
@@ -53,7 +54,7 @@ fi
 [ -n "$RAW" ] || RAW=$(mktemp -d)
 mkdir -p "$RAW"
 exec python3 - "$B" "$PEER/llama-bench" "$T" "$ROUNDS" "$DEPTH" "$RAW" "${FOREIGN:-0.05}" "$@" <<'PY'
-import json, os, resource, statistics, struct, subprocess, sys, time
+import json, os, resource, statistics, struct, subprocess, sys, tempfile, time
 B, lbench, T, ROUNDS, DEPTH, RAW, FOREIGN = sys.argv[1:8]
 models = sys.argv[8:]
 T, ROUNDS, DEPTH, FOREIGN = int(T), int(ROUNDS), int(DEPTH), float(FOREIGN)
@@ -118,18 +119,23 @@ def wait_idle(limit=int(os.environ.get("IDLE_WAIT", "300"))):
 def run(cmd, env=None):
     pre_busy, waited = wait_idle()
     la0 = open("/proc/loadavg").read().split()[:3]
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    b0 = stat(); w0 = time.time()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    w1 = time.time(); b1 = stat()
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    own = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    # output to files and wait4 on the child: its own CPU time and peak RSS
+    with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:
+        b0 = stat(); w0 = time.time()
+        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, text=True, env=env)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        w1 = time.time(); b1 = stat()
+        fo.seek(0); fe.seek(0)
+        out, err = fo.read(), fe.read()
+    own = ru.ru_utime + ru.ru_stime
     wall = w1 - w0
     info = {"cmd": cmd, "rc": p.returncode, "wall_s": round(wall, 2), "own_cpu_s": round(own, 2),
+            "maxrss_mib": round(ru.ru_maxrss / 1024.0, 1),
             "foreign_cores": round(max(0.0, (b1 - b0) - own) / wall, 3), "busy_before": round(pre_busy, 3),
             "waited_idle_s": round(waited, 1), "loadavg_before": la0}
-    if p.returncode != 0: info["stderr_tail"] = p.stderr[-2000:]
-    return p.stdout, info
+    if p.returncode != 0: info["stderr_tail"] = err[-2000:]
+    return out, info
 
 def last_json(out):
     return [json.loads(l) for l in out.splitlines() if l.strip().startswith("{")]
@@ -143,8 +149,12 @@ for m in models:
     pcmd = [proven, "bench", "--model", m, "--pp", str(PP), "--tg", str(TG), "--reps", "3", "--threads", str(T), "--json-only"]
     lcmd = [lbench, "-m", m, "-t", str(T), "-p", str(PP), "-n", str(TG), "-r", "3", "-o", "jsonl"]
     if DEPTH: pcmd += ["--depth", str(DEPTH)]; lcmd += ["-d", str(DEPTH)]
-    # bytes per decode token: weights + the KV cache read (proven f32 at its mean position, llama.cpp f16)
-    p_kv = 2 * kvf * 4 * (DEPTH + PP + TG / 2.0)
+    cache = os.environ.get("PV_CACHE", "")
+    if cache: pcmd += ["--cache-type", cache]
+    # bytes per decode token: weights + the KV cache read at the mean decode position (both
+    # engines decode from the depth): proven's type (f32 4 bytes, f16/bf16 2, q8_0 34/32), llama.cpp f16
+    p_el = {"": 4, "f32": 4, "f16": 2, "bf16": 2, "q8_0": 34 / 32}[cache]
+    p_kv = 2 * kvf * p_el * (DEPTH + TG / 2.0)
     l_kv = 2 * kvf * 2 * (DEPTH + TG / 2.0)
     clean, dirty_vals, meta = [], [], {}
     for rnd in range(1, ROUNDS + 1):
@@ -163,7 +173,8 @@ for m in models:
                 lj = last_json(lout)
                 lpp = [r for r in lj if r["n_prompt"] > 0 and r["n_gen"] == 0][0]
                 ltg = [r for r in lj if r["n_gen"] > 0 and r["n_prompt"] == 0][0]
-                vals = (pj["pp_tok_s"], pj["tg_tok_s"], lpp["avg_ts"], ltg["avg_ts"], bw)
+                vals = (pj["pp_tok_s"], pj["tg_tok_s"], lpp["avg_ts"], ltg["avg_ts"], bw, pinfo["maxrss_mib"],
+                        linfo["maxrss_mib"])
                 rec["proven_json"] = pj; rec["llama_json"] = [lpp, ltg]; rec["membw_gb_s"] = bw
                 meta.setdefault("proven", pj); meta.setdefault("llama", lpp)
             log.write(json.dumps(rec) + "\n"); log.flush()
@@ -202,8 +213,8 @@ for name, clean, *_ in rows:
         ps, ls = [c[pi] for c in clean], [c[li] for c in clean]
         print(f"| {name} | {test} | {med(ps):.2f} | {rng(ps)} | {med(ls):.2f} | {rng(ls)} | {med(ps) / med(ls):.2f} | {len(clean)} |")
 print()
-print("| model | decode MB/token (weights) | + KV proven / llama.cpp | DRAM read GB/s (median, min..max) | proven tg GB/s | % of DRAM | llama.cpp tg GB/s | % of DRAM |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| model | decode MB/token (weights) | + KV proven / llama.cpp | DRAM read GB/s (median, min..max) | proven tg GB/s | % of DRAM | llama.cpp tg GB/s | % of DRAM | peak RSS MiB proven / llama.cpp |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for name, clean, meta, wbytes, p_kv, l_kv in rows:
     if not clean: continue
     bw = [c[4] for c in clean]
@@ -213,5 +224,5 @@ for name, clean, meta, wbytes, p_kv, l_kv in rows:
     psh = [100 * (wbytes + p_kv) * c[1] / 1e9 / c[4] for c in clean]
     lsh = [100 * (wbytes + l_kv) * c[3] / 1e9 / c[4] for c in clean]
     print(f"| {name} | {wbytes / 1e6:.1f} | {p_kv / 1e6:.1f} / {l_kv / 1e6:.1f} | {med(bw):.1f} ({rng(bw)}) | {med(pg):.1f} | "
-          f"{med(psh):.1f} | {med(lg):.1f} | {med(lsh):.1f} |")
+          f"{med(psh):.1f} | {med(lg):.1f} | {med(lsh):.1f} | {med([c[5] for c in clean]):.0f} / {med([c[6] for c in clean]):.0f} |")
 PY
