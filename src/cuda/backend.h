@@ -87,6 +87,9 @@ struct pv_cuda_session_stats {
 	uint64_t graph_launches;   /* cudaGraphLaunch calls                                     */
 	uint64_t graph_captures;   /* graphs captured (1 per session)                           */
 	uint64_t graph_kernels;    /* kernel nodes in the decode graph                           */
+	uint64_t window_launches;  /* launches of the window graphs (exact calls of 2-16 rows)  */
+	uint64_t window_captures;  /* window graphs captured (one per row count and first LM row) */
+	uint64_t window_kernels;   /* kernels those launches ran                                */
 	uint64_t direct_kernels;   /* kernels launched outside graphs                           */
 	uint64_t syncs;            /* host synchronisations (cudaStreamSynchronize)             */
 	uint64_t memcpys;          /* cudaMemcpyAsync calls issued by the host outside graphs   */

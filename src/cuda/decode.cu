@@ -6,7 +6,9 @@
  * Each step's positions and token ids travel in a struct dstep the kernels read from device
  * memory, so the same launches serve any position: a one-row step is captured once into a graph
  * (the copy of the step struct from pinned memory, every kernel, the copy of the argmax id back)
- * and replayed per token. Direct launches and the graph run the same kernels with the same
+ * and replayed per token; an exact call of 2-16 rows (a verify window) replays a graph captured
+ * per row count and first LM row (cuda.window_graphs) the same way, the host's launch cost of a
+ * few hundred kernels paid once. Direct launches and the graphs run the same kernels with the same
  * arguments, so their results are bitwise equal; a row's result never depends on the other rows
  * of its step (gemv.cu, attention.cu), so a verification step of 16 rows gives each row the
  * logits it gets alone. Calls that may take a fast path (not exact, at least chunk_min_tokens
@@ -362,8 +364,12 @@ out:
 	return rc;
 }
 
-/* Captures the one-row step: copy in the step struct, the kernels, copy out the argmax id. */
-int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen)
+namespace {
+
+/* Captures the step of n rows with LM rows [lr0, n): copy in the graph's step struct, the
+ * kernels, copy out the argmax ids of the LM rows (ids_host[0 .. n - lr0)). */
+int capture_step(struct pv_session* s, int n, int lr0, cudaGraph_t* graph, cudaGraphExec_t* exec, uint64_t* kernels,
+                 char* err, size_t errlen)
 {
 	struct dsession* d = dsess(s);
 	CU(cudaStreamBeginCapture(d->st, cudaStreamCaptureModeThreadLocal), err, errlen);
@@ -371,9 +377,9 @@ int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen)
 	int rc = 0;
 	cudaError_t e = cudaMemcpyAsync(d->gstep_dev, d->gstep_host, sizeof(struct dstep), cudaMemcpyHostToDevice, d->st);
 	if (e != cudaSuccess) rc = pv_cuda_fail(err, errlen, "graph step copy", e);
-	if (!rc) rc = pv_cuda_enqueue_step(s, d->gstep_dev, 1, 1, 0, NULL, err, errlen);
+	if (!rc) rc = pv_cuda_enqueue_step(s, d->gstep_dev, n, 1, lr0, NULL, err, errlen);
 	if (!rc) {
-		e = cudaMemcpyAsync(d->ids_host, d->ids, sizeof(int), cudaMemcpyDeviceToHost, d->st);
+		e = cudaMemcpyAsync(d->ids_host, d->ids, sizeof(int) * (size_t)(n - lr0), cudaMemcpyDeviceToHost, d->st);
 		if (e != cudaSuccess) rc = pv_cuda_fail(err, errlen, "graph id copy", e);
 	}
 	d->stats.direct_kernels = before; /* captured, not launched */
@@ -384,15 +390,63 @@ int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen)
 		return -1;
 	}
 	if (e != cudaSuccess) return pv_cuda_fail(err, errlen, "cudaStreamEndCapture", e);
-	d->graph = g;
-	CU(cudaGraphInstantiate(&d->gexec, g, 0), err, errlen);
-	if (count_kernels(g, &d->stats.graph_kernels))
-		return pv_errf(err, errlen, "CUDA backend: cannot read the graph's nodes");
+	*graph = g;
+	CU(cudaGraphInstantiate(exec, g, 0), err, errlen);
+	if (count_kernels(g, kernels)) return pv_errf(err, errlen, "CUDA backend: cannot read the graph's nodes");
+	return 0;
+}
+
+} // namespace
+
+/* Captures the one-row step. */
+int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen)
+{
+	struct dsession* d = dsess(s);
+	if (capture_step(s, 1, 0, &d->graph, &d->gexec, &d->stats.graph_kernels, err, errlen)) return -1;
 	d->stats.graph_captures++;
 	return 0;
 }
 
+void pv_cuda_drop_windows(struct dsession* d)
+{
+	for (int n = 0; n <= PV_CUDA_ROWS; n++)
+		for (int r = 0; r < PV_CUDA_ROWS; r++) {
+			if (d->wexec[n][r]) cudaGraphExecDestroy(d->wexec[n][r]);
+			if (d->wgraph[n][r]) cudaGraphDestroy(d->wgraph[n][r]);
+			d->wexec[n][r] = NULL;
+			d->wgraph[n][r] = NULL;
+		}
+}
+
+namespace {
+
+/* An exact call of n = 2..16 rows without snapshots whose LM rows start at lr0 (the verify
+ * window: every row's argmax): the window graph of (n, lr0), captured at its first use. The
+ * logits and final-norm rows are copied after it as direct copies; the ids come back with it. */
+int window_step(struct pv_session* s, const struct pv_step* sp, int lr0, char* err, size_t errlen)
+{
+	struct dsession* d = dsess(s);
+	const int n = sp->n;
+	if (!d->wexec[n][lr0]) {
+		if (capture_step(s, n, lr0, &d->wgraph[n][lr0], &d->wexec[n][lr0], &d->wkernels[n][lr0], err, errlen)) return -1;
+		d->stats.window_captures++;
+	}
+	d->gstep_host->pos0 = sp->pos0;
+	d->gstep_host->n = n;
+	for (int i = 0; i < n; i++) d->gstep_host->tokens[i] = sp->tokens[i];
+	CU(cudaGraphLaunch(d->wexec[n][lr0], d->st), err, errlen);
+	d->stats.window_launches++;
+	d->stats.window_kernels += d->wkernels[n][lr0];
+	struct pv_step o = *sp;
+	o.argmax = NULL; /* from ids_host after the sync */
+	return pv_cuda_copy_outputs(&o, lr0, n - lr0, d->logits, d->ids, d->xn, s->m->cfg.vocab, s->m->cfg.hidden, d->st,
+	                            &d->stats.memcpys, err, errlen);
+}
+
+} // namespace
+
 int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
+
 {
 	/* off the exact path, long calls may take the prefill path (prefill.cu); the 16-row steps run
 	 * the recurrent DeltaNet form (deltanet.cu) */
@@ -416,6 +470,8 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 	const int r0 = pv_step_lm_row0(sp);
 	int prefilled = 0, have_id = 0;
 	d->last_token = -1;
+	/* n rows in one step, LM rows from r0 (none: the direct launches) */
+	const int win = n >= 2 && n <= PV_CUDA_ROWS && r0 < n && d->tu.graphs && d->tu.window_graphs && !snap;
 
 	if (n == 1 && d->tu.graphs && !snap) {
 		/* the graph always runs the LM head and the argmax, and copies the id back */
@@ -431,6 +487,8 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 		if (r0 == 0 && pv_cuda_copy_outputs(&o, 0, 1, d->logits, d->ids, d->xn, s->m->cfg.vocab, s->m->cfg.hidden,
 		                                    d->st, &d->stats.memcpys, err, errlen))
 			goto failed;
+	} else if (win) {
+		if (window_step(s, sp, r0, err, errlen)) goto failed;
 	} else if (!sp->exact && !snap && pv_prefill_wanted(s, n)) {
 		/* Prompt hook: long calls (>= chunk_min_tokens rows) go to the prefill path: bf16
 		 * tensor-core GEMMs in chunks, results within tolerance of the 16-row steps (like the
@@ -475,6 +533,14 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 	if (n == 1 && d->tu.graphs && !snap) {
 		have_id = 1;
 		if (sp->argmax && sp->argmax_row0 == 0) sp->argmax[0] = d->ids_host[0];
+	}
+	if (win) {
+		/* ids_host[i] is row r0 + i's */
+		if (sp->argmax)
+			for (int a = sp->argmax_row0 > r0 ? sp->argmax_row0 : r0; a < n; a++)
+				sp->argmax[a - sp->argmax_row0] = d->ids_host[a - r0];
+		d->last_token = d->ids_host[n - 1 - r0];
+		return PV_OK;
 	}
 	if (have_id) d->last_token = d->ids_host[0];
 	return PV_OK;

@@ -75,7 +75,7 @@ __device__ __forceinline__ void prefetch_l2(const unsigned char* p, size_t bytes
 	asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)bytes) : "memory");
 }
 
-template <int K, int TT, int R>
+template <int K, int TT, int R, bool SH>
 __device__ __forceinline__ void gemv_body(const Params& p)
 {
 	using KT = Kern<K>;
@@ -141,6 +141,25 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 				else walk<K, 1>(p.seg[1], p.stype, wrow + row0, lane, 0, nu, x, p.ldx, 0, &accu);
 			}
 		}
+	} else if constexpr (SH) {
+		/* the shared walk (units.cuh): each tile's first batch of weight units is requested
+		 * before the tile is staged, the tile is staged in stage_at's layout, and the warp's R
+		 * rows share each activation read */
+		constexpr int UB = SHARED_BATCH<K>;
+		const int live = row0 < s.rows ? (int)min((int64_t)R, s.rows - row0) : 0;
+		for (int c0 = 0; c0 < p.cols; c0 += p.tc) {
+			const int cn = min(p.tc, p.cols - c0);
+			const int u0 = c0 / UE, u1 = (c0 + cn) / UE;
+			typename Kern<K>::Raw raw[UB][R];
+			load_rows<K, R, UB>(s, p.stype, wrow + row0, live, u0 + ((lane - u0) & 31), u1, raw);
+			__syncthreads(); /* the previous tile is consumed */
+			for (int e = threadIdx.x; e < TT * p.tc; e += THREADS) {
+				const int t = e / p.tc, c = e - t * p.tc;
+				xs[t * p.tc + stage_at(UE, p.tc, c)] = t < p.T && c < cn ? xin(p, x, x2, t, c0 + c) : 0.0f;
+			}
+			__syncthreads();
+			if (live > 0) walk_rows<K, TT, R>(s, p.stype, wrow + row0, live, lane, u0, u1, xs, p.tc, raw, acc);
+		}
 	} else
 	for (int c0 = 0; c0 < p.cols; c0 += p.tc) {
 		const int cn = min(p.tc, p.cols - c0);
@@ -198,10 +217,10 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 	}
 }
 
-template <int K, int TT, int R>
+template <int K, int TT, int R, bool SH>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ Params p)
 {
-	gemv_body<K, TT, R>(p);
+	gemv_body<K, TT, R, SH>(p);
 }
 
 /* h = silu(g) * u in place of g, elementwise (rows t < n of width w, ld ld): xin's expression */
@@ -258,51 +277,61 @@ typedef void (*kernel_fn)(Params);
  * activation traffic per weight byte for a tuning run), 2 for four, 4 for eight or sixteen; with
  * rm (cuda.gemv_rows_multi = 1) 1 for every row count: four times the warps of a 16-row step,
  * whose 4-row warps leave one block per SM (154 registers, 12 % occupancy, DRAM at 2 %: Nsight
- * Compute). A row's walk and butterfly do not depend on R, so the bits are the same either way.
+ * Compute); rm = 2 with the shared walk: 2 rows per warp at 8 and 16 rows (fewer registers than
+ * 4: more blocks per SM). A row's walk and butterfly do not depend on R, so the bits are the
+ * same either way.
  * Measured (docs/results/spec-2026-12-02.md §6): slower on the dense 8B at 8 and 16 rows (each
  * block stages the activation tile again), a little faster on the 30B-A3B; off by default. */
-int rows_per_warp(int TT, int r2, int rm)
+int rows_per_warp(int TT, int r2, int rm, int sh)
 {
-	if (TT > 1 && rm) return 1;
+	if (TT > 1 && rm == 1) return 1;
+	if (TT >= 8 && rm == 2 && sh) return 2;
 	return TT == 1 ? (r2 ? 2 : 1) : TT <= 2 ? 1 : TT == 4 ? 2 : 4;
 }
 
 template <int K, int TT>
-kernel_fn pick_r(int r2, int rm)
+kernel_fn pick_r(int r2, int rm, int sh)
 {
 	constexpr int R = TT <= 2 ? 1 : TT == 4 ? 2 : 4;
-	if (TT == 1 && r2) return gemv_kernel<K, 1, 2>;
-	if (TT > 1 && rm) return gemv_kernel<K, TT, 1>;
-	return gemv_kernel<K, TT, R>;
-}
-
-template <int K>
-kernel_fn pick_tt(int TT, int r2, int rm)
-{
-	switch (TT) {
-	case 1: return pick_r<K, 1>(r2, rm);
-	case 2: return pick_r<K, 2>(r2, rm);
-	case 4: return pick_r<K, 4>(r2, rm);
-	case 8: return pick_r<K, 8>(r2, rm);
-	default: return pick_r<K, 16>(r2, rm);
+	if constexpr (TT == 1) {
+		(void)rm, (void)sh;
+		return r2 ? gemv_kernel<K, 1, 2, false> : gemv_kernel<K, 1, 1, false>;
+	} else {
+		(void)r2;
+		if (rm == 1) return sh ? gemv_kernel<K, TT, 1, true> : gemv_kernel<K, TT, 1, false>;
+		if constexpr (TT >= 8)
+			if (rm == 2 && sh) return gemv_kernel<K, TT, 2, true>;
+		return sh ? gemv_kernel<K, TT, R, true> : gemv_kernel<K, TT, R, false>;
 	}
 }
 
-kernel_fn pick(int kind, int TT, int r2, int rm)
+template <int K>
+kernel_fn pick_tt(int TT, int r2, int rm, int sh)
+{
+	switch (TT) {
+	case 1: return pick_r<K, 1>(r2, rm, sh);
+	case 2: return pick_r<K, 2>(r2, rm, sh);
+	case 4: return pick_r<K, 4>(r2, rm, sh);
+	case 8: return pick_r<K, 8>(r2, rm, sh);
+	default: return pick_r<K, 16>(r2, rm, sh);
+	}
+}
+
+kernel_fn pick(int kind, int TT, int r2, int rm, int sh)
 {
 	switch (kind) {
-	case K_BF16: return pick_tt<K_BF16>(TT, r2, rm);
-	case K_F16: return pick_tt<K_F16>(TT, r2, rm);
-	case K_F32: return pick_tt<K_F32>(TT, r2, rm);
-	case K_SCALAR: return pick_tt<K_SCALAR>(TT, r2, rm);
-	case K_Q8_0: return pick_tt<K_Q8_0>(TT, r2, rm);
-	case K_Q4_0: return pick_tt<K_Q4_0>(TT, r2, rm);
-	case K_Q4_K: return pick_tt<K_Q4_K>(TT, r2, rm);
-	case K_Q4_1: return pick_tt<K_Q4_1>(TT, r2, rm);
-	case K_Q5_0: return pick_tt<K_Q5_0>(TT, r2, rm);
-	case K_Q5_1: return pick_tt<K_Q5_1>(TT, r2, rm);
-	case K_Q5_K: return pick_tt<K_Q5_K>(TT, r2, rm);
-	default: return pick_tt<K_Q6_K>(TT, r2, rm);
+	case K_BF16: return pick_tt<K_BF16>(TT, r2, rm, sh);
+	case K_F16: return pick_tt<K_F16>(TT, r2, rm, sh);
+	case K_F32: return pick_tt<K_F32>(TT, r2, rm, sh);
+	case K_SCALAR: return pick_tt<K_SCALAR>(TT, r2, rm, sh);
+	case K_Q8_0: return pick_tt<K_Q8_0>(TT, r2, rm, sh);
+	case K_Q4_0: return pick_tt<K_Q4_0>(TT, r2, rm, sh);
+	case K_Q4_K: return pick_tt<K_Q4_K>(TT, r2, rm, sh);
+	case K_Q4_1: return pick_tt<K_Q4_1>(TT, r2, rm, sh);
+	case K_Q5_0: return pick_tt<K_Q5_0>(TT, r2, rm, sh);
+	case K_Q5_1: return pick_tt<K_Q5_1>(TT, r2, rm, sh);
+	case K_Q5_K: return pick_tt<K_Q5_K>(TT, r2, rm, sh);
+	default: return pick_tt<K_Q6_K>(TT, r2, rm, sh);
 	}
 }
 
@@ -314,7 +343,7 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	const int TT = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : 16;
 	const int r2 = tu->gemv_rows == 2;
 	const int rm = tu->gemv_rows_multi;
-	const int UE = unit_of(kind), rpb = WARPS * rows_per_warp(TT, r2, rm);
+	const int UE = unit_of(kind), rpb = WARPS * rows_per_warp(TT, r2, rm, tu->gemv_shared);
 	Params p;
 	memset(&p, 0, sizeof p);
 	const int64_t cols = outs[0].w->cols;
@@ -358,7 +387,7 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
 	const size_t smem = p.direct ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
 	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
-	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2, rm), grid, dim3(THREADS), smem, st, p);
+	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2, rm, tu->gemv_shared), grid, dim3(THREADS), smem, st, p);
 	return 0;
 }
 

@@ -36,6 +36,7 @@ void session_free(struct pv_session* s)
 	pv_prefill_free(d->pre); /* its cuBLAS handle is bound to d->st */
 	if (d->gexec) cudaGraphExecDestroy(d->gexec);
 	if (d->graph) cudaGraphDestroy(d->graph);
+	pv_cuda_drop_windows(d);
 	if (d->mem) cudaFree(d->mem);
 	if (d->step_host) cudaFreeHost(d->step_host);
 	if (d->st2) cudaStreamSynchronize(d->st2);
@@ -330,8 +331,8 @@ void stats(const struct pv_session* s, struct pv_session_stats* st)
 {
 	const struct dsession* d = dsess(s);
 	const struct pv_cuda_session_stats* c = &d->stats;
-	st->graph_launches = c->graph_launches;
-	st->kernels = c->direct_kernels + c->graph_launches * c->graph_kernels;
+	st->graph_launches = c->graph_launches + c->window_launches;
+	st->kernels = c->direct_kernels + c->graph_launches * c->graph_kernels + c->window_kernels;
 	st->syncs = c->syncs;
 	st->memcpys = c->memcpys;
 	st->device_bytes = d->mem_bytes + pv_prefill_device_bytes(d->pre);
@@ -492,6 +493,7 @@ int pv_cuda_set_knobs(struct pv_session* s, const char* spec, char* err, size_t 
 		d->gexec = NULL;
 		d->graph = NULL;
 	}
+	if (recapture || !d->tu.graphs || !d->tu.window_graphs) pv_cuda_drop_windows(d);
 	if (d->tu.graphs && !d->gexec && pv_cuda_capture(s, err, errlen)) {
 		pv_cuda_fail_session(s);
 		return PV_E_DEVICE;

@@ -58,6 +58,11 @@ struct dsession {
 	int n_split, ldq, ffn;    /* attention splits of cuda.att_split keys over n_ctx            */
 	cudaGraph_t graph;
 	cudaGraphExec_t gexec;
+	/* window graphs (cuda.window_graphs): the step of n = 2..16 rows whose LM rows start at lr0,
+	 * captured at its first use; [n][lr0], with their kernel counts */
+	cudaGraph_t wgraph[PV_CUDA_ROWS + 1][PV_CUDA_ROWS];
+	cudaGraphExec_t wexec[PV_CUDA_ROWS + 1][PV_CUDA_ROWS];
+	uint64_t wkernels[PV_CUDA_ROWS + 1][PV_CUDA_ROWS];
 	/* the model's tuning switches (tuning.cuh), this session's copy: pv_cuda_set_graphs and
 	 * pv_cuda_set_prefill change graphs and prefill / prefill_chunk here only */
 	struct pv_cuda_tuning tu;
@@ -107,6 +112,8 @@ void pv_cuda_fail_session(struct pv_session* s);
 /* decode.cu: the backend's forward call (engine/backend.h); the one-row graph's capture */
 int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp);
 int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen);
+/* decode.cu: frees the window graphs (session end, a change of the decode switches) */
+void pv_cuda_drop_windows(struct dsession* d);
 /* decode.cu: rows [0, n) of one step at step->pos0: every layer, then (lm) the final norm, the
  * LM head and the argmax for rows [lr0, n). snap (NULL: none): the snapshot slot that receives
  * the recurrent state after row 0; row t's goes to the slot t after it (direct launches only:

@@ -62,9 +62,17 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	{ "cuda.prefill_delta", "PV_CUDA_PREFILL_DELTA", 0, 0, 2, "quad|decode|cols", 0,
 	  "prefill delta rule: 0 quad (4 lanes per column), 1 decode (the decode's kernels), 2 cols (a lane per column)",
 	  F(prefill_delta) },
-	{ "cuda.gemv_rows_multi", "PV_CUDA_GEMV_RM", 0, 0, 1, NULL, 0,
-	  "GEMVs of 2-16 activation rows (verify windows, exact steps): 1 one weight row per warp, 0 up to 4",
+	{ "cuda.gemv_rows_multi", "PV_CUDA_GEMV_RM", 0, 0, 2, NULL, 0,
+	  "GEMVs of 2-16 activation rows (verify windows, exact steps): 1 one weight row per warp, 2 two at 8-16 rows"
+	  " (with cuda.gemv_shared), 0 up to 4",
 	  F(gemv_rows_multi) },
+	{ "cuda.gemv_shared", "PV_CUDA_GEMV_SHARED", 1, 0, 1, NULL, 0,
+	  "GEMVs of 2-16 activation rows: a warp's weight rows share each staged activation read, conflict-free tile"
+	  " (0: a row at a time, the old walk; same bits)",
+	  F(gemv_shared) },
+	{ "cuda.window_graphs", "PV_CUDA_WINDOW_GRAPHS", 1, 0, 1, NULL, 0,
+	  "exact calls of 2-16 rows (verify windows) replay a graph per row count, with cuda.graphs (0: direct launches)",
+	  F(window_graphs) },
 };
 #undef F
 static_assert(sizeof(struct pv_cuda_tuning) == PV_CUDA_N_KNOBS * sizeof(int),

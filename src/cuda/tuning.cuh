@@ -34,8 +34,10 @@ struct pv_cuda_tuning {
 	int prefill_moe;   /* cuda.prefill_moe: 0 grouped GEMMs, 1 the decode's GEMVs             */
 	int prefill_delta; /* cuda.prefill_delta: 0 quad, 1 decode, 2 cols                        */
 	int gemv_rows_multi; /* cuda.gemv_rows_multi: multi-row GEMVs with one weight row per warp */
+	int gemv_shared;     /* cuda.gemv_shared: multi-row GEMVs share activation reads across rows */
+	int window_graphs;   /* cuda.window_graphs: exact calls of 2-16 rows replay a graph per row count */
 };
-#define PV_CUDA_N_KNOBS 18
+#define PV_CUDA_N_KNOBS 20
 
 /* The settings: every knob's default, then its environment variable when set and not empty, then
  * spec ("name=value,..." with name "cuda.pdl" or "pdl"; NULL or "": none). knobs (may be NULL)

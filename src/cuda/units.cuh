@@ -178,11 +178,44 @@ PV_UNROLL
 	}
 }
 
+/* How a unit's dequantized values meet the activations (Kern<K>::FORM): FORM_FLOAT, w are the
+ * weights (fma4_rows, fma_rows); FORM_Q, w are the quantized values under the scale d (qdot_rows
+ * without offset); FORM_QOFF, the same plus the offset m times the activations' sum. */
+enum { FORM_FLOAT = 0, FORM_Q = 1, FORM_QOFF = 2 };
+
+/* One unit of UE dequantized values against TT staged rows at element e0 of each: the forms
+ * above, in the summation order gemv.cu describes. */
+template <int FORM, int UE, int TT>
+PV_HD void dot_unit(const float* w, float d, float m, const float* xs, int tc, int e0, float* acc)
+{
+	if constexpr (FORM == FORM_FLOAT && UE == 1) {
+		fma_rows<TT>(w[0], xs, tc, e0, acc);
+	} else if constexpr (FORM == FORM_FLOAT) {
+PV_UNROLL
+		for (int g = 0; g < UE / 4; g++) fma4_rows<TT>(w + 4 * g, xs, tc, e0 + 4 * g, acc);
+	} else {
+		qdot_rows<TT, UE / 4, FORM == FORM_QOFF>(w, d, m, xs, tc, e0, acc);
+	}
+}
+
+/* Every kind's dot (walk, walk_direct, gemv_tma.cu): its deq, then dot_unit. D is the kind's
+ * Kern (its UE, FORM and deq); Raw is deduced, so this base needs no complete D. */
+template <class D>
+struct UnitDot {
+	template <int TT, class Raw>
+	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	{
+		float w[D::UE], d = 0.0f, m = 0.0f;
+		D::deq(r, w, d, m);
+		dot_unit<D::FORM, D::UE, TT>(w, d, m, xs, tc, e0, acc);
+	}
+};
+
 template <int K>
 struct Kern;
 
 template <>
-struct Kern<K_BF16> {
+struct Kern<K_BF16> : UnitDot<Kern<K_BF16>> {
 	static constexpr int UE = 8, U = 4;
 	struct Raw {
 		uint4 v;
@@ -191,23 +224,20 @@ struct Kern<K_BF16> {
 	{
 		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16) };
 	}
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	static constexpr int FORM = FORM_FLOAT;
+	PV_HD static void deq(const Raw& r, float* w, float&, float&)
 	{
-		float w[8];
 PV_UNROLL
 		for (int i = 0; i < 4; i++) {
 			uint32_t v = word(r.v, i);
 			w[2 * i] = PV_U2F(v << 16);
 			w[2 * i + 1] = PV_U2F(v & 0xffff0000u);
 		}
-		fma4_rows<TT>(w, xs, tc, e0, acc);
-		fma4_rows<TT>(w + 4, xs, tc, e0 + 4, acc);
 	}
 };
 
 template <>
-struct Kern<K_F16> {
+struct Kern<K_F16> : UnitDot<Kern<K_F16>> {
 	static constexpr int UE = 8, U = 4;
 	struct Raw {
 		uint4 v;
@@ -216,23 +246,20 @@ struct Kern<K_F16> {
 	{
 		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16) };
 	}
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	static constexpr int FORM = FORM_FLOAT;
+	PV_HD static void deq(const Raw& r, float* w, float&, float&)
 	{
-		float w[8];
 PV_UNROLL
 		for (int i = 0; i < 4; i++) {
 			uint32_t v = word(r.v, i);
 			w[2 * i] = f16f(v & 0xffffu);
 			w[2 * i + 1] = f16f(v >> 16);
 		}
-		fma4_rows<TT>(w, xs, tc, e0, acc);
-		fma4_rows<TT>(w + 4, xs, tc, e0 + 4, acc);
 	}
 };
 
 template <>
-struct Kern<K_F32> {
+struct Kern<K_F32> : UnitDot<Kern<K_F32>> {
 	static constexpr int UE = 4, U = 4;
 	struct Raw {
 		uint4 v;
@@ -241,18 +268,20 @@ struct Kern<K_F32> {
 	{
 		return Raw{ ldw4(s.p0 + (size_t)row * s.s0 + (size_t)u * 16) };
 	}
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	static constexpr int FORM = FORM_FLOAT;
+	PV_HD static void deq(const Raw& r, float* w, float&, float&)
 	{
-		float w[4] = { PV_U2F(r.v.x), PV_U2F(r.v.y), PV_U2F(r.v.z), PV_U2F(r.v.w) };
-		fma4_rows<TT>(w, xs, tc, e0, acc);
+		w[0] = PV_U2F(r.v.x);
+		w[1] = PV_U2F(r.v.y);
+		w[2] = PV_U2F(r.v.z);
+		w[3] = PV_U2F(r.v.w);
 	}
 };
 
 /* Float rows that are not whole 16-byte vectors (odd widths): one element per unit. The kind's
  * float type is a run-time parameter (this path is for small odd models only). */
 template <>
-struct Kern<K_SCALAR> {
+struct Kern<K_SCALAR> : UnitDot<Kern<K_SCALAR>> {
 	static constexpr int UE = 1, U = 4;
 	struct Raw {
 		float w;
@@ -264,11 +293,8 @@ struct Kern<K_SCALAR> {
 		unsigned int h = ldw2(p + (size_t)u * 2);
 		return Raw{ stype == PV_F16 ? f16f(h) : PV_U2F(h << 16) };
 	}
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
-	{
-		fma_rows<TT>(r.w, xs, tc, e0, acc);
-	}
+	static constexpr int FORM = FORM_FLOAT;
+	PV_HD static void deq(const Raw& r, float* w, float&, float&) { w[0] = r.w; }
 };
 
 /*
@@ -333,7 +359,7 @@ PV_HD const unsigned char* quad_qs(const RowP& p, int u) { return p.q0 + (size_t
 
 /* Q8_0: x = d * q (pv_dequant_block: (float)(int8_t)q * d). Unit: qs word u, d of block u / 8. */
 template <>
-struct Kern<K_Q8_0> {
+struct Kern<K_Q8_0> : UnitDot<Kern<K_Q8_0>> {
 	static constexpr int UE = 4, U = 8;
 	struct Raw {
 		uint32_t q;
@@ -348,21 +374,20 @@ struct Kern<K_Q8_0> {
 	PV_HD static Raw loadq(const Ptr& q, int k) { return Raw{ ldw1(q.a + 128 * k), ldw2(q.b + 8 * k) }; }
 	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
 	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	static constexpr int FORM = FORM_Q;
+	PV_HD static void deq(const Raw& r, float* w, float& d, float& m)
 	{
-		const float d = f16f(r.d);
+		m = 0.0f;
+		d = f16f(r.d);
 		const uint32_t v = r.q ^ 0x80808080u; /* int8 + 128 */
-		float q[4];
 PV_UNROLL
-		for (int k = 0; k < 4; k++) q[k] = PV_FSUB(magic_byte(v, k), 8388736.0f);
-		qdot_rows<TT, 1, false>(q, d, 0.0f, xs, tc, e0, acc);
+		for (int k = 0; k < 4; k++) w[k] = PV_FSUB(magic_byte(v, k), 8388736.0f);
 	}
 };
 
 /* Q4_0: x = (q - 8) * d. */
 template <>
-struct Kern<K_Q4_0> {
+struct Kern<K_Q4_0> : UnitDot<Kern<K_Q4_0>> {
 	static constexpr int UE = 4, U = 8;
 	struct Raw {
 		uint32_t q;
@@ -378,22 +403,21 @@ struct Kern<K_Q4_0> {
 	PV_HD static Raw loadq(const Ptr& q, int k) { return Raw{ ldw1(q.a + 64 * k), ldw2(q.b + 8 * k), q.u }; }
 	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
 	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	static constexpr int FORM = FORM_Q;
+	PV_HD static void deq(const Raw& r, float* w, float& d, float& m)
 	{
-		const float d = f16f(r.d);
+		m = 0.0f;
+		d = f16f(r.d);
 		const uint32_t v = quad_nibbles(r.q, r.u);
-		float q[4];
 PV_UNROLL
-		for (int k = 0; k < 4; k++) q[k] = PV_FSUB(magic_byte(v, k), 8388616.0f);
-		qdot_rows<TT, 1, false>(q, d, 0.0f, xs, tc, e0, acc);
+		for (int k = 0; k < 4; k++) w[k] = PV_FSUB(magic_byte(v, k), 8388616.0f);
 	}
 };
 
 /* Q4_1: x = q * d + m, a multiply then an add (pv_dequant_block). Planes: qs | d,m (one 4-byte
  * word per block). */
 template <>
-struct Kern<K_Q4_1> {
+struct Kern<K_Q4_1> : UnitDot<Kern<K_Q4_1>> {
 	static constexpr int UE = 4, U = 8;
 	struct Raw {
 		uint32_t q;
@@ -409,22 +433,21 @@ struct Kern<K_Q4_1> {
 	PV_HD static Raw loadq(const Ptr& q, int k) { return Raw{ ldw1(q.a + 64 * k), ldg<unsigned int>(q.b + 16 * k), q.u }; }
 	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
 	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	static constexpr int FORM = FORM_QOFF;
+	PV_HD static void deq(const Raw& r, float* w, float& d, float& m)
 	{
-		const float d = f16f(r.dm & 0xffffu), m = f16f(r.dm >> 16);
+		d = f16f(r.dm & 0xffffu);
+		m = f16f(r.dm >> 16);
 		const uint32_t v = quad_nibbles(r.q, r.u);
-		float q[4];
 PV_UNROLL
-		for (int k = 0; k < 4; k++) q[k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
-		qdot_rows<TT, 1, true>(q, d, m, xs, tc, e0, acc);
+		for (int k = 0; k < 4; k++) w[k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
 	}
 };
 
 /* Q5_0: Q4_0's nibbles plus bit j of the 32-bit qh as the fifth bit of element j;
  * x = (q - 16) * d. Planes: qs | qh | d. */
 template <>
-struct Kern<K_Q5_0> {
+struct Kern<K_Q5_0> : UnitDot<Kern<K_Q5_0>> {
 	static constexpr int UE = 4, U = 8;
 	struct Raw {
 		uint32_t q, qh;
@@ -446,21 +469,20 @@ struct Kern<K_Q5_0> {
 	}
 	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
 	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	static constexpr int FORM = FORM_Q;
+	PV_HD static void deq(const Raw& r, float* w, float& d, float& m)
 	{
-		const float d = f16f(r.d);
+		m = 0.0f;
+		d = f16f(r.d);
 		const uint32_t v = quad_nibbles(r.q, r.u) | spread4((r.qh >> (4 * (r.u & 7))) & 0xfu);
-		float q[4];
 PV_UNROLL
-		for (int k = 0; k < 4; k++) q[k] = PV_FSUB(magic_byte(v, k), 8388624.0f);
-		qdot_rows<TT, 1, false>(q, d, 0.0f, xs, tc, e0, acc);
+		for (int k = 0; k < 4; k++) w[k] = PV_FSUB(magic_byte(v, k), 8388624.0f);
 	}
 };
 
 /* Q5_1: Q5_0's 5-bit q, x = q * d + m (multiply, then add). Planes: qs | qh | d,m. */
 template <>
-struct Kern<K_Q5_1> {
+struct Kern<K_Q5_1> : UnitDot<Kern<K_Q5_1>> {
 	static constexpr int UE = 4, U = 8;
 	struct Raw {
 		uint32_t q, qh;
@@ -482,15 +504,14 @@ struct Kern<K_Q5_1> {
 	}
 	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
 	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	static constexpr int FORM = FORM_QOFF;
+	PV_HD static void deq(const Raw& r, float* w, float& d, float& m)
 	{
-		const float d = f16f(r.dm & 0xffffu), m = f16f(r.dm >> 16);
+		d = f16f(r.dm & 0xffffu);
+		m = f16f(r.dm >> 16);
 		const uint32_t v = quad_nibbles(r.q, r.u) | spread4((r.qh >> (4 * (r.u & 7))) & 0xfu);
-		float q[4];
 PV_UNROLL
-		for (int k = 0; k < 4; k++) q[k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
-		qdot_rows<TT, 1, true>(q, d, m, xs, tc, e0, acc);
+		for (int k = 0; k < 4; k++) w[k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
 	}
 };
 
@@ -523,7 +544,7 @@ PV_HD void k4_scales(const uint4& h, int j, float* d1, float* m1)
  * x = (d * sc) * q - dmin * m, a multiply then a subtract (pv_dequant_block). The 16-byte
  * header is a cached load shared by the warp (its 32 units are one super-block). */
 template <>
-struct Kern<K_Q4_K> {
+struct Kern<K_Q4_K> : UnitDot<Kern<K_Q4_K>> {
 	static constexpr int UE = 8, U = 4;
 	struct Raw {
 		uint4 h;
@@ -544,19 +565,18 @@ struct Kern<K_Q4_K> {
 	PV_HD static Raw loadq(const Ptr& q, int k) { return Raw{ ldg<uint4>(q.a + 144 * k), ldw8(q.b + 144 * k), q.j }; }
 	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
 	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	static constexpr int FORM = FORM_QOFF;
+	PV_HD static void deq(const Raw& r, float* w, float& d, float& m)
 	{
-		float d1, m1;
-		k4_scales(r.h, r.j, &d1, &m1);
-		float q[8];
+		float m1;
+		k4_scales(r.h, r.j, &d, &m1);
+		m = -m1;
 PV_UNROLL
 		for (int i = 0; i < 2; i++) {
 			const uint32_t v = ((i ? r.q.y : r.q.x) >> (4 * (r.j & 1))) & 0x0f0f0f0fu;
 PV_UNROLL
-			for (int k = 0; k < 4; k++) q[4 * i + k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
+			for (int k = 0; k < 4; k++) w[4 * i + k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
 		}
-		qdot_rows<TT, 2, true>(q, d1, -m1, xs, tc, e0, acc);
 	}
 };
 
@@ -564,7 +584,7 @@ PV_UNROLL
  * bytes 16 + l0 ..) as the fifth bit; x = (d * sc) * q - dmin * m. Blocks stored whole (176
  * bytes, 16-byte aligned). */
 template <>
-struct Kern<K_Q5_K> {
+struct Kern<K_Q5_K> : UnitDot<Kern<K_Q5_K>> {
 	static constexpr int UE = 8, U = 4;
 	struct Raw {
 		uint4 h;
@@ -585,20 +605,19 @@ struct Kern<K_Q5_K> {
 	PV_HD static Raw loadq(const Ptr& q, int k) { return Raw{ ldg<uint4>(q.a + 176 * k), ldw8(q.b + 176 * k), ldw8(q.c + 176 * k), q.j }; }
 	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
 	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	static constexpr int FORM = FORM_QOFF;
+	PV_HD static void deq(const Raw& r, float* w, float& d, float& m)
 	{
-		float d1, m1;
-		k4_scales(r.h, r.j, &d1, &m1);
-		float q[8];
+		float m1;
+		k4_scales(r.h, r.j, &d, &m1);
+		m = -m1;
 PV_UNROLL
 		for (int i = 0; i < 2; i++) {
 			const uint32_t hb = (((i ? r.qh.y : r.qh.x) >> r.j) & 0x01010101u) << 4;
 			const uint32_t v = (((i ? r.q.y : r.q.x) >> (4 * (r.j & 1))) & 0x0f0f0f0fu) | hb;
 PV_UNROLL
-			for (int k = 0; k < 4; k++) q[4 * i + k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
+			for (int k = 0; k < 4; k++) w[4 * i + k] = PV_FSUB(magic_byte(v, k), 8388608.0f);
 		}
-		qdot_rows<TT, 2, true>(q, d1, -m1, xs, tc, e0, acc);
 	}
 };
 
@@ -609,7 +628,7 @@ PV_UNROLL
  * warp's 32 units are one super-block, so unit u + 32k is at fixed strides (ql/qh + 192k,
  * scales + 16k, d + 2k). */
 template <>
-struct Kern<K_Q6_K> {
+struct Kern<K_Q6_K> : UnitDot<Kern<K_Q6_K>> {
 	static constexpr int UE = 8, U = 4;
 	struct Raw {
 		uint2 ql, qh;
@@ -634,19 +653,18 @@ struct Kern<K_Q6_K> {
 	}
 	PV_HD static Raw loadp(const RowP& p, int u) { return loadq(at(p, u), 0); }
 	PV_HD static Raw load(const Seg& s, int64_t row, int u) { return loadp(rowp(s, row), u); }
-	template <int TT>
-	PV_HD static void dot(const Raw& r, const float* xs, int tc, int e0, float* acc)
+	static constexpr int FORM = FORM_Q;
+	PV_HD static void deq(const Raw& r, float* w, float& d, float& m)
 	{
-		const float ds = PV_FMUL(f16f(r.d), (float)r.sc);
-		float q[8];
+		m = 0.0f;
+		d = PV_FMUL(f16f(r.d), (float)r.sc);
 PV_UNROLL
 		for (int i = 0; i < 2; i++) {
 			const uint32_t l = i ? r.ql.y : r.ql.x, h = i ? r.qh.y : r.qh.x;
 			const uint32_t v = ((l >> (4 * (r.k >> 1))) & 0x0f0f0f0fu) | (((h >> (2 * r.k)) & 0x03030303u) << 4);
 PV_UNROLL
-			for (int j = 0; j < 4; j++) q[4 * i + j] = PV_FSUB(magic_byte(v, j), 8388640.0f);
+			for (int j = 0; j < 4; j++) w[4 * i + j] = PV_FSUB(magic_byte(v, j), 8388640.0f);
 		}
-		qdot_rows<TT, 2, false>(q, ds, 0.0f, xs, tc, e0, acc);
 	}
 };
 
@@ -734,6 +752,120 @@ PV_HD void walk_direct(const Seg& s, int stype, int64_t row, int lane, int u1, c
 			if (ub + 32 * k < u1) KT::template dot<1>(cur[k], x, ldx, (ub + 32 * k) * UE, acc);
 		PV_UNROLL
 		for (int k = 0; k < U; k++) cur[k] = nxt[k];
+	}
+}
+
+/* ---- the shared walk: R weight rows of a warp against the same staged activations ---------- */
+
+/*
+ * Multi-row GEMVs (verify windows, exact steps: 2-16 activation rows) are bound by the shared
+ * memory reads of the staged activations, not by the weights: walk() reads a unit's TT staged
+ * rows once per weight row, and with 8-element units at a 32-byte lane stride its reads conflict
+ * (Nsight Compute: 8-way on average, 12.5 % occupancy and 2 % of DRAM on the 16-row BF16 GEMV;
+ * docs/results/h200-2026-12-02-ncu-gemv-16rows.txt). The shared walk changes where things are,
+ * not what is summed:
+ *  - a lane loads the unit of each of its warp's R weight rows, then reads each staged row's
+ *    activations once and uses them for all R rows (R times fewer shared-memory reads);
+ *  - 8-element units are staged as two half planes (stage_at: quad 0 of tile unit uu at 4 uu,
+ *    quad 1 at tc/2 + 4 uu), so the 32 lanes of a warp read 32 consecutive 16-byte vectors, no
+ *    bank conflict; 4-element units are already consecutive.
+ * Each weight row still sums its units u = lane (mod 32) in increasing order with walk()'s
+ * per-unit expressions (dot_unit, written out for R rows in dot_rows), so the result is bitwise
+ * walk()'s (test_cuda_host: the emulated kernels at 1..16 rows, R = 1, 2, 4).
+ */
+
+/* where column c of a staged tile of width tc lives (tc a multiple of UE) */
+PV_HD int stage_at(int UE, int tc, int c)
+{
+	if (UE != 8) return c;
+	return ((c >> 2) & 1) * (tc >> 1) + ((c >> 3) << 2) + (c & 3);
+}
+
+/* units in flight per lane and weight row in the shared walk: half the one-row walk's U, R times */
+template <int K>
+constexpr int SHARED_BATCH = Kern<K>::U >= 2 ? Kern<K>::U / 2 : 1;
+
+/* raw[k][r]: unit ub + 32 k of weight row wrow + r, for units below u1 and rows below live
+ * (zeros otherwise) */
+template <int K, int R, int UB>
+PV_HD void load_rows(const Seg& s, int stype, int64_t wrow, int live, int ub, int u1, typename Kern<K>::Raw (*raw)[R])
+{
+PV_UNROLL
+	for (int k = 0; k < UB; k++)
+PV_UNROLL
+		for (int r = 0; r < R; r++)
+			raw[k][r] = ub + 32 * k < u1 && r < live ? load_unit<K>(s, wrow + r, ub + 32 * k, stype) : typename Kern<K>::Raw{};
+}
+
+/* tile unit uu of R weight rows (raw[r]) against the TT staged rows (stage_at's layout):
+ * acc[r][t] gets walk()'s unit expression for row r and activation row t */
+template <int K, int TT, int R>
+PV_HD void dot_rows(const typename Kern<K>::Raw* raw, const float* xs, int tc, int uu, float (*acc)[TT])
+{
+	using KT = Kern<K>;
+	constexpr int UE = KT::UE;
+	float w[R][UE], d[R], m[R];
+PV_UNROLL
+	for (int r = 0; r < R; r++) {
+		d[r] = m[r] = 0.0f;
+		KT::deq(raw[r], w[r], d[r], m[r]);
+	}
+PV_UNROLL
+	for (int t = 0; t < TT; t++) {
+		const float* xt = xs + t * tc;
+		float x[UE];
+		if constexpr (UE == 1) {
+			x[0] = xt[uu];
+		} else {
+PV_UNROLL
+			for (int g = 0; g < UE / 4; g++) {
+				const float4 a = *reinterpret_cast<const float4*>(xt + (UE == 8 ? g * (tc >> 1) + 4 * uu : 4 * uu));
+				x[4 * g] = a.x;
+				x[4 * g + 1] = a.y;
+				x[4 * g + 2] = a.z;
+				x[4 * g + 3] = a.w;
+			}
+		}
+		if constexpr (KT::FORM == FORM_FLOAT) {
+PV_UNROLL
+			for (int r = 0; r < R; r++) {
+				float v = acc[r][t];
+PV_UNROLL
+				for (int e = 0; e < UE; e++) v = fmaf(w[r][e], x[e], v);
+				acc[r][t] = v;
+			}
+		} else {
+			float sx = x[0]; /* qdot_rows: the activations summed in element order */
+PV_UNROLL
+			for (int e = 1; e < UE; e++) sx = PV_FADD(sx, x[e]);
+PV_UNROLL
+			for (int r = 0; r < R; r++) {
+				float v = PV_FMUL(w[r][0], x[0]);
+PV_UNROLL
+				for (int e = 1; e < UE; e++) v = fmaf(w[r][e], x[e], v);
+				float a = fmaf(v, d[r], acc[r][t]);
+				if constexpr (KT::FORM == FORM_QOFF) a = fmaf(m[r], sx, a);
+				acc[r][t] = a;
+			}
+		}
+	}
+}
+
+/* Lane `lane` of the warp owning weight rows wrow .. wrow + live - 1 (live <= R) over tile units
+ * [u0, u1): its units u = lane (mod 32) in increasing order, SHARED_BATCH<K> units in flight
+ * per row. raw holds the first batch (load_rows at this lane's first unit), loaded by the caller
+ * before the tile was staged so that those loads overlap the staging. */
+template <int K, int TT, int R>
+PV_HD void walk_rows(const Seg& s, int stype, int64_t wrow, int live, int lane, int u0, int u1, const float* xs, int tc,
+                     typename Kern<K>::Raw (*raw)[R], float (*acc)[TT])
+{
+	constexpr int UB = SHARED_BATCH<K>;
+	for (int ub = u0 + ((lane - u0) & 31); ub < u1;) {
+PV_UNROLL
+		for (int k = 0; k < UB; k++)
+			if (ub + 32 * k < u1) dot_rows<K, TT, R>(raw[k], xs, tc, ub + 32 * k - u0, acc);
+		ub += 32 * UB;
+		if (ub < u1) load_rows<K, R, UB>(s, stype, wrow, live, ub, u1, raw);
 	}
 }
 

@@ -353,7 +353,8 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		                            "cuda.gemv_pipe",    "cuda.gemv_tma",      "cuda.swiglu_pair",  "cuda.attn_fuse",
 		                            "cuda.moe_side",     "cuda.norm_fuse",     "cuda.graphs",       "cuda.att_split",
 		                            "cuda.prefill",      "cuda.prefill_chunk", "cuda.prefill_attn", "cuda.prefill_moe",
-		                            "cuda.prefill_delta", "cuda.gemv_rows_multi" };
+		                            "cuda.prefill_delta", "cuda.gemv_rows_multi", "cuda.gemv_shared",
+		                            "cuda.window_graphs" };
 	const int nw = (int)(sizeof want / sizeof want[0]);
 	CHECK(n == nw && k, "%s: %d knobs listed, want %d", name, n, nw);
 	for (int i = 0; i < nw; i++) {
@@ -396,12 +397,15 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		free(y);
 		pv_model_close(m2);
 	}
-	/* cuda.gemv_rows_multi=1 (one weight row per warp in multi-row GEMVs): the same bits for
-	 * exact calls of 2, 3, 5, 8 and 16 rows as one-row calls of the default model */
-	{
+	/* the multi-row GEMV variants (rows per warp: cuda.gemv_rows_multi; the shared walk:
+	 * cuda.gemv_shared, on by default, and the old walk): the same bits for exact calls of 2, 3,
+	 * 5, 8 and 16 rows as one-row calls of the default model */
+	static const char* const multi[] = { "cuda.gemv_rows_multi=1", "cuda.gemv_rows_multi=2", "cuda.gemv_shared=0",
+		                             "cuda.gemv_shared=0,cuda.gemv_rows_multi=1", "cuda.gemv_shared=1" };
+	for (int v = 0; v < (int)(sizeof multi / sizeof multi[0]); v++) {
 		pv_model* m3 = NULL;
-		struct pv_model_params p3 = { .backend = "cuda", .knobs = "cuda.gemv_rows_multi=1" };
-		CHECK(pv_model_open(&m3, dir, &p3, err, sizeof err) == PV_OK, "%s: open with gemv_rows_multi: %s", name, err);
+		struct pv_model_params p3 = { .backend = "cuda", .knobs = multi[v] };
+		CHECK(pv_model_open(&m3, dir, &p3, err, sizeof err) == PV_OK, "%s: open with %s: %s", name, multi[v], err);
 		const int V = pv_model_get_info(m)->vocab;
 		float* x = malloc(sizeof(float) * V * NP);
 		float* y = malloc(sizeof(float) * V * NP);
@@ -411,7 +415,7 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		for (int i = 0; m3 && i < 5; i++) {
 			pv_session* s3 = new_session(m3, 0);
 			CHECK(run_exact(s3, g_toks, NP, steps[i], y, V) == 0 && same(x, y, (size_t)V * NP),
-			      "%s: cuda.gemv_rows_multi=1 with %d-row calls changed the logits", name, steps[i]);
+			      "%s: %s with %d-row calls changed the logits", name, multi[v], steps[i]);
 			pv_session_free(s3);
 		}
 		pv_session_free(s1);

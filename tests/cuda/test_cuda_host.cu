@@ -331,6 +331,129 @@ static void check_walk(enum pv_dtype t, int cols, const char* label, int raw = 0
 	free(x);
 }
 
+/* The shared walk (units.cuh, walk_rows: a warp's R weight rows against one staged tile in
+ * stage_at's layout), emulated for a launch of TT activation rows: out[row * TT + t]. */
+template <int K, int TT, int R>
+static void gemv_rows_shared(const Seg& s, int stype, int nrows, int64_t cols, const float* x, float* out)
+{
+	constexpr int UE = Kern<K>::UE, UB = SHARED_BATCH<K>;
+	const int tc = tile_cols(UE, TT, cols, GEMV_SMEM_FLOATS);
+	const int warps = (nrows + R - 1) / R;
+	float* xs = (float*)aligned_alloc(16, sizeof(float) * (size_t)TT * tc);
+	float* acc = (float*)calloc((size_t)warps * 32 * R * TT, sizeof(float)); /* [warp][lane][R][TT] */
+	for (int64_t c0 = 0; c0 < cols; c0 += tc) {
+		const int cn = cols - c0 < tc ? (int)(cols - c0) : tc;
+		for (int e = 0; e < TT * tc; e++) xs[e] = NAN; /* every read cell is written below */
+		for (int e = 0; e < TT * tc; e++) {
+			const int t = e / tc, c = e % tc;
+			xs[t * tc + stage_at(UE, tc, c)] = c < cn ? x[(size_t)t * cols + c0 + c] : 0.0f;
+		}
+		const int u0 = (int)(c0 / UE), u1 = (int)((c0 + cn) / UE);
+		for (int w = 0; w < warps; w++) {
+			const int live = nrows - w * R < R ? nrows - w * R : R;
+			for (int lane = 0; lane < 32; lane++) {
+				typename Kern<K>::Raw raw[UB][R];
+				load_rows<K, R, UB>(s, stype, (int64_t)w * R, live, u0 + ((lane - u0) & 31), u1, raw);
+				float(*a)[TT] = reinterpret_cast<float(*)[TT]>(acc + ((size_t)w * 32 + lane) * R * TT);
+				walk_rows<K, TT, R>(s, stype, (int64_t)w * R, live, lane, u0, u1, xs, tc, raw, a);
+			}
+		}
+	}
+	for (int row = 0; row < nrows; row++)
+		for (int t = 0; t < TT; t++) {
+			float v[32];
+			for (int lane = 0; lane < 32; lane++)
+				v[lane] = acc[(((size_t)(row / R) * 32 + lane) * R + row % R) * TT + t];
+			out[row * TT + t] = butterfly32(v);
+		}
+	free(acc);
+	free(xs);
+}
+
+/* the shared walk gives walk()'s bits: 3 weight rows (a warp of R = 4 with a dead row, R = 2
+ * with a lone row), every row count */
+template <int K>
+static void check_shared(enum pv_dtype t, int cols, const char* label)
+{
+	char err[256];
+	enum { RW = 3 };
+	const size_t rb = pv_dtype_row_bytes(t, cols);
+	unsigned char* w = (unsigned char*)malloc(rb * RW);
+	float* f = (float*)malloc(sizeof(float) * (size_t)cols);
+	for (int r = 0; r < RW; r++) {
+		for (int c = 0; c < cols; c++) f[c] = frand() * 0.1f * (1 + r);
+		unsigned char* dst = w + rb * (size_t)r;
+		if (t == PV_F32) memcpy(dst, f, rb);
+		else if (t == PV_BF16 || t == PV_F16)
+			for (int c = 0; c < cols; c++) {
+				uint16_t h = t == PV_BF16 ? to_bf16(f[c]) : pv_f32_to_f16(f[c]);
+				memcpy(dst + 2 * c, &h, 2);
+			}
+		else CHECK(pv_quant_row(t, f, dst, cols) == 0, "%s: quantize", label);
+	}
+	struct pv_tensor T = { w, t, RW, cols };
+	struct dmat d;
+	CHECK(pv_cuda_plan_mat(&T, &d, err, sizeof err) == 0, "%s: plan: %s", label, err);
+	unsigned char* planes[PV_CUDA_MAX_PLANES] = { NULL, NULL, NULL };
+	for (int p = 0; p < d.n_planes; p++) {
+		planes[p] = (unsigned char*)aligned_alloc(16, (d.stride[p] * RW + 15) / 16 * 16);
+		for (int r = 0; r < RW; r++)
+			extract_plane(d.type, d.cols, d.stride[0], p, w + rb * (size_t)r, planes[p] + d.stride[p] * (size_t)r);
+	}
+	Seg s;
+	memset(&s, 0, sizeof s);
+	s.p0 = planes[0];
+	s.p1 = planes[1];
+	s.p2 = planes[2];
+	s.s0 = d.stride[0];
+	s.s1 = d.stride[1];
+	s.s2 = d.stride[2];
+	float* x = (float*)malloc(sizeof(float) * 16 * (size_t)cols);
+	for (int i = 0; i < 16 * cols; i++) x[i] = frand();
+	float ref[RW][16], o[RW * 16];
+	for (int r = 0; r < RW; r++)
+		for (int i = 0; i < 16; i++) ref[r][i] = gemv_row<K, 1>(s, (int)t, r, cols, x + (size_t)i * cols, 0);
+	int bad = 0;
+#define SHARED_CASE(TT, R)                                                                     \
+	for (int b = 0; b < 16; b += TT) {                                                     \
+		gemv_rows_shared<K, TT, R>(s, (int)t, RW, cols, x + (size_t)b * cols, o);      \
+		for (int r = 0; r < RW; r++)                                                   \
+			for (int i = 0; i < TT; i++) bad += memcmp(&o[r * TT + i], &ref[r][b + i], 4) != 0; \
+	}
+	SHARED_CASE(2, 1)
+	SHARED_CASE(4, 2)
+	SHARED_CASE(8, 2)
+	SHARED_CASE(8, 4)
+	SHARED_CASE(16, 1)
+	SHARED_CASE(16, 2)
+	SHARED_CASE(16, 4)
+#undef SHARED_CASE
+	CHECK(!bad, "%s [%d]: %d results of the shared walk differ from the one-row walk", label, cols, bad);
+	printf("  %-14s [%d]: shared walk (2-16 rows, 1-4 weight rows per warp) bitwise the one-row walk\n", label, cols);
+	for (int p = 0; p < d.n_planes; p++) free(planes[p]);
+	free(w);
+	free(f);
+	free(x);
+}
+
+/* the shared walk of multi-row GEMVs, emulated */
+TEST_CASE(shared)
+{
+	g_rng = RNG_SEED;
+	check_shared<K_BF16>(PV_BF16, 4104, "bf16");
+	check_shared<K_F16>(PV_F16, 1536, "f16");
+	check_shared<K_F32>(PV_F32, 1028, "f32");
+	check_shared<K_SCALAR>(PV_BF16, 2051, "bf16 (odd)");
+	check_shared<K_Q8_0>(PV_Q8_0, 2080, "q8_0");
+	check_shared<K_Q4_0>(PV_Q4_0, 1024, "q4_0");
+	check_shared<K_Q4_1>(PV_Q4_1, 1056, "q4_1");
+	check_shared<K_Q5_0>(PV_Q5_0, 896, "q5_0");
+	check_shared<K_Q5_1>(PV_Q5_1, 1056, "q5_1");
+	check_shared<K_Q4_K>(PV_Q4_K, 2816, "q4_k");
+	check_shared<K_Q5_K>(PV_Q5_K, 2048, "q5_k");
+	check_shared<K_Q6_K>(PV_Q6_K, 2816, "q6_k");
+}
+
 /* each type on quantized random floats */
 TEST_CASE(decode)
 {

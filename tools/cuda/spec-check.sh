@@ -14,6 +14,9 @@
 #   tools/cuda/spec-check.sh d   cuda.gemv_rows_multi (one weight row per warp for 2-16 rows): the
 #                                tests with it on and off, the curve and the replays on the 8B and
 #                                30B-A3B shapes
+#   tools/cuda/spec-check.sh e   the shared walk (cuda.gemv_shared) and the window graphs
+#                                (cuda.window_graphs): tests per variant, courts, the curve per
+#                                variant and the replays on the 8B and 30B-A3B shapes
 #   tools/cuda/spec-check.sh b   the CUDA tests again, Nsight Compute on 1- and 16-row steps when
 #                                ncu is there, the adaptive policy with real n-gram drafts on the
 #                                8B shape, the curve and replays on Qwen3-30B-A3B and
@@ -181,6 +184,52 @@ elif [ "$PART" = d ]; then
 		done
 		for tr in $TR/*.jsonl; do
 			have_time 60 "replay $3" && PV_CUDA_GEMV_RM=1 replay "$3 rows_multi=1" "$m" "$tr"
+		done
+		rm -f "$m"
+	done
+elif [ "$PART" = e ]; then
+	# the shared walk of multi-row GEMVs (cuda.gemv_shared) and the window graphs
+	# (cuda.window_graphs): the host emulation, the GEMV tests per variant, the fixtures and the
+	# API's bitwise checks, a few courts, then the verify-window curve per variant and the
+	# replays on the 8B BF16 and 30B-A3B Q8_0 shapes
+	if [ -x $B/tests/test_cuda_host ]; then
+		$B/tests/test_cuda_host >"$OUT/.t" 2>&1
+		rc=$?
+		cat "$OUT/.t" >>"$LOG"
+		[ $rc = 0 ] || status=1
+		say "== test_cuda_host: rc $rc, $(grep -E '^test_cuda_host: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	fi
+	for env in PV_CUDA_GEMV_SHARED=1 PV_CUDA_GEMV_SHARED=0 PV_CUDA_GEMV_RM=2 PV_CUDA_GEMV_RM=1; do
+		env $env $B/cuda/test_cuda gemv >"$OUT/.t" 2>&1
+		rc=$?
+		cat "$OUT/.t" >>"$LOG"
+		[ $rc = 0 ] || status=1
+		say "== $env test_cuda gemv: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1)"
+		grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
+	done
+	for t in "cuda/test_cuda fixtures" "cuda/test_cuda_api"; do
+		$B/$t >"$OUT/.t" 2>&1
+		rc=$?
+		cat "$OUT/.t" >>"$LOG"
+		[ $rc = 0 ] || status=1
+		say "== $t: rc $rc, $(grep -E '^test_cuda(_api)?: [0-9]+ passed' "$OUT/.t" | tail -1)"
+		grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
+	done
+	court "qwen3 ngram" $FX/qwen3 --draft ngram --draft-fixed --max-tokens 16 --limit 40
+	court "qwen3 draft qwen3_odd" $FX/qwen3 --draft $FX/qwen3_odd --draft-fixed --max-tokens 24 --limit 40
+	court "qwen3_moe draft itself" $FX/qwen3_moe --draft $FX/qwen3_moe --draft-fixed --max-tokens 24 --limit 24
+	court "qwen3_5 draft itself" $FX/qwen3_5 --draft $FX/qwen3_5 --draft-fixed --max-tokens 24 --limit 24
+	court "qwen3_5_moe draft itself" $FX/qwen3_5_moe --draft $FX/qwen3_5_moe --draft-fixed --max-tokens 24 --limit 24
+	for pr in "qwen3-8b bf16 Qwen3-8B_BF16" "qwen3-30b-a3b q8_0 Qwen3-30B-A3B_Q8_0"; do
+		set -- $pr
+		m=$W/$1-$2.gguf
+		have_time 150 "shared walk on $3" || continue
+		synth "$1" "$2" "$m" || continue
+		for v in "PV_CUDA_GEMV_SHARED=1" "PV_CUDA_GEMV_RM=2" "PV_CUDA_GEMV_SHARED=0" "PV_CUDA_WINDOW_GRAPHS=0"; do
+			have_time 40 "curve $3 $v" && (export "$v"; curve "$3 $v" "$m")
+		done
+		for tr in $TR/*.jsonl; do
+			have_time 45 "replay $3" && replay "$3" "$m" "$tr"
 		done
 		rm -f "$m"
 	done
