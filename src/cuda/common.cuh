@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 extern "C" {
 #include "base/log.h"
@@ -70,19 +71,32 @@ enum { PV_KV_F32 = 0, PV_KV_F16 = 1, PV_KV_BF16 = 2 };
 
 __host__ __device__ inline size_t pv_kv_elem_bytes(int kvt) { return kvt == PV_KV_F32 ? 4 : 2; }
 
-/* quant.c pv_f32_to_f16, operation for operation */
-__device__ __forceinline__ uint16_t pv_d_f32_to_f16(float f)
+/* the bits of an f32 (device and host: tests/cuda/test_cuda_host.cu runs the roundings below
+ * against the CPU's on the host) */
+__host__ __device__ __forceinline__ uint32_t pv_kv_bits(float f)
 {
-	uint32_t u = __float_as_uint(f);
+#ifdef __CUDA_ARCH__
+	return __float_as_uint(f);
+#else
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+#endif
+}
+
+/* quant.c pv_f32_to_f16, operation for operation */
+__host__ __device__ __forceinline__ uint16_t pv_d_f32_to_f16(float f)
+{
+	uint32_t u = pv_kv_bits(f);
 	const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
 	u &= 0x7fffffffu;
 	if (u > 0x7f800000u) return sign | 0x7e00u;  /* NaN */
 	if (u >= 0x477ff000u) return sign | 0x7c00u; /* >= 65520: rounds to infinity */
 	if (u < 0x38800000u) {
 		/* below 2^-14: a multiple of 2^-24; scaling by 2^24 is exact, the add and subtract of
-		 * 2^23 round to the nearest integer, ties to even */
-		const float s = __fmul_rn(fabsf(f), 0x1p24f);
-		const float r = __fsub_rn(__fadd_rn(s, 0x1p23f), 0x1p23f);
+		 * 2^23 round to the nearest integer, ties to even (-fmad=false: nothing fused) */
+		const float s = fabsf(f) * 0x1p24f;
+		const float r = (s + 0x1p23f) - 0x1p23f;
 		return sign | (uint16_t)r;
 	}
 	const uint32_t mant = u & 0x7fffffu;
@@ -93,9 +107,9 @@ __device__ __forceinline__ uint16_t pv_d_f32_to_f16(float f)
 }
 
 /* kvcache.c f32_to_bf16 */
-__device__ __forceinline__ uint16_t pv_d_f32_to_bf16(float f)
+__host__ __device__ __forceinline__ uint16_t pv_d_f32_to_bf16(float f)
 {
-	const uint32_t u = __float_as_uint(f);
+	const uint32_t u = pv_kv_bits(f);
 	if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 64); /* quiet NaN */
 	return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
@@ -113,12 +127,22 @@ __device__ __forceinline__ void pv_kv_put(void* base, size_t i, float v)
 	}
 }
 
-/* one stored 16-bit element widened to f32 (exact) */
+/* one stored 16-bit element (the low half of h) widened to f32 (exact) */
 template <int KVT>
-__device__ __forceinline__ float pv_kv_widen(uint32_t h)
+__host__ __device__ __forceinline__ float pv_kv_widen(uint32_t h)
 {
-	if constexpr (KVT == PV_KV_F16) return __half2float(__ushort_as_half((unsigned short)(h & 0xffffu)));
-	else return __uint_as_float((h & 0xffffu) << 16);
+	if constexpr (KVT == PV_KV_F16) {
+		return __half2float(__ushort_as_half((unsigned short)(h & 0xffffu)));
+	} else {
+#ifdef __CUDA_ARCH__
+		return __uint_as_float((h & 0xffffu) << 16);
+#else
+		const uint32_t u = (h & 0xffffu) << 16;
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+#endif
+	}
 }
 
 /* elements per 16-byte vector of a cache of type KVT */
