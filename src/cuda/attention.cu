@@ -303,14 +303,11 @@ int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const st
 		return pv_errf(err, errlen, "CUDA backend: fused attention input stage with %d rows", n);
 	const int G = a->nh / a->nkv;
 	const unsigned gx = (unsigned)(a->n_split < MAX_GRID_X ? a->n_split : MAX_GRID_X);
-	const dim3 grid(gx, (unsigned)a->nkv, (unsigned)n);
-	const size_t smem = split_smem(G, a->hd, a->fuse, elem_vec(a->kvt));
-	if (a->kvt == PV_KV_F16)
-		PV_LAUNCH("attention", tu, err, errlen, attn_split_kernel<PV_KV_F16>, grid, dim3(THREADS), smem, st, *a);
-	else if (a->kvt == PV_KV_BF16)
-		PV_LAUNCH("attention", tu, err, errlen, attn_split_kernel<PV_KV_BF16>, grid, dim3(THREADS), smem, st, *a);
-	else
-		PV_LAUNCH("attention", tu, err, errlen, attn_split_kernel<PV_KV_F32>, grid, dim3(THREADS), smem, st, *a);
+	void (*kern)(attn_args) = a->kvt == PV_KV_F16    ? attn_split_kernel<PV_KV_F16>
+	                          : a->kvt == PV_KV_BF16 ? attn_split_kernel<PV_KV_BF16>
+	                                                 : attn_split_kernel<PV_KV_F32>; /* the check above: one of three */
+	PV_LAUNCH("attention", tu, err, errlen, kern, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
+	          split_smem(G, a->hd, a->fuse, elem_vec(a->kvt)), st, *a);
 	PV_LAUNCH("attention combine", tu, err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS),
 	          0, st, *a);
 	return 0;

@@ -162,14 +162,12 @@ int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const str
 	if (a->hd > 256 || a->R > a->hd) return pv_errf(err, errlen, "CUDA backend: head dim %d (rope %d) above 256", a->hd, a->R);
 	const int items = a->nh + 2 * a->nkv;
 	dim3 grid((unsigned)((items + POST_WARPS - 1) / POST_WARPS), (unsigned)n);
-	switch (a->kvt) {
-	case PV_KV_F32: PV_LAUNCH("qkv_post", tu, err, errlen, qkv_post_kernel<PV_KV_F32>, grid, dim3(POST_WARPS * 32), 0, st, *a); break;
-	case PV_KV_F16: PV_LAUNCH("qkv_post", tu, err, errlen, qkv_post_kernel<PV_KV_F16>, grid, dim3(POST_WARPS * 32), 0, st, *a); break;
-	case PV_KV_BF16:
-		PV_LAUNCH("qkv_post", tu, err, errlen, qkv_post_kernel<PV_KV_BF16>, grid, dim3(POST_WARPS * 32), 0, st, *a);
-		break;
-	default: return pv_errf(err, errlen, "CUDA backend: KV cache element type %d", a->kvt);
-	}
+	void (*kern)(qkv_post_args) = a->kvt == PV_KV_F16    ? qkv_post_kernel<PV_KV_F16>
+	                              : a->kvt == PV_KV_BF16 ? qkv_post_kernel<PV_KV_BF16>
+	                              : a->kvt == PV_KV_F32  ? qkv_post_kernel<PV_KV_F32>
+	                                                     : NULL;
+	if (!kern) return pv_errf(err, errlen, "CUDA backend: KV cache element type %d", a->kvt);
+	PV_LAUNCH("qkv_post", tu, err, errlen, kern, grid, dim3(POST_WARPS * 32), 0, st, *a);
 	return 0;
 }
 

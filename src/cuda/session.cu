@@ -1,7 +1,7 @@
 /*
  * session.cu: a session on the GPU (session.cuh): its device memory (one allocation, laid out
- * by layout(): KV cache (f32, f16 or bf16 elements), rope tables, the 16-row step scratch, DeltaNet states, checkpoint and
- * snapshot slots), its creation (the streams, the prefill set-up and the one-row graph: nothing
+ * by layout(): KV cache (f32, f16 or bf16 elements), rope tables, the 16-row step scratch,
+ * DeltaNet states, checkpoint and snapshot slots), its creation (the streams, the prefill set-up and the one-row graph: nothing
  * is allocated or captured during evaluation), the recurrent-state copies, prefix copies,
  * counters, and the backend table. The forward pass is decode.cu's (exact steps and the decode
  * graph) and prefill.cu's (long prompts).

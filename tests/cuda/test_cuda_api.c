@@ -58,7 +58,9 @@ static int g_cache; /* the KV cache type of new_session's sessions (enum pv_cach
 static pv_session* new_session(pv_model* m, int n_snapshots)
 {
 	/* chunk_min 16: calls of 16+ rows without PV_EVAL_EXACT may take the prefill path */
-	struct pv_session_params sp = { .n_ctx = 160, .n_snapshots = n_snapshots, .chunk_min_tokens = 16, .cache_type = g_cache };
+	struct pv_session_params sp = {
+		.n_ctx = 160, .n_snapshots = n_snapshots, .chunk_min_tokens = 16, .cache_type = g_cache
+	};
 	pv_session* s = NULL;
 	char err[256];
 	int rc = pv_session_new(&s, m, &sp, err, sizeof err);
@@ -467,8 +469,9 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 static void test_bytes(pv_model* m, const char* name)
 {
 	for (int ns = 0; ns <= 4; ns += 4) {
-		struct pv_session_params p = { .n_ctx = 96, .n_snapshots = ns, .n_checkpoints = 3, .chunk_min_tokens = 16,
-		                               .cache_type = g_cache };
+		struct pv_session_params p = {
+			.n_ctx = 96, .n_snapshots = ns, .n_checkpoints = 3, .chunk_min_tokens = 16, .cache_type = g_cache
+		};
 		pv_session* s = NULL;
 		char err[256];
 		CHECK(pv_session_new(&s, m, &p, err, sizeof err) == PV_OK, "%s: session: %s", name, err);
@@ -525,7 +528,8 @@ static void test_prefill_cache(pv_model* m, const char* name)
 	pv_session* f = new_session(m, 0);
 	pv_session* e = new_session(m, 0);
 	struct pv_eval_out oa = { a, n - 1, NULL, 0, NULL, 0 }, ob = { b, n - 1, NULL, 0, NULL, 0 };
-	CHECK(f && e && pv_session_run(f, g_toks, n, 0, &oa) == PV_OK && pv_session_run(e, g_toks, n, PV_EVAL_EXACT, &ob) == PV_OK,
+	CHECK(f && e && pv_session_run(f, g_toks, n, 0, &oa) == PV_OK &&
+	              pv_session_run(e, g_toks, n, PV_EVAL_EXACT, &ob) == PV_OK,
 	      "%s %s: prefill and exact calls: %s", name, pv_cache_type_name(g_cache), f ? pv_session_error(f) : "no session");
 	struct pv_session_stats st;
 	pv_session_get_stats(f, &st);
@@ -538,12 +542,14 @@ static void test_prefill_cache(pv_model* m, const char* name)
 	double worst = rel_err(a, b, 1, V);
 	for (int k = 0; k < D; k++) {
 		struct pv_eval_out o1 = { a, 0, NULL, 0, NULL, 0 }, o2 = { b, 0, NULL, 0, NULL, 0 };
-		CHECK(pv_session_run(f, g_toks + n + k, 1, 0, &o1) == PV_OK && pv_session_run(e, g_toks + n + k, 1, 0, &o2) == PV_OK,
+		CHECK(pv_session_run(f, g_toks + n + k, 1, 0, &o1) == PV_OK &&
+		              pv_session_run(e, g_toks + n + k, 1, 0, &o2) == PV_OK,
 		      "%s: decode after the prefill", name);
 		const double r = rel_err(a, b, 1, V);
 		worst = r > worst ? r : worst;
 	}
-	CHECK(worst <= tol, "%s %s cache: prefill (+ decode) vs exact rel %.3g > %g", name, pv_cache_type_name(g_cache), worst, tol);
+	CHECK(worst <= tol, "%s %s cache: prefill (+ decode) vs exact rel %.3g > %g", name, pv_cache_type_name(g_cache), worst,
+	      tol);
 	printf("  %-16s %s cache: prefill vs exact rel %.3e\n", name, pv_cache_type_name(g_cache), worst);
 	pv_session_free(f);
 	pv_session_free(e);
@@ -579,7 +585,8 @@ static void test_cache_types(pv_model* m, pv_model* cm, const char* name)
 			CHECK(e <= TOL_CPU, "%s %s cache: CUDA vs CPU rel error %.3g > %g", name, tn, e, TOL_CPU);
 			printf("  %-16s %s cache: CUDA vs CPU rel %.3e (vs the CUDA f32 cache %.3e)\n", name, tn, e,
 			       rel_err(g, f32, NP, V));
-			CHECK(!same(g, f32, (size_t)V * NP), "%s %s: logits bitwise the f32 cache's (is the type used?)", name, tn);
+			CHECK(!same(g, f32, (size_t)V * NP), "%s %s: logits bitwise the f32 cache's (is the type used?)", name,
+			      tn);
 		} else {
 			CHECK(0, "%s %s cache: CUDA vs CPU runs", name, tn);
 		}
@@ -593,8 +600,9 @@ static void test_cache_types(pv_model* m, pv_model* cm, const char* name)
 		const uint64_t kvb = (uint64_t)pv_cfg_kv_dim(c) * 64; /* elements of one layer's K */
 		/* K and V of each attention layer, each buffer rounded up to 256 bytes (session.cu) */
 		const uint64_t want = na * 2 * ((4 * kvb + 255) / 256 * 256 - (2 * kvb + 255) / 256 * 256);
-		CHECK(pv_session_bytes(m, &a) - pv_session_bytes(m, &b) == want, "%s %s: a typed cache saves %llu bytes, expected %llu",
-		      name, tn, (unsigned long long)(pv_session_bytes(m, &a) - pv_session_bytes(m, &b)), (unsigned long long)want);
+		CHECK(pv_session_bytes(m, &a) - pv_session_bytes(m, &b) == want,
+		      "%s %s: a typed cache saves %llu bytes, expected %llu", name, tn,
+		      (unsigned long long)(pv_session_bytes(m, &a) - pv_session_bytes(m, &b)), (unsigned long long)want);
 		/* the prompt path over the typed cache, then the bitwise properties */
 		test_prefill_cache(m, name);
 		test_outputs(m, name);
