@@ -373,7 +373,9 @@ int cmd_bench(int argc, char** argv)
 	unsigned long long tg_kernels = (unsigned long long)((cs1.kernels - cs0.kernels) / (uint64_t)tg);
 	if (cuda) {
 		pv_model_device_stats(m, &ms);
-		kv_tok = 2.0 * in->n_attn_layers * (double)in->n_kv_heads * in->head_dim * 4.0 * (depth + pp + (tg + 1) / 2.0);
+		/* bytes per cached element: the CUDA backend runs f32, f16 and bf16 caches (q8_0 is refused) */
+		const double eb = pv_session_cache_type(s) == PV_CACHE_F32 ? 4.0 : 2.0;
+		kv_tok = 2.0 * in->n_attn_layers * (double)in->n_kv_heads * in->head_dim * eb * (depth + pp + (tg + 1) / 2.0);
 		gbs = (ms.bytes_per_token + kv_tok) * tgm / 1e9;
 		share = d2d > 0 ? gbs / d2d : 0;
 		double n_tok = (double)tg;

@@ -1,5 +1,6 @@
 /*
- * attention.cu: causal decode/verify attention over the f32 KV cache, split-KV.
+ * attention.cu: causal decode/verify attention over the KV cache (f32, f16 or bf16 elements,
+ * common.cuh "KV cache element types"), split-KV.
  *
  * Row t (position p = pos0 + t) attends to keys 0..p. The keys are cut into splits of S = 32
  * positions (a session constant, cuda.att_split: 16, 32 or 64; why 32, PERF.md "Tuning
@@ -9,14 +10,18 @@
  * Pass 1 (attn_split_kernel; a block of 8 warps per (split, kv head, row), the group of G query
  * heads sharing the kv head done together so K and V are read once; blocks loop over splits with
  * a stride of the grid width, which only decides who computes a split, never how):
- *   - scores: warp w takes keys w, w+8, ... of the split; lane l holds K[d] for the float4s
- *     d/4 = l, l+32 (head dims up to 256, a multiple of 4), each score is the lane's fmaf chain
- *     over its elements in increasing order, then the xor butterfly, times 1/sqrt(hd);
+ *   - scores: warp w takes keys w, w+8, ... of the split; lane l holds K[d] for the 16-byte
+ *     vectors d/VE = l, l+32 (VE = 4 f32 or 8 f16/bf16 elements, widened to f32 on load; head
+ *     dims up to 256, a multiple of VE), each score is the lane's fmaf chain over its elements
+ *     in increasing order, then the xor butterfly, times 1/sqrt(hd);
  *   - per head g (one warp each): the split's max m, e_j = exp(score_j - m), l = sum e_j (lane
  *     l sums keys l, l+32 in order, then the butterfly);
- *   - o_s[g][d] = sum_j e_j v_j[d]: a thread owns 4 consecutive d of one head (float4 loads of V)
- *     and one of KG key slices (KG = 8 / 4 / 2 / 1, fixed by G*hd alone), the keys of its slice
- *     in increasing order with one fmaf each; the KG slice sums are then added in slice order.
+ *   - o_s[g][d] = sum_j e_j v_j[d]: a thread owns VE consecutive d of one head (one 16-byte load
+ *     of V per key) and one of KG key slices (KG = 8 / 4 / 2 / 1, fixed by G*hd and the cache
+ *     type alone), the keys of its slice in increasing order with one fmaf each; the KG slice
+ *     sums are then added in slice order.
+ * A 16-bit cache halves the bytes every split reads; the element type is a session constant, so
+ * the order of every sum is still a function of the position alone.
  * Pass 2 (attn_combine_kernel; a block per head and row): M = max_s m_s; w_s = exp(m_s - M);
  * L = sum_s l_s w_s (lane-strided over s, then the butterfly, every warp the same) and
  * o[d] = sum_s o_s[d] w_s in split order; o = o * (1 / L), then the output gate if any. The
@@ -42,26 +47,35 @@ constexpr int KEY_UNROLL = 4;  /* keys whose K rows a warp loads before using th
 static_assert(SMAX % 64 == 0, "splits of 16, 32 or 64 keys: the (up to) 8 key slices divide them");
 static_assert(SMAX <= 64, "per-head softmax: each lane holds two keys");
 
-/* key slices of the V accumulation: a function of G*hd alone */
-__host__ __device__ inline int key_slices(int ghd)
+/* key slices of the V accumulation: a function of G*hd and the elements per vector (ve) alone */
+__host__ __device__ inline int key_slices(int ghd, int ve)
 {
-	const int items = ghd / 4;
+	const int items = ghd / ve;
 	int kg = THREADS / items;
 	return kg >= 8 ? 8 : kg >= 4 ? 4 : kg >= 2 ? 2 : 1;
 }
 
 /* shared floats of a split block: q [G][hd], scores [G][S], the V slice sums [KG][G*hd]; the fused
  * input stage adds a scratch row of hd floats per warp after them */
-__host__ __device__ inline int split_floats(int G, int hd)
+__host__ __device__ inline int split_floats(int G, int hd, int ve)
 {
-	const int ghd = G * hd, KG = key_slices(ghd);
+	const int ghd = G * hd, KG = key_slices(ghd, ve);
 	return ghd + G * SMAX + (KG > 1 ? KG * ghd : 0);
 }
 
-size_t split_smem(int G, int hd, int fuse) { return sizeof(float) * ((size_t)split_floats(G, hd) + (fuse ? (size_t)WARPS * hd : 0)); }
+size_t split_smem(int G, int hd, int fuse, int ve)
+{
+	return sizeof(float) * ((size_t)split_floats(G, hd, ve) + (fuse ? (size_t)WARPS * hd : 0));
+}
 
+int elem_vec(int kvt) { return kvt == PV_KV_F32 ? 4 : 8; }
+
+template <int KVT>
 __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_constant__ attn_args a)
 {
+	constexpr int VE = pv_kv_vec<KVT>(); /* elements per 16-byte vector of K or V */
+	constexpr int NV = MAX_HD / (32 * VE); /* vectors of a K row per lane */
+	constexpr size_t EB = KVT == PV_KV_F32 ? 4 : 2;
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	extern __shared__ float4 sm4[];
 	float* sm = reinterpret_cast<float*>(sm4);
@@ -69,10 +83,12 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 	const int pos = a.step->pos0 + t;
 	const int hd = a.hd, G = a.nh / a.nkv, kvd = a.nkv * hd, qd = a.nh * hd, ghd = G * hd;
 	const int S = a.split; /* keys per split: 32, or 16 / 64 (PV_CUDA_ATT_SPLIT); fixed per session */
-	const int hd4 = hd >> 2, items = ghd >> 2, KG = key_slices(ghd), slice = S / KG;
+	const int hdv = hd / VE, items = ghd / VE, KG = key_slices(ghd, VE), slice = S / KG;
 	float* qs = sm;                 /* [G][hd]          */
 	float* sc = sm + ghd;           /* [G][SMAX]        */
-	float4* pv = reinterpret_cast<float4*>(sc + G * SMAX); /* [KG][items] (KG > 1) */
+	float4* pv = reinterpret_cast<float4*>(sc + G * SMAX); /* [KG][items][VE / 4] (KG > 1) */
+	const char* kc = static_cast<const char*>(a.kc);
+	const char* vc = static_cast<const char*>(a.vc);
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int ns = min(pos / S + 1, a.n_split);
 	if ((int)blockIdx.x >= ns) return;
@@ -85,7 +101,7 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 		const struct qkv_post_args& pa = a.pa;
 		const int half = pa.R / 2;
 		const float *cs = pa.cos + (size_t)pos * half, *sn = pa.sin + (size_t)pos * half;
-		float* buf = sm + split_floats(G, hd) + warp * hd;
+		float* buf = sm + split_floats(G, hd, VE) + warp * hd;
 		const int last = (ns - 1) % (int)gridDim.x == (int)blockIdx.x;
 		const int items = G + (last ? 2 : 0);
 		for (int it = warp; it < items; it += WARPS) {
@@ -94,11 +110,13 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 				pv_head_post(pa.qraw + (size_t)t * pa.ldq + (size_t)h * (pa.gated ? 2 * hd : hd), buf, qs + it * hd, pa.q_norm,
 				             hd, pa.R, pa.eps, cs, sn);
 			} else if (it == G) {
-				pv_head_post(pa.kraw + (size_t)t * kvd + (size_t)kh * hd, buf, pa.kc + (size_t)pos * kvd + (size_t)kh * hd,
-				             pa.k_norm, hd, pa.R, pa.eps, cs, sn);
+				pv_head_post<KVT>(pa.kraw + (size_t)t * kvd + (size_t)kh * hd, buf,
+				                  static_cast<char*>(pa.kc) + ((size_t)pos * kvd + (size_t)kh * hd) * EB, pa.k_norm, hd,
+				                  pa.R, pa.eps, cs, sn);
 			} else {
 				for (int d = lane; d < hd; d += 32)
-					pa.vc[(size_t)pos * kvd + (size_t)kh * hd + d] = pa.vraw[(size_t)t * kvd + (size_t)kh * hd + d];
+					pv_kv_put<KVT>(pa.vc, (size_t)pos * kvd + (size_t)kh * hd + d,
+					               pa.vraw[(size_t)t * kvd + (size_t)kh * hd + d]);
 			}
 		}
 	} else {
@@ -113,16 +131,21 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 
 		/* scores */
 		for (int jb = warp; jb < nk; jb += WARPS * KEY_UNROLL) {
-			float4 kr[KEY_UNROLL][MAX_HD / 128];
+			float kr[KEY_UNROLL][NV][VE];
 #pragma unroll
 			for (int u = 0; u < KEY_UNROLL; u++) {
 				const int jj = jb + WARPS * u;
-				const float4* K = reinterpret_cast<const float4*>(a.kc + (size_t)(j0 + jj) * kvd + (size_t)kh * hd);
+				const char* K = kc + ((size_t)(j0 + jj) * kvd + (size_t)kh * hd) * EB;
 #pragma unroll
-				for (int i = 0; i < MAX_HD / 128; i++) {
-					const int d4 = lane + 32 * i;
+				for (int i = 0; i < NV; i++) {
+					const int dv = lane + 32 * i;
 					/* fused: plain loads, coherent with this block's own write of the key at pos */
-					kr[u][i] = jj < nk && d4 < hd4 ? (a.fuse ? K[d4] : __ldg(K + d4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+					if (jj < nk && dv < hdv) {
+						pv_kv_load<KVT>(K, dv, a.fuse, kr[u][i]);
+					} else {
+#pragma unroll
+						for (int e = 0; e < VE; e++) kr[u][i][e] = 0.0f;
+					}
 				}
 			}
 #pragma unroll
@@ -131,14 +154,17 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 				for (int g = 0; g < G; g++) {
 					float part = 0.0f;
 #pragma unroll
-					for (int i = 0; i < MAX_HD / 128; i++) {
-						const int d4 = lane + 32 * i;
-						if (d4 < hd4) {
-							const float4 q = *reinterpret_cast<const float4*>(qs + g * hd + 4 * d4);
-							part = fmaf(q.x, kr[u][i].x, part);
-							part = fmaf(q.y, kr[u][i].y, part);
-							part = fmaf(q.z, kr[u][i].z, part);
-							part = fmaf(q.w, kr[u][i].w, part);
+					for (int i = 0; i < NV; i++) {
+						const int dv = lane + 32 * i;
+						if (dv < hdv) {
+#pragma unroll
+							for (int h = 0; h < VE / 4; h++) {
+								const float4 q = *reinterpret_cast<const float4*>(qs + g * hd + VE * dv + 4 * h);
+								part = fmaf(q.x, kr[u][i][4 * h], part);
+								part = fmaf(q.y, kr[u][i][4 * h + 1], part);
+								part = fmaf(q.z, kr[u][i][4 * h + 2], part);
+								part = fmaf(q.w, kr[u][i][4 * h + 3], part);
+							}
 						}
 					}
 					part = pv_warp_sum(part);
@@ -171,39 +197,42 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 		/* o_s = sum_j e_j v_j: thread (slice kg, item it) */
 		for (int idx = threadIdx.x; idx < KG * items; idx += THREADS) {
 			const int kg = idx / items, it = idx - kg * items;
-			const int g = it / hd4, d4 = it - g * hd4;
+			const int g = it / hdv, dv = it - g * hdv;
 			const int k0 = kg * slice, k1 = min(k0 + slice, nk);
-			const float4* V = reinterpret_cast<const float4*>(a.vc + (size_t)j0 * kvd + (size_t)kh * hd) + d4;
+			const char* V = vc + ((size_t)j0 * kvd + (size_t)kh * hd) * EB;
 			const float* e = sc + g * SMAX;
-			float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+			float acc[VE];
+#pragma unroll
+			for (int c = 0; c < VE; c++) acc[c] = 0.0f;
 #pragma unroll 8
 			for (int jj = k0; jj < k1; jj++) {
-				const float4 v = a.fuse ? V[(size_t)jj * (kvd >> 2)] : __ldg(V + (size_t)jj * (kvd >> 2));
+				float v[VE];
+				pv_kv_load<KVT>(V + (size_t)jj * kvd * EB, dv, a.fuse, v);
 				const float w = e[jj];
-				acc.x = fmaf(w, v.x, acc.x);
-				acc.y = fmaf(w, v.y, acc.y);
-				acc.z = fmaf(w, v.z, acc.z);
-				acc.w = fmaf(w, v.w, acc.w);
+#pragma unroll
+				for (int c = 0; c < VE; c++) acc[c] = fmaf(w, v[c], acc[c]);
 			}
-			if (KG == 1) {
-				reinterpret_cast<float4*>(a.part_o + (pbase + (size_t)g * a.n_split) * hd)[d4] = acc;
-			} else {
-				pv[idx] = acc;
-			}
+			float4* dst = KG == 1 ? reinterpret_cast<float4*>(a.part_o + (pbase + (size_t)g * a.n_split) * hd) + dv * (VE / 4)
+			                      : pv + (size_t)idx * (VE / 4);
+#pragma unroll
+			for (int h = 0; h < VE / 4; h++) dst[h] = make_float4(acc[4 * h], acc[4 * h + 1], acc[4 * h + 2], acc[4 * h + 3]);
 		}
 		if (KG > 1) {
 			__syncthreads();
 			for (int it = threadIdx.x; it < items; it += THREADS) {
-				const int g = it / hd4, d4 = it - g * hd4;
-				float4 s = pv[it];
-				for (int kg = 1; kg < KG; kg++) {
-					const float4 p = pv[kg * items + it];
-					s.x = s.x + p.x;
-					s.y = s.y + p.y;
-					s.z = s.z + p.z;
-					s.w = s.w + p.w;
+				const int g = it / hdv, dv = it - g * hdv;
+#pragma unroll
+				for (int h = 0; h < VE / 4; h++) {
+					float4 s = pv[(size_t)it * (VE / 4) + h];
+					for (int kg = 1; kg < KG; kg++) {
+						const float4 p = pv[((size_t)kg * items + it) * (VE / 4) + h];
+						s.x = s.x + p.x;
+						s.y = s.y + p.y;
+						s.z = s.z + p.z;
+						s.w = s.w + p.w;
+					}
+					reinterpret_cast<float4*>(a.part_o + (pbase + (size_t)g * a.n_split) * hd)[dv * (VE / 4) + h] = s;
 				}
-				reinterpret_cast<float4*>(a.part_o + (pbase + (size_t)g * a.n_split) * hd)[d4] = s;
 			}
 		}
 	}
@@ -246,30 +275,39 @@ __global__ void __launch_bounds__(CTHREADS) attn_combine_kernel(const __grid_con
 } // namespace
 
 
-int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, size_t errlen)
+int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, int kvt, char* err, size_t errlen)
 {
+	if (kvt != PV_KV_F32 && kvt != PV_KV_F16 && kvt != PV_KV_BF16)
+		return pv_errf(err, errlen, "CUDA backend: KV cache element type %d", kvt);
 	if (nkv <= 0 || nh % nkv) return pv_errf(err, errlen, "CUDA backend: %d query heads over %d kv heads", nh, nkv);
 	if (nh / nkv > MAX_G) return pv_errf(err, errlen, "CUDA backend: %d query heads per kv head (at most %d)", nh / nkv, MAX_G);
 	if (n_split > MAX_SPLITS) return pv_errf(err, errlen, "CUDA backend: %d attention splits above %d", n_split, MAX_SPLITS);
-	if (hd > MAX_HD || hd % 4) return pv_errf(err, errlen, "CUDA backend: head dim %d (a multiple of 4 up to %d)", hd, MAX_HD);
+	if (hd > MAX_HD || hd % elem_vec(kvt))
+		return pv_errf(err, errlen, "CUDA backend: head dim %d (a multiple of %d up to %d with this KV cache type)", hd,
+		               elem_vec(kvt), MAX_HD);
 	if (nh / nkv * hd > MAX_GHD)
 		return pv_errf(err, errlen, "CUDA backend: %d query heads per kv head x head dim %d above %d", nh / nkv, hd, MAX_GHD);
-	if (split_smem(nh / nkv, hd, 1) > 48 * 1024)
-		return pv_errf(err, errlen, "CUDA backend: attention needs %zu bytes of shared memory", split_smem(nh / nkv, hd, 1));
+	if (split_smem(nh / nkv, hd, 1, elem_vec(kvt)) > 48 * 1024)
+		return pv_errf(err, errlen, "CUDA backend: attention needs %zu bytes of shared memory",
+		               split_smem(nh / nkv, hd, 1, elem_vec(kvt)));
 	return 0;
 }
 
 int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err,
                       size_t errlen)
 {
-	if (pv_cuda_attention_check(a->nh, a->nkv, a->hd, a->n_split, err, errlen)) return -1;
+	if (pv_cuda_attention_check(a->nh, a->nkv, a->hd, a->n_split, a->kvt, err, errlen)) return -1;
+	if (a->fuse && a->pa.kvt != a->kvt) return pv_errf(err, errlen, "CUDA backend: fused attention with two cache types");
 	if (a->split != 16 && a->split != 32 && a->split != 64) return pv_errf(err, errlen, "CUDA backend: attention split of %d keys", a->split);
 	if (a->fuse && (n != 1 || a->pa.hd > MAX_HD || a->pa.R > a->pa.hd))
 		return pv_errf(err, errlen, "CUDA backend: fused attention input stage with %d rows", n);
 	const int G = a->nh / a->nkv;
 	const unsigned gx = (unsigned)(a->n_split < MAX_GRID_X ? a->n_split : MAX_GRID_X);
-	PV_LAUNCH("attention", tu, err, errlen, attn_split_kernel, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
-	          split_smem(G, a->hd, a->fuse), st, *a);
+	void (*kern)(attn_args) = a->kvt == PV_KV_F16    ? attn_split_kernel<PV_KV_F16>
+	                          : a->kvt == PV_KV_BF16 ? attn_split_kernel<PV_KV_BF16>
+	                                                 : attn_split_kernel<PV_KV_F32>; /* the check above: one of three */
+	PV_LAUNCH("attention", tu, err, errlen, kern, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
+	          split_smem(G, a->hd, a->fuse, elem_vec(a->kvt)), st, *a);
 	PV_LAUNCH("attention combine", tu, err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS),
 	          0, st, *a);
 	return 0;

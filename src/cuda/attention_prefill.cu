@@ -3,6 +3,10 @@
  * kernels: attn_mma_kernel (the default, FlashAttention-2 on mma.sync, f16 inputs, f32
  * accumulation) and attn_kernel (f32 FMA on the CUDA cores: cuda.prefill_attn=f32, and the
  * precise mode), and the attention layer's driver around them (GEMMs, q/k norm + RoPE + KV write).
+ * Both read the KV cache in the session's element type (f32, f16 or bf16: common.cuh, "KV cache
+ * element types") with 16-byte loads, widened to f32 (attn_kernel) or to f16 (attn_mma_kernel)
+ * as they are staged in shared memory; the arithmetic after the staging is the same for every
+ * type.
  */
 #include "prefill.cuh"
 
@@ -31,7 +35,8 @@ constexpr int AQ = 32, AK = 32, ATHREADS = 128, MAX_HD4 = 64;
 
 struct pattn_args {
 	const float* q;       /* [T][nh*hd]                                                     */
-	const float *kc, *vc; /* [n_ctx][nkv*hd]                                                */
+	const void *kc, *vc;  /* [n_ctx][nkv*hd] of element type kvt                            */
+	int kvt;              /* PV_KV_F32, PV_KV_F16 or PV_KV_BF16                             */
 	const float* gate;    /* [T][nh*hd] or NULL                                             */
 	bf16 *o, *ol;         /* [T][ldo]; ol: the low halves (precise mode) or NULL            */
 	int ldo, T, pos0, nh, nkv, hd, bq;
@@ -42,11 +47,40 @@ size_t attn_smem(int hd)
 	return sizeof(float) * ((size_t)AQ * (hd + 4) + (size_t)AK * (hd + 4) + (size_t)AK * hd + (size_t)AQ * (AK + 1));
 }
 
+/* K and V of keys [j0, j0 + AK) of kv head kh (up to `last`, zeros after it) into shared memory as
+ * f32: Ks [AK][ld], Vs [AK][hd]; one 16-byte vector of the cache per thread and step */
+template <int KVT>
+__device__ __forceinline__ void stage_f32(const pattn_args& a, float* Ks, float* Vs, int ld, int j0, int last, int kh)
+{
+	constexpr int VE = pv_kv_vec<KVT>();
+	constexpr size_t EB = KVT == PV_KV_F32 ? 4 : 2;
+	const int hd = a.hd, hdv = hd / VE, kvd = a.nkv * hd;
+	for (int i = threadIdx.x; i < AK * hdv; i += ATHREADS) {
+		const int j = i / hdv, dv = i - j * hdv;
+		float kv[VE], vv[VE];
+		if (j0 + j <= last) {
+			const size_t off = ((size_t)(j0 + j) * kvd + (size_t)kh * hd) * EB;
+			pv_kv_load<KVT>(static_cast<const char*>(a.kc) + off, dv, false, kv);
+			pv_kv_load<KVT>(static_cast<const char*>(a.vc) + off, dv, false, vv);
+		} else {
+#pragma unroll
+			for (int e = 0; e < VE; e++) kv[e] = vv[e] = 0.0f;
+		}
+#pragma unroll
+		for (int h = 0; h < VE / 4; h++) {
+			*reinterpret_cast<float4*>(Ks + j * ld + VE * dv + 4 * h) =
+				make_float4(kv[4 * h], kv[4 * h + 1], kv[4 * h + 2], kv[4 * h + 3]);
+			*reinterpret_cast<float4*>(Vs + j * hd + VE * dv + 4 * h) =
+				make_float4(vv[4 * h], vv[4 * h + 1], vv[4 * h + 2], vv[4 * h + 3]);
+		}
+	}
+}
+
 __global__ void __launch_bounds__(ATHREADS) attn_kernel(const __grid_constant__ pattn_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	extern __shared__ float4 sm4[];
-	const int hd = a.hd, hd4 = hd >> 2, G = a.nh / a.nkv, kvd = a.nkv * hd, qd = a.nh * hd, ld = hd + 4;
+	const int hd = a.hd, hd4 = hd >> 2, G = a.nh / a.nkv, qd = a.nh * hd, ld = hd + 4;
 	float* Qs = reinterpret_cast<float*>(sm4); /* [AQ][ld] */
 	float* Ks = Qs + AQ * ld;                  /* [AK][ld] */
 	float* Vs = Ks + AK * ld;                  /* [AK][hd] */
@@ -75,17 +109,12 @@ __global__ void __launch_bounds__(ATHREADS) attn_kernel(const __grid_constant__ 
 
 	for (int j0 = 0; j0 <= last; j0 += AK) {
 		__syncthreads(); /* Q written; the previous tile's K, V, P consumed */
-		for (int i = tid; i < AK * hd4; i += ATHREADS) {
-			const int j = i / hd4, d4 = i - j * hd4;
-			float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kv;
-			if (j0 + j <= last) {
-				const size_t off = (size_t)(j0 + j) * kvd + (size_t)kh * hd;
-				kv = __ldg(reinterpret_cast<const float4*>(a.kc + off) + d4);
-				vv = __ldg(reinterpret_cast<const float4*>(a.vc + off) + d4);
-			}
-			*reinterpret_cast<float4*>(Ks + j * ld + 4 * d4) = kv;
-			*reinterpret_cast<float4*>(Vs + j * hd + 4 * d4) = vv;
-		}
+		if (a.kvt == PV_KV_F32)
+			stage_f32<PV_KV_F32>(a, Ks, Vs, ld, j0, last, kh);
+		else if (a.kvt == PV_KV_F16)
+			stage_f32<PV_KV_F16>(a, Ks, Vs, ld, j0, last, kh);
+		else
+			stage_f32<PV_KV_BF16>(a, Ks, Vs, ld, j0, last, kh);
 		__syncthreads();
 		float sc[AK / 4];
 #pragma unroll
@@ -212,6 +241,16 @@ __device__ __forceinline__ uint32_t pack_h2(float lo, float hi)
 	return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+/* 8 bf16 words to 8 f16 words (through f32, pack_h2's rounding), in place order */
+__device__ __forceinline__ uint4 bf16x8_to_f16x8(uint4 x)
+{
+	const uint32_t w[4] = { x.x, x.y, x.z, x.w };
+	uint32_t o[4];
+#pragma unroll
+	for (int i = 0; i < 4; i++) o[i] = pack_h2(pv_kv_widen<PV_KV_BF16>(w[i]), pv_kv_widen<PV_KV_BF16>(w[i] >> 16));
+	return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 size_t mma_smem(int NT) { return sizeof(__half) * (size_t)(MQ + 2 * MK) * (size_t)(16 * NT + 8); }
 
 template <int NT>
@@ -249,16 +288,42 @@ __global__ void __launch_bounds__(MTHREADS) attn_mma_kernel(const __grid_constan
 
 	for (int j0 = 0; j0 <= last; j0 += MK) {
 		__syncthreads(); /* Q written; the previous tile's K and V consumed */
-		for (int i = tid; i < MK * (HP / 4); i += MTHREADS) {
-			const int j = i / (HP / 4), d = 4 * (i - j * (HP / 4));
-			float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kv;
-			if (j0 + j <= last && d < hd) {
-				const size_t off = (size_t)(j0 + j) * kvd + (size_t)kh * hd + d;
-				kv = __ldg(reinterpret_cast<const float4*>(a.kc + off));
-				vv = __ldg(reinterpret_cast<const float4*>(a.vc + off));
+		if (a.kvt == PV_KV_F32) {
+			const float* kc = static_cast<const float*>(a.kc);
+			const float* vc = static_cast<const float*>(a.vc);
+			for (int i = tid; i < MK * (HP / 4); i += MTHREADS) {
+				const int j = i / (HP / 4), d = 4 * (i - j * (HP / 4));
+				float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kv;
+				if (j0 + j <= last && d < hd) {
+					const size_t off = (size_t)(j0 + j) * kvd + (size_t)kh * hd + d;
+					kv = __ldg(reinterpret_cast<const float4*>(kc + off));
+					vv = __ldg(reinterpret_cast<const float4*>(vc + off));
+				}
+				*reinterpret_cast<uint2*>(Ks + j * HS + d) = make_uint2(pack_h2(kv.x, kv.y), pack_h2(kv.z, kv.w));
+				*reinterpret_cast<uint2*>(Vs + j * HS + d) = make_uint2(pack_h2(vv.x, vv.y), pack_h2(vv.z, vv.w));
 			}
-			*reinterpret_cast<uint2*>(Ks + j * HS + d) = make_uint2(pack_h2(kv.x, kv.y), pack_h2(kv.z, kv.w));
-			*reinterpret_cast<uint2*>(Vs + j * HS + d) = make_uint2(pack_h2(vv.x, vv.y), pack_h2(vv.z, vv.w));
+		} else {
+			/* 16-bit cache: 8 elements per uint4; f16 goes in as stored (the f16 rounding of an
+			 * f16 value is itself), bf16 is widened to f32 and rounded to f16 as an f32 cache's
+			 * values are (hd a multiple of 8: session.cu) */
+			const uint16_t* kc = static_cast<const uint16_t*>(a.kc);
+			const uint16_t* vc = static_cast<const uint16_t*>(a.vc);
+			const bool bf = a.kvt == PV_KV_BF16;
+			for (int i = tid; i < MK * (HP / 8); i += MTHREADS) {
+				const int j = i / (HP / 8), d = 8 * (i - j * (HP / 8));
+				uint4 kw = make_uint4(0u, 0u, 0u, 0u), vw = kw;
+				if (j0 + j <= last && d < hd) {
+					const size_t off = (size_t)(j0 + j) * kvd + (size_t)kh * hd + d;
+					kw = __ldg(reinterpret_cast<const uint4*>(kc + off));
+					vw = __ldg(reinterpret_cast<const uint4*>(vc + off));
+					if (bf) {
+						kw = bf16x8_to_f16x8(kw);
+						vw = bf16x8_to_f16x8(vw);
+					}
+				}
+				*reinterpret_cast<uint4*>(Ks + j * HS + d) = kw;
+				*reinterpret_cast<uint4*>(Vs + j * HS + d) = vw;
+			}
 		}
 		__syncthreads();
 		float s[8][4];
@@ -418,6 +483,7 @@ int pv_prefill_attention_layer(struct pv_prefill_ctx* k, const struct dlayer* L,
 	a.gate = p->gate;
 	a.kc = v->kc[l];
 	a.vc = v->vc[l];
+	a.kvt = v->kvt;
 	a.nh = c->n_heads;
 	a.nkv = c->n_kv_heads;
 	a.hd = c->head_dim;
@@ -430,6 +496,7 @@ int pv_prefill_attention_layer(struct pv_prefill_ctx* k, const struct dlayer* L,
 	b.q = p->q;
 	b.kc = v->kc[l];
 	b.vc = v->vc[l];
+	b.kvt = v->kvt;
 	b.gate = c->attn_gate ? p->gate : NULL;
 	b.o = p->ob;
 	b.ol = pv_prefill_lo(p, p->ob);
@@ -440,7 +507,7 @@ int pv_prefill_attention_layer(struct pv_prefill_ctx* k, const struct dlayer* L,
 	b.nkv = c->n_kv_heads;
 	b.hd = c->head_dim;
 	const int G = c->n_heads / c->n_kv_heads, NT = (c->head_dim + 15) / 16;
-	if (AQ / G < 1 || c->head_dim % 4 || c->head_dim / 4 > MAX_HD4)
+	if (AQ / G < 1 || c->head_dim % (v->kvt == PV_KV_F32 ? 4 : 8) || c->head_dim / 4 > MAX_HD4)
 		return pv_errf(k->err, k->errlen, "CUDA backend: prefill attention: %d heads per kv head, head dim %d", G,
 		               c->head_dim);
 	const attn_fn mk = v->tu.prefill_attn == 1 || p->split ? NULL : mma_kernel(NT);

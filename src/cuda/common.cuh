@@ -15,9 +15,11 @@
 #ifndef PV_CUDA_COMMON_CUH
 #define PV_CUDA_COMMON_CUH
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 extern "C" {
 #include "base/log.h"
@@ -52,6 +54,125 @@ int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e);
 		}                                                \
 	} while (0)
 
+
+/* ---- KV cache element types ---------------------------------------------------------------- */
+
+/*
+ * The device KV cache holds a layer's K (and V) as [n_ctx][nkv][hd] elements of one type, the
+ * session's enum pv_cache_type: f32, or 16-bit words (IEEE half or bf16) stored as uint16_t. A
+ * 16-bit element is rounded once, when qkv_post (or the fused attention input stage) writes it,
+ * by the CPU's own functions (quant.c pv_f32_to_f16, kvcache.c f32_to_bf16: round to nearest
+ * even, the same NaN and overflow encodings), so the stored bits equal the CPU cache's; readers
+ * widen them to f32 exactly and the attention arithmetic after the load is f32 as before. Every
+ * read of a head slice is a 16-byte vector: 4 f32 or 8 16-bit elements (head dims a multiple of
+ * 8 for the 16-bit types, so each head slice starts 16-byte aligned). q8_0 is the CPU's only.
+ */
+enum { PV_KV_F32 = 0, PV_KV_F16 = 1, PV_KV_BF16 = 2 };
+
+__host__ __device__ inline size_t pv_kv_elem_bytes(int kvt) { return kvt == PV_KV_F32 ? 4 : 2; }
+
+/* the bits of an f32 (device and host: tests/cuda/test_cuda_host.cu runs the roundings below
+ * against the CPU's on the host) */
+__host__ __device__ __forceinline__ uint32_t pv_kv_bits(float f)
+{
+#ifdef __CUDA_ARCH__
+	return __float_as_uint(f);
+#else
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+#endif
+}
+
+/* quant.c pv_f32_to_f16, operation for operation */
+__host__ __device__ __forceinline__ uint16_t pv_d_f32_to_f16(float f)
+{
+	uint32_t u = pv_kv_bits(f);
+	const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+	u &= 0x7fffffffu;
+	if (u > 0x7f800000u) return sign | 0x7e00u;  /* NaN */
+	if (u >= 0x477ff000u) return sign | 0x7c00u; /* >= 65520: rounds to infinity */
+	if (u < 0x38800000u) {
+		/* below 2^-14: a multiple of 2^-24; scaling by 2^24 is exact, the add and subtract of
+		 * 2^23 round to the nearest integer, ties to even (-fmad=false: nothing fused) */
+		const float s = fabsf(f) * 0x1p24f;
+		const float r = (s + 0x1p23f) - 0x1p23f;
+		return sign | (uint16_t)r;
+	}
+	const uint32_t mant = u & 0x7fffffu;
+	uint32_t h = ((u >> 23) - 112u) << 10 | mant >> 13; /* rebias 127 -> 15 */
+	const uint32_t rem = mant & 0x1fffu;
+	if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry bumps the exponent */
+	return sign | (uint16_t)h;
+}
+
+/* kvcache.c f32_to_bf16 */
+__host__ __device__ __forceinline__ uint16_t pv_d_f32_to_bf16(float f)
+{
+	const uint32_t u = pv_kv_bits(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 64); /* quiet NaN */
+	return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
+}
+
+/* element i of a cache of type KVT := v (rounded as above) */
+template <int KVT>
+__device__ __forceinline__ void pv_kv_put(void* base, size_t i, float v)
+{
+	if constexpr (KVT == PV_KV_F32) {
+		static_cast<float*>(base)[i] = v;
+	} else if constexpr (KVT == PV_KV_F16) {
+		static_cast<uint16_t*>(base)[i] = pv_d_f32_to_f16(v);
+	} else {
+		static_cast<uint16_t*>(base)[i] = pv_d_f32_to_bf16(v);
+	}
+}
+
+/* one stored 16-bit element (the low half of h) widened to f32 (exact) */
+template <int KVT>
+__host__ __device__ __forceinline__ float pv_kv_widen(uint32_t h)
+{
+	if constexpr (KVT == PV_KV_F16) {
+		return __half2float(__ushort_as_half((unsigned short)(h & 0xffffu)));
+	} else {
+#ifdef __CUDA_ARCH__
+		return __uint_as_float((h & 0xffffu) << 16);
+#else
+		const uint32_t u = (h & 0xffffu) << 16;
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+#endif
+	}
+}
+
+/* elements per 16-byte vector of a cache of type KVT */
+template <int KVT>
+__host__ __device__ constexpr int pv_kv_vec() { return KVT == PV_KV_F32 ? 4 : 8; }
+
+/* vector v (pv_kv_vec<KVT>() elements) of a head slice starting at row, widened into f[] in
+ * element order; plain: an ordinary load (coherent with this block's own earlier writes), else
+ * through the read-only cache */
+template <int KVT>
+__device__ __forceinline__ void pv_kv_load(const void* row, int v, bool plain, float* f)
+{
+	if constexpr (KVT == PV_KV_F32) {
+		const float4* p = static_cast<const float4*>(row) + v;
+		const float4 x = plain ? *p : __ldg(p);
+		f[0] = x.x;
+		f[1] = x.y;
+		f[2] = x.z;
+		f[3] = x.w;
+	} else {
+		const uint4* p = static_cast<const uint4*>(row) + v;
+		const uint4 x = plain ? *p : __ldg(p);
+		const uint32_t w[4] = { x.x, x.y, x.z, x.w };
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			f[2 * i] = pv_kv_widen<KVT>(w[i]);
+			f[2 * i + 1] = pv_kv_widen<KVT>(w[i] >> 16);
+		}
+	}
+}
 
 /* ---- device weights ----------------------------------------------------------------------- */
 
@@ -192,7 +313,8 @@ struct qkv_post_args {
 	const float *q_norm, *k_norm;     /* [hd] or NULL                                            */
 	const float *cos, *sin;           /* [n_ctx][R/2]                                            */
 	float *q, *gate;                  /* out: [n][nh*hd] roped query, [n][nh*hd] gate            */
-	float *kc, *vc;                   /* this layer's cache [n_ctx][kvd]                         */
+	void *kc, *vc;                    /* this layer's cache [n_ctx][kvd] of element type kvt     */
+	int kvt;                          /* PV_KV_F32, PV_KV_F16 or PV_KV_BF16                      */
 	int nh, nkv, hd, R;
 	float eps;
 	const struct dstep* step;
@@ -295,7 +417,8 @@ int pv_cuda_moe_combine(cudaStream_t st, const struct pv_cuda_tuning* tu, const 
 #define PV_ATT_SPLIT 64 /* the largest keys per split (a session uses 16, 32 or 64)      */
 struct attn_args {
 	const float* q;            /* [n][nh*hd]                                                    */
-	const float *kc, *vc;      /* [n_ctx][nkv*hd]                                               */
+	const void *kc, *vc;       /* [n_ctx][nkv*hd] of element type kvt                           */
+	int kvt;                   /* PV_KV_F32, PV_KV_F16 or PV_KV_BF16 (fused: pa.kvt is the same) */
 	const float* gate;         /* [n][nh*hd] or NULL: o *= sigmoid(gate)                        */
 	int gate_ld, gate_hs;      /* gate row stride and head stride: nh*hd, hd (or ldq, 2 hd fused) */
 	float* o;                  /* [n][nh*hd]                                                    */
@@ -312,7 +435,7 @@ struct attn_args {
 };
 int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err,
                       size_t errlen);
-int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, char* err, size_t errlen);
+int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, int kvt, char* err, size_t errlen);
 
 /* ---- launches: programmatic dependent launch (PDL) ------------------------------------------ */
 
@@ -464,9 +587,11 @@ struct norm_epi {
 /* One head vector of the attention input stage, by one warp (norm_rope.cu's qkv_post_kernel and
  * attention.cu's fused form share it, so both give the same bits): RMSNorm over the hd values of
  * src (when nw; the sum of squares lane-strided, then the butterfly), then NeoX RoPE over the
- * first R dims with the position's cos/sin rows; dst may be global or shared memory; buf is the
- * warp's own scratch of hd floats. */
-__device__ __forceinline__ void pv_head_post(const float* src, float* buf, float* dst, const float* nw, int hd, int R,
+ * first R dims with the position's cos/sin rows; dst may be global or shared memory, hd elements
+ * of type DT (f32 for a query, the cache's type for a key: rounded once, as it is stored); buf is
+ * the warp's own scratch of hd floats. */
+template <int DT = PV_KV_F32>
+__device__ __forceinline__ void pv_head_post(const float* src, float* buf, void* dst, const float* nw, int hd, int R,
                                              float eps, const float* cs, const float* sn)
 {
 	const int lane = threadIdx.x & 31;
@@ -487,10 +612,10 @@ __device__ __forceinline__ void pv_head_post(const float* src, float* buf, float
 	const int half = R / 2;
 	for (int i = lane; i < half; i += 32) {
 		const float x0 = buf[i], x1 = buf[i + half];
-		dst[i] = x0 * cs[i] - x1 * sn[i];
-		dst[i + half] = x1 * cs[i] + x0 * sn[i];
+		pv_kv_put<DT>(dst, i, x0 * cs[i] - x1 * sn[i]);
+		pv_kv_put<DT>(dst, i + half, x1 * cs[i] + x0 * sn[i]);
 	}
-	for (int d = R + lane; d < hd; d += 32) dst[d] = buf[d];
+	for (int d = R + lane; d < hd; d += 32) pv_kv_put<DT>(dst, d, buf[d]);
 }
 
 #endif

@@ -127,6 +127,7 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 		a.gate = d->gate;
 		a.kc = d->kc[l];
 		a.vc = d->vc[l];
+		a.kvt = d->kvt;
 		a.nh = c->n_heads;
 		a.nkv = c->n_kv_heads;
 		a.hd = c->head_dim;
@@ -145,6 +146,7 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 		a.q = d->q;
 		a.kc = d->kc[l];
 		a.vc = d->vc[l];
+		a.kvt = d->kvt;
 		a.gate = c->attn_gate ? (fuse ? d->qraw + c->head_dim : d->gate) : NULL;
 		a.gate_ld = fuse ? d->ldq : qd;
 		a.gate_hs = fuse ? 2 * c->head_dim : c->head_dim;

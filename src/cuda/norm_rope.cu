@@ -60,9 +60,11 @@ __global__ void __launch_bounds__(NORM4_THREADS) add_rmsnorm4_kernel(float* x, c
 	pv_add_rmsnorm_row<NORM4_THREADS>(x + o, delta ? delta + o : nullptr, xn + o, w, H, eps, red);
 }
 
-/* One warp per head vector: q heads, then k heads, then v heads, of row blockIdx.y. */
+/* One warp per head vector: q heads, then k heads, then v heads, of row blockIdx.y. K and V go
+ * into the cache as elements of type KVT (common.cuh, "KV cache element types"). */
 constexpr int POST_WARPS = 8;
 
+template <int KVT>
 __global__ void __launch_bounds__(POST_WARPS * 32) qkv_post_kernel(const __grid_constant__ qkv_post_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
@@ -77,19 +79,23 @@ __global__ void __launch_bounds__(POST_WARPS * 32) qkv_post_kernel(const __grid_
 	if (item >= a.nh + a.nkv) { /* v: copy into the cache */
 		const int h = item - a.nh - a.nkv;
 		for (int d = lane; d < hd; d += 32)
-			a.vc[(size_t)pos * kvd + (size_t)h * hd + d] = a.vraw[(size_t)t * kvd + (size_t)h * hd + d];
+			pv_kv_put<KVT>(a.vc, (size_t)pos * kvd + (size_t)h * hd + d, a.vraw[(size_t)t * kvd + (size_t)h * hd + d]);
 		return;
 	}
 	const int isq = item < a.nh, h = isq ? item : item - a.nh;
 	const float* src = isq ? a.qraw + (size_t)t * a.ldq + (size_t)h * (a.gated ? 2 * hd : hd)
 	                       : a.kraw + (size_t)t * kvd + (size_t)h * hd;
-	float* dst = isq ? a.q + (size_t)t * qd + (size_t)h * hd : a.kc + (size_t)pos * kvd + (size_t)h * hd;
 	const float* nw = isq ? a.q_norm : a.k_norm;
 	if (isq && a.gated)
 		for (int d = lane; d < hd; d += 32) a.gate[(size_t)t * qd + (size_t)h * hd + d] = src[hd + d];
 
 	const int half = a.R / 2;
-	pv_head_post(src, v, dst, nw, hd, a.R, a.eps, a.cos + (size_t)pos * half, a.sin + (size_t)pos * half);
+	const float *cs = a.cos + (size_t)pos * half, *sn = a.sin + (size_t)pos * half;
+	if (isq)
+		pv_head_post(src, v, a.q + (size_t)t * qd + (size_t)h * hd, nw, hd, a.R, a.eps, cs, sn);
+	else
+		pv_head_post<KVT>(src, v, static_cast<char*>(a.kc) + ((size_t)pos * kvd + (size_t)h * hd) * pv_kv_elem_bytes(KVT),
+		                  nw, hd, a.R, a.eps, cs, sn);
 }
 
 constexpr int ARGMAX_THREADS = 1024;
@@ -156,7 +162,12 @@ int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const str
 	if (a->hd > 256 || a->R > a->hd) return pv_errf(err, errlen, "CUDA backend: head dim %d (rope %d) above 256", a->hd, a->R);
 	const int items = a->nh + 2 * a->nkv;
 	dim3 grid((unsigned)((items + POST_WARPS - 1) / POST_WARPS), (unsigned)n);
-	PV_LAUNCH("qkv_post", tu, err, errlen, qkv_post_kernel, grid, dim3(POST_WARPS * 32), 0, st, *a);
+	void (*kern)(qkv_post_args) = a->kvt == PV_KV_F16    ? qkv_post_kernel<PV_KV_F16>
+	                              : a->kvt == PV_KV_BF16 ? qkv_post_kernel<PV_KV_BF16>
+	                              : a->kvt == PV_KV_F32  ? qkv_post_kernel<PV_KV_F32>
+	                                                     : NULL;
+	if (!kern) return pv_errf(err, errlen, "CUDA backend: KV cache element type %d", a->kvt);
+	PV_LAUNCH("qkv_post", tu, err, errlen, kern, grid, dim3(POST_WARPS * 32), 0, st, *a);
 	return 0;
 }
 

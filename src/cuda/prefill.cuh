@@ -7,7 +7,7 @@
  *
  * A long call (n >= chunk_min_tokens rows, never an exact step) runs in chunks of up to R rows:
  * bf16 tensor-core GEMMs (cuBLAS, loaded at run time with dlopen) for every projection, a
- * flash-style causal attention over the f32 KV cache, the decode's T-row kernels (q/k norm + RoPE
+ * flash-style causal attention over the KV cache (f32, f16 or bf16), the decode's T-row kernels (q/k norm + RoPE
  * + KV write, MoE routing) and the decode GEMV for the LM head rows. Its results agree with the
  * exact 16-row path within tolerance (bf16 activations), never bitwise; a call of <= 16 rows
  * (decode, verification windows) never comes here.

@@ -1,7 +1,7 @@
 /*
  * session.cu: a session on the GPU (session.cuh): its device memory (one allocation, laid out
- * by layout(): KV cache, rope tables, the 16-row step scratch, DeltaNet states, checkpoint and
- * snapshot slots), its creation (the streams, the prefill set-up and the one-row graph: nothing
+ * by layout(): KV cache (f32, f16 or bf16 elements), rope tables, the 16-row step scratch,
+ * DeltaNet states, checkpoint and snapshot slots), its creation (the streams, the prefill set-up and the one-row graph: nothing
  * is allocated or captured during evaluation), the recurrent-state copies, prefix copies,
  * counters, and the backend table. The forward pass is decode.cu's (exact steps and the decode
  * graph) and prefill.cu's (long prompts).
@@ -72,12 +72,12 @@ void layout(struct pv_session* s, struct carve* cv)
 	const struct pv_config* c = &s->m->cfg;
 	struct dsession* d = dsess(s);
 	const size_t B = PV_CUDA_ROWS, H = (size_t)c->hidden, qd = (size_t)pv_cfg_q_dim(c), kvd = (size_t)pv_cfg_kv_dim(c);
-	const size_t half = (size_t)c->rope_dim / 2;
+	const size_t half = (size_t)c->rope_dim / 2, eb = pv_kv_elem_bytes(d->kvt);
 	for (int l = 0; l < c->n_layers; l++) {
 		d->kc[l] = d->vc[l] = NULL;
 		if (c->layer_kind[l] != PV_LAYER_ATTN) continue;
-		d->kc[l] = take<float>(cv, (size_t)s->n_ctx * kvd);
-		d->vc[l] = take<float>(cv, (size_t)s->n_ctx * kvd);
+		d->kc[l] = take<unsigned char>(cv, (size_t)s->n_ctx * kvd * eb);
+		d->vc[l] = take<unsigned char>(cv, (size_t)s->n_ctx * kvd * eb);
 	}
 	d->cos = take<float>(cv, (size_t)s->n_ctx * half);
 	d->sin = take<float>(cv, (size_t)s->n_ctx * half);
@@ -137,8 +137,10 @@ void dims(const struct pv_session* s, struct dsession* d)
 	d->ldq = (c->attn_gate ? 2 : 1) * pv_cfg_q_dim(c);
 	d->ffn = c->intermediate > 0 ? c->intermediate : 1;
 	d->n_slots = (s->max_batch + PV_CUDA_ROWS - 1) / PV_CUDA_ROWS;
-	d->kc = (float**)pv_xcalloc((size_t)c->n_layers, sizeof(float*));
-	d->vc = (float**)pv_xcalloc((size_t)c->n_layers, sizeof(float*));
+	/* the cache's element type: session_init_be has refused the types the kernels do not read */
+	d->kvt = s->cache_type == PV_CACHE_F16 ? PV_KV_F16 : s->cache_type == PV_CACHE_BF16 ? PV_KV_BF16 : PV_KV_F32;
+	d->kc = (void**)pv_xcalloc((size_t)c->n_layers, sizeof(void*));
+	d->vc = (void**)pv_xcalloc((size_t)c->n_layers, sizeof(void*));
 	d->lin_index = (int*)pv_xcalloc((size_t)c->n_layers, sizeof(int));
 	for (int l = 0, k = 0; l < c->n_layers; l++) d->lin_index[l] = c->layer_kind[l] == PV_LAYER_LINEAR ? k++ : -1;
 	d->state_floats = s->state_floats; /* session.c: the linear layers' S and conv states */
@@ -162,7 +164,7 @@ int session_init(struct pv_session* s, int* code, char* err, size_t errlen)
 	*code = PV_E_UNSUPPORTED; /* shapes the kernels do not take */
 	if (c->head_dim > 256 || c->rope_dim > c->head_dim || c->rope_dim < 2)
 		return pv_errf(err, errlen, "CUDA backend: head dim %d / rope dim %d not supported", c->head_dim, c->rope_dim);
-	if (pv_cuda_attention_check(c->n_heads, c->n_kv_heads, c->head_dim, d->n_split, err, errlen)) return -1;
+	if (pv_cuda_attention_check(c->n_heads, c->n_kv_heads, c->head_dim, d->n_split, d->kvt, err, errlen)) return -1;
 	if (d->state_floats) {
 		if (pv_cuda_delta_check(c->lin_k_dim, c->lin_v_dim, c->lin_k_heads, c->lin_v_heads, c->conv_kernel, err, errlen) ||
 		    pv_cuda_delta_init(err, errlen))
@@ -223,11 +225,12 @@ int session_init(struct pv_session* s, int* code, char* err, size_t errlen)
 int session_init_be(struct pv_session* s, const struct pv_session_params* p, char* err, size_t errlen)
 {
 	(void)p;
-	/* the device kernels read and write an f32 cache; typed caches are the CPU's for now (the
-	 * GPU work waits for the GPU issue), so a session asking for one is refused before any
+	/* the device kernels read and write f32, f16 and bf16 caches; q8_0 (34-byte blocks, no
+	 * 16-byte vectors) is the CPU's only, so a session asking for it is refused before any
 	 * device call */
-	if (s->cache_type != PV_CACHE_F32)
-		return pv_errf(err, errlen, "CUDA backend: KV cache type %s is not supported (f32 only; the CPU backend has f16, bf16, q8_0)",
+	if (s->cache_type != PV_CACHE_F32 && s->cache_type != PV_CACHE_F16 && s->cache_type != PV_CACHE_BF16)
+		return pv_errf(err, errlen,
+		               "CUDA backend: KV cache type %s is not supported (f32, f16 and bf16 are; the CPU backend also has q8_0)",
 		               pv_cache_type_name(s->cache_type)),
 		       PV_E_UNSUPPORTED;
 	int code = PV_E_DEVICE;
@@ -298,7 +301,7 @@ int copy_prefix(struct pv_session* dst, const struct pv_session* src, int n, int
 {
 	struct dsession *d = dsess(dst), *sd = dsess(src);
 	const struct pv_config* c = &src->m->cfg;
-	const size_t kvb = sizeof(float) * (size_t)pv_cfg_kv_dim(c) * (size_t)n;
+	const size_t kvb = pv_kv_elem_bytes(d->kvt) * (size_t)pv_cfg_kv_dim(c) * (size_t)n; /* session.c: same types */
 	if (d->failed) return PV_E_DEVICE;
 	cudaError_t e = cudaStreamSynchronize(sd->st);
 	for (int l = 0; l < c->n_layers && e == cudaSuccess && n > 0; l++) {
@@ -355,6 +358,7 @@ uint64_t session_bytes(const struct pv_model* m, const struct pv_session_params*
 	memset(&d, 0, sizeof d);
 	s.m = m;
 	s.n_ctx = p->n_ctx;
+	s.cache_type = p->cache_type;
 	s.max_batch = p->max_batch;
 	s.chunk_min = p->chunk_min_tokens;
 	s.n_ckpt_slots = p->n_checkpoints;

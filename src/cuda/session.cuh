@@ -27,7 +27,9 @@ struct dsession {
 	cudaEvent_t fork_ev, join_ev;
 	unsigned char* mem;       /* one allocation for everything below (layout())             */
 	size_t mem_bytes;
-	float **kc, **vc;         /* host arrays [n_layers] of device pointers [n_ctx][kvd] (NULL: no KV) */
+	void **kc, **vc;          /* host arrays [n_layers] of device pointers [n_ctx][kvd] (NULL: no KV),
+	                           * elements of type kvt                                         */
+	int kvt;                  /* the cache's element type, PV_KV_* (common.cuh), from s->cache_type */
 	float *cos, *sin;         /* [n_ctx][R/2] rope tables                                    */
 	float *x, *xn, *delta;    /* [B][H] residual stream, normed input, a block's output       */
 	float *qraw, *kraw, *vraw, *q, *gate, *o; /* [B][ldq], [B][kvd] x2, [B][qd] x3            */

@@ -21,6 +21,12 @@
  *              again, the same bits), refuses cuda.att_split
  *   bytes:     pv_session_bytes == the engine's host part + the session's device_bytes
  *   cpu:       the CUDA logits vs the CPU backend's within TOL_CPU (tests/cuda/test_cuda.c's)
+ *   cache:     KV cache types f16 and bf16: the CUDA logits vs the CPU backend's over the same
+ *              cache type within TOL_CPU, not the f32 cache's bits; a prefill call over the typed
+ *              cache and the decode rows after it within the prefill tolerance of the exact
+ *              path; outputs, exact, snapshots, prefix and bytes above rerun over the typed
+ *              cache (the same memcmp claims); the session's bytes shrink by the KV share; q8_0
+ *              is refused (PV_E_UNSUPPORTED)
  *
  * Every "same session" claim is a memcmp: these are the properties exact speculative decoding
  * rests on, not tolerances.
@@ -40,14 +46,21 @@ static const struct pv_model_params cpu_exact = { .knobs = "cpu.exact_activation
 
 #define TOL_CPU 1e-4 /* against the CPU engine (summation order only), as tests/cuda/test_cuda.c */
 #define NP      24   /* prompt rows used here (the fixtures' prompts are longer)               */
+/* the prefill path against the exact one, last rows (tests/cuda/test_cuda.c "prefill": dense
+ * fixtures <= 7e-3, the tiny random hybrids amplify bf16 rounding: gross errors only) */
+#define TOL_PREFILL       2e-2
+#define TOL_PREFILL_GROSS 0.6
 
 static int32_t* g_toks; /* the fixture's first prompt */
 static int g_ntok;
+static int g_cache; /* the KV cache type of new_session's sessions (enum pv_cache_type; 0: f32) */
 
 static pv_session* new_session(pv_model* m, int n_snapshots)
 {
 	/* chunk_min 16: calls of 16+ rows without PV_EVAL_EXACT may take the prefill path */
-	struct pv_session_params sp = { .n_ctx = 160, .n_snapshots = n_snapshots, .chunk_min_tokens = 16 };
+	struct pv_session_params sp = {
+		.n_ctx = 160, .n_snapshots = n_snapshots, .chunk_min_tokens = 16, .cache_type = g_cache
+	};
 	pv_session* s = NULL;
 	char err[256];
 	int rc = pv_session_new(&s, m, &sp, err, sizeof err);
@@ -460,7 +473,9 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 static void test_bytes(pv_model* m, const char* name)
 {
 	for (int ns = 0; ns <= 4; ns += 4) {
-		struct pv_session_params p = { .n_ctx = 96, .n_snapshots = ns, .n_checkpoints = 3, .chunk_min_tokens = 16 };
+		struct pv_session_params p = {
+			.n_ctx = 96, .n_snapshots = ns, .n_checkpoints = 3, .chunk_min_tokens = 16, .cache_type = g_cache
+		};
 		pv_session* s = NULL;
 		char err[256];
 		CHECK(pv_session_new(&s, m, &p, err, sizeof err) == PV_OK, "%s: session: %s", name, err);
@@ -504,6 +519,114 @@ static void test_cpu(pv_model* m, pv_model* cm, const char* name)
 	free(c);
 }
 
+/* A prefill call (40 rows, no exact flag: the prompt path when cuBLAS is there) over the session
+ * cache type, then 3 one-row decode steps that read what it wrote, against a session that ran the
+ * same rows on the exact path: the last prompt row and every decode row within the prefill
+ * tolerance. */
+static void test_prefill_cache(pv_model* m, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab, n = 40, D = 3;
+	const double tol = pv_model_get_info(m)->n_linear_layers > 0 ? TOL_PREFILL_GROSS : TOL_PREFILL;
+	float* a = malloc(sizeof(float) * V);
+	float* b = malloc(sizeof(float) * V);
+	pv_session* f = new_session(m, 0);
+	pv_session* e = new_session(m, 0);
+	struct pv_eval_out oa = { a, n - 1, NULL, 0, NULL, 0 }, ob = { b, n - 1, NULL, 0, NULL, 0 };
+	CHECK(f && e && pv_session_run(f, g_toks, n, 0, &oa) == PV_OK &&
+	              pv_session_run(e, g_toks, n, PV_EVAL_EXACT, &ob) == PV_OK,
+	      "%s %s: prefill and exact calls: %s", name, pv_cache_type_name(g_cache), f ? pv_session_error(f) : "no session");
+	struct pv_session_stats st;
+	pv_session_get_stats(f, &st);
+	if (st.fallback)
+		printf("  %-16s %s: no prefill path (%s): the call ran the exact steps\n", name, pv_cache_type_name(g_cache),
+		       st.fallback);
+	else
+		CHECK(st.fast_rows == (uint64_t)n, "%s %s: the 40-row call did not take the prefill path", name,
+		      pv_cache_type_name(g_cache));
+	double worst = rel_err(a, b, 1, V);
+	for (int k = 0; k < D; k++) {
+		struct pv_eval_out o1 = { a, 0, NULL, 0, NULL, 0 }, o2 = { b, 0, NULL, 0, NULL, 0 };
+		CHECK(pv_session_run(f, g_toks + n + k, 1, 0, &o1) == PV_OK &&
+		              pv_session_run(e, g_toks + n + k, 1, 0, &o2) == PV_OK,
+		      "%s: decode after the prefill", name);
+		const double r = rel_err(a, b, 1, V);
+		worst = r > worst ? r : worst;
+	}
+	CHECK(worst <= tol, "%s %s cache: prefill (+ decode) vs exact rel %.3g > %g", name, pv_cache_type_name(g_cache), worst,
+	      tol);
+	printf("  %-16s %s cache: prefill vs exact rel %.3e\n", name, pv_cache_type_name(g_cache), worst);
+	pv_session_free(f);
+	pv_session_free(e);
+	free(a);
+	free(b);
+}
+
+/* KV cache types on the GPU (the list at the top, "cache"): the device rounds every stored
+ * element with the CPU's own rounding, so the two backends differ by summation order only, as
+ * with f32; every bitwise property holds because a row is rounded once, when it is written. */
+static void test_cache_types(pv_model* m, pv_model* cm, const char* name)
+{
+	const int V = pv_model_get_info(m)->vocab;
+	const struct pv_config* c = &m->cfg;
+	float* f32 = malloc(sizeof(float) * V * NP);
+	float* g = malloc(sizeof(float) * V * NP);
+	float* cpu = malloc(sizeof(float) * V * NP);
+	g_cache = 0;
+	pv_session* r = new_session(m, 0);
+	CHECK(r && run_exact(r, g_toks, NP, NP, f32, V) == 0, "%s: f32 reference", name);
+	pv_session_free(r);
+	char err[256];
+	for (int t = PV_CACHE_F16; t <= PV_CACHE_BF16; t++) {
+		const char* tn = pv_cache_type_name(t);
+		g_cache = t;
+		pv_session* gs = new_session(m, 0);
+		struct pv_session_params cp = { .n_ctx = 160, .n_threads = 2, .cache_type = t };
+		pv_session* cs = NULL;
+		CHECK(pv_session_new(&cs, cm, &cp, err, sizeof err) == PV_OK, "%s: CPU %s session: %s", name, tn, err);
+		if (gs && cs && run_exact(gs, g_toks, NP, NP, g, V) == 0 && run_exact(cs, g_toks, NP, NP, cpu, V) == 0) {
+			CHECK(pv_session_cache_type(gs) == t, "%s: cache type %s not kept", name, tn);
+			const double e = rel_err(g, cpu, NP, V);
+			CHECK(e <= TOL_CPU, "%s %s cache: CUDA vs CPU rel error %.3g > %g", name, tn, e, TOL_CPU);
+			printf("  %-16s %s cache: CUDA vs CPU rel %.3e (vs the CUDA f32 cache %.3e)\n", name, tn, e,
+			       rel_err(g, f32, NP, V));
+			CHECK(!same(g, f32, (size_t)V * NP), "%s %s: logits bitwise the f32 cache's (is the type used?)", name,
+			      tn);
+		} else {
+			CHECK(0, "%s %s cache: CUDA vs CPU runs", name, tn);
+		}
+		pv_session_free(gs);
+		pv_session_free(cs);
+		/* bytes: the KV cache at 2 bytes an element, the rest unchanged */
+		struct pv_session_params a = { .n_ctx = 64, .chunk_min_tokens = 16 }, b = a;
+		b.cache_type = t;
+		uint64_t na = 0;
+		for (int l = 0; l < c->n_layers; l++) na += c->layer_kind[l] == PV_LAYER_ATTN;
+		const uint64_t kvb = (uint64_t)pv_cfg_kv_dim(c) * 64; /* elements of one layer's K */
+		/* K and V of each attention layer, each buffer rounded up to 256 bytes (session.cu) */
+		const uint64_t want = na * 2 * ((4 * kvb + 255) / 256 * 256 - (2 * kvb + 255) / 256 * 256);
+		CHECK(pv_session_bytes(m, &a) - pv_session_bytes(m, &b) == want,
+		      "%s %s: a typed cache saves %llu bytes, expected %llu", name, tn,
+		      (unsigned long long)(pv_session_bytes(m, &a) - pv_session_bytes(m, &b)), (unsigned long long)want);
+		/* the prompt path over the typed cache, then the bitwise properties */
+		test_prefill_cache(m, name);
+		test_outputs(m, name);
+		test_exact(m, name);
+		test_snapshots(m, name);
+		test_copy_prefix(m, name);
+		test_bytes(m, name);
+	}
+	/* q8_0 stays the CPU's: refused before any device memory is taken */
+	struct pv_session_params q = { .n_ctx = 64, .cache_type = PV_CACHE_Q8_0 };
+	pv_session* qs = NULL;
+	CHECK(pv_session_new(&qs, m, &q, err, sizeof err) == PV_E_UNSUPPORTED && !qs && strstr(err, "q8_0"),
+	      "%s: a q8_0 cache on the GPU was not refused: %s", name, err);
+	pv_session_free(qs);
+	g_cache = 0;
+	free(f32);
+	free(g);
+	free(cpu);
+}
+
 int main(void)
 {
 	struct pv_device_info di;
@@ -543,6 +666,7 @@ int main(void)
 			test_knobs(m, dir, names[f]);
 			test_bytes(m, names[f]);
 			test_cpu(m, cm, names[f]);
+			test_cache_types(m, cm, names[f]);
 			printf("  %-16s done (%d checks failed so far)\n", names[f], pv_t_fail);
 		}
 		pv_model_close(m);

@@ -15,6 +15,10 @@
  *     bitwise the same whether its launch stages 1, 2, 4, 8 or 16 rows (batch invariance), and
  *     it is the dot product within 1e-5 of sum (|w| + 2|m|) |x| (every unit visited once); and
  *     the one-row launch that reads the activation in place (no staging) gives the same bits
+ *   - the KV cache's 16-bit elements (common.cuh, "KV cache element types"): the device's f16
+ *     and bf16 roundings give the CPU cache's stored bits (kvcache.c pv_kv_store) over a
+ *     stride through every f32 bit pattern, each exponent's rounding ties and the specials, and
+ *     the device's widening gives pv_kv_load's values
  */
 #include "cuda/common.cuh"
 #include "cuda/units.cuh"
@@ -514,6 +518,76 @@ TEST_CASE(walk)
 	check_walk<K_BF16>(PV_BF16, 4104, "bf16");
 	check_walk<K_Q4_K>(PV_Q4_K, 2816, "q4_k");
 	check_walk<K_Q8_0>(PV_Q8_0, 1056, "q8_0");
+}
+
+/* the CPU KV cache (cpu/state.h, kvcache.c): the reference of the device's stores and loads */
+extern "C" void pv_kv_store(int dtype, const float* src, unsigned char* dst, int nkv, int hd);
+extern "C" void pv_kv_load(int dtype, const unsigned char* head, float* dst, int hd);
+
+/* n values of x through the CPU cache and the device functions (common.cuh) of 16-bit type t */
+template <int KVT>
+static int kv_batch(const float* x, int n, unsigned char* st, float* back)
+{
+	const int dt = KVT == PV_KV_F16 ? PV_F16 : PV_BF16;
+	pv_kv_store(dt, x, st, 1, n);
+	pv_kv_load(dt, st, back, n);
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		uint16_t cpu;
+		memcpy(&cpu, st + 2 * (size_t)i, 2);
+		const uint16_t dev = KVT == PV_KV_F16 ? pv_d_f32_to_f16(x[i]) : pv_d_f32_to_bf16(x[i]);
+		const float w = pv_kv_widen<KVT>(dev);
+		const int same_w = isnan(w) ? isnan(back[i]) : memcmp(&w, &back[i], 4) == 0;
+		if (cpu != dev || !same_w) {
+			if (bad < 4)
+				fprintf(stderr, "  %s: x %a (0x%08x): CPU 0x%04x, device 0x%04x; widened %a vs %a\n",
+				        KVT == PV_KV_F16 ? "f16" : "bf16", (double)x[i], pv_kv_bits(x[i]), cpu, dev, (double)w,
+				        (double)back[i]);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+TEST_CASE(kv_rounding)
+{
+	enum { N = 4096 };
+	static float x[N], back[N];
+	static unsigned char st[2 * N];
+	int n = 0, bad16 = 0, badbf = 0;
+	long total = 0;
+	/* the bit patterns: a prime stride through all 2^32, then per exponent (and sign) the
+	 * mantissas at and beside the f16 and bf16 ties, and the specials */
+	uint32_t pats[] = { 0x0fffu, 0x1000u, 0x1001u, 0x2fffu, 0x3000u, 0x3001u, 0x7fffu, 0x8000u, 0x8001u, 0x17fffu,
+		            0x18000u, 0x18001u, 0x7fe000u, 0x7ff000u, 0x7fffffu, 0x0u, 0x1u, 0x400000u };
+	const uint32_t specials[] = { 0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u,
+		                      0x477fe000u, 0x477fefffu, 0x477ff000u, 0x477fffffu, 0x38800000u, 0x387fffffu, 0x33800000u,
+		                      0x33000000u, 0x33000001u, 0x337fffffu, 0x7f7fffffu, 0x7f7f8000u, 0x7f7f7fffu };
+	const int npat = (int)(sizeof pats / sizeof pats[0]), nspec = (int)(sizeof specials / sizeof specials[0]);
+	const uint64_t stride = 65521ull, steps = (1ull << 32) / stride;
+	const uint64_t all = steps + 2ull * 256 * npat + nspec;
+	for (uint64_t k = 0; k < all; k++) {
+		uint32_t u;
+		if (k < steps) {
+			u = (uint32_t)(k * stride);
+		} else if (k < steps + 2ull * 256 * npat) {
+			const uint64_t j = k - steps;
+			const uint32_t sign = (uint32_t)(j / (256 * npat)) << 31, e = (uint32_t)(j / npat % 256);
+			u = sign | e << 23 | pats[j % npat];
+		} else {
+			u = specials[k - steps - 2ull * 256 * npat];
+		}
+		memcpy(&x[n++], &u, 4);
+		if (n == N || k + 1 == all) {
+			bad16 += kv_batch<PV_KV_F16>(x, n, st, back);
+			badbf += kv_batch<PV_KV_BF16>(x, n, st, back);
+			total += n;
+			n = 0;
+		}
+	}
+	CHECK(bad16 == 0, "f16 KV rounding: %d of %ld values differ from the CPU cache's", bad16, total);
+	CHECK(badbf == 0, "bf16 KV rounding: %d of %ld values differ from the CPU cache's", badbf, total);
+	printf("  f16 / bf16 KV stores and loads: %ld f32 values, bitwise the CPU cache's\n", total);
 }
 
 TEST_MAIN("test_cuda_host")

@@ -13,8 +13,8 @@
 #   fixtures again with PV_CUDA_PDL=0 and with PV_CUDA_GEMV_DIRECT=0; the device-to-device
 #   copy bandwidth; `proven bench --backend cuda` on fixtures; random-weight GGUF models with the
 #   published shapes written by `proven synth` (to /dev/shm when it has room, deleted after their
-#   rows): Qwen3-8B bf16 (pp512/tg128 with the profile; pp4096 and decode at depth 32k when the
-#   prefill is fast), then (full mode) Qwen3.5-35B-A3B q8_0, Qwen3.5-9B bf16, Qwen3-8B q8_0 /
+#   rows): Qwen3-8B bf16 (pp512/tg128 with the profile; pp4096 with the f32 and the f16 KV cache
+#   and decode at depth 32k when the prefill is fast), then (full mode) Qwen3.5-35B-A3B q8_0, Qwen3.5-9B bf16, Qwen3-8B q8_0 /
 #   q4_k_m, Qwen3.5-35B-A3B q4_k_m, Qwen3-30B-A3B q8_0, Qwen3-8B q4_0 / q6_k, Qwen3-1.7B,
 #   Qwen3.5-0.8B; quick mode instead runs the 8B bf16 with each decode change turned off
 #   (PV_CUDA_GEMV_TMA=1, PV_CUDA_SWIGLU_PAIR=0, PV_CUDA_ATTN_FUSE=0, both); last,
@@ -166,6 +166,8 @@ model_rows() { # name preset type [long]
 	if [ -n "$long" ] && fast_prefill; then
 		have_time 20 "$name ctx128" && bench "$name-ctx128" "$m" --pp 64 --tg 128 --reps 2
 		have_time 30 "$name 4k" && bench "$name-pp4096" "$m" --pp 4096 --tg 128 --reps 2
+		# the same with an f16 KV cache: half the KV bytes per decode token
+		have_time 30 "$name 4k f16 KV" && bench "$name-pp4096-kvf16" "$m" --pp 4096 --tg 128 --reps 2 --cache-type f16
 		[ "$MODE" != quick ] && have_time 90 "$name 32k" && bench "$name-d32k" "$m" --depth 32256 --pp 512 --tg 64 --reps 1 --ctx 32900
 	fi
 	rm -f "$m"
