@@ -658,7 +658,11 @@ int main(void)
 		CHECK(rc == PV_OK, "%s: open on cuda: %s", names[f], err);
 		if (!rc) rc = pv_model_open(&cm, dir, &cpu_exact, err, sizeof err);
 		CHECK(rc == PV_OK, "%s: open: %s", names[f], err);
-		if (!rc) {
+		/* PV_CUDA_API_ONLY=cache: the KV cache types alone (a short device call) */
+		const char* only = getenv("PV_CUDA_API_ONLY");
+		if (!rc && only && !strcmp(only, "cache")) {
+			test_cache_types(m, cm, names[f]);
+		} else if (!rc) {
 			test_outputs(m, names[f]);
 			test_exact(m, names[f]);
 			test_snapshots(m, names[f]);

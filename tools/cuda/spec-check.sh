@@ -87,9 +87,10 @@ synth() { # preset type out
 	return 1
 }
 
-curve() { # label model: the exact step's cost per number of rows (a verify window of r rows)
+curve() { # label model [rows...]: the exact step's cost per number of rows (a verify window of r rows)
 	local label=$1 m=$2
-	for r in 1 2 4 8 16; do
+	shift 2
+	for r in ${@:-1 2 4 8 16}; do
 		$B/proven bench --backend cuda --model "$m" --pp $r --tg 16 --depth 512 --reps 5 --json-only >"$OUT/.b" 2>>"$LOG"
 		local j=$(grep '^{' "$OUT/.b" | tail -1)
 		echo "$j" >>"$JSON"
@@ -232,6 +233,69 @@ elif [ "$PART" = e ]; then
 			have_time 45 "replay $3" && replay "$3" "$m" "$tr"
 		done
 		rm -f "$m"
+	done
+elif [ "$PART" = f ]; then
+	# the KV cache types on CUDA (f16, bf16: the API's checks, the fixtures, tg at depth 4096 on
+	# the 8B against the f32 cache, alternating), the multi-row GEMV variants' curves and Nsight
+	# Compute on the shared walk, the 35B-A3B prefill disagreement by weight type, the replays
+	PV_CUDA_API_ONLY=cache $B/cuda/test_cuda_api >"$OUT/.t" 2>&1
+	rc=$?
+	cat "$OUT/.t" >>"$LOG"
+	[ $rc = 0 ] || status=1
+	say "== test_cuda_api (cache types): rc $rc, $(grep -E '^test_cuda_api: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	grep -E '^FAIL|cache: CUDA vs CPU|prefill vs exact' "$OUT/.t" | head -40 | tee -a "$SUM" >/dev/null
+	$B/cuda/test_cuda fixtures >"$OUT/.t" 2>&1
+	rc=$?
+	cat "$OUT/.t" >>"$LOG"
+	[ $rc = 0 ] || status=1
+	say "== test_cuda fixtures: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
+	m=$W/qwen3-8b-bf16.gguf
+	if synth qwen3-8b bf16 "$m"; then
+		curve "Qwen3-8B_BF16 default" "$m" 16
+		(export PV_CUDA_GEMV_RM=2; curve "Qwen3-8B_BF16 PV_CUDA_GEMV_RM=2" "$m" 8 16)
+		(export PV_CUDA_GEMV_RM=1; curve "Qwen3-8B_BF16 PV_CUDA_GEMV_RM=1" "$m" 4 8 16)
+		(export PV_CUDA_GEMV_SHARED=0; curve "Qwen3-8B_BF16 PV_CUDA_GEMV_SHARED=0" "$m" 2 4 8 16)
+		(export PV_CUDA_WINDOW_GRAPHS=0; curve "Qwen3-8B_BF16 PV_CUDA_WINDOW_GRAPHS=0" "$m" 2 4)
+		for rep in 1 2; do
+			for ct in f32 f16 bf16; do
+				$B/proven bench --backend cuda --model "$m" --cache-type $ct --depth 4096 --pp 512 --tg 128 --reps 2 \
+					--json-only >"$OUT/.b" 2>>"$LOG"
+				j=$(grep '^{' "$OUT/.b" | tail -1)
+				echo "$j" >>"$JSON"
+				say "kv $ct rep $rep Qwen3-8B_BF16 depth 4096: tg $(echo "$j" | grep -o '"tg_tok_s":[0-9.]*' | cut -d: -f2) tok/s, pp512 $(echo "$j" | grep -o '"pp_tok_s":[0-9.]*' | cut -d: -f2) tok/s"
+			done
+		done
+		for tr in $TR/*.jsonl; do
+			have_time 45 "replay 8B" && replay "Qwen3-8B_BF16" "$m" "$tr"
+		done
+		rm -f "$m"
+	fi
+	if command -v ncu >/dev/null && have_time 150 "ncu"; then
+		m=$W/qwen3-4b-bf16.gguf
+		if synth qwen3-4b bf16 "$m"; then
+			for r in 8 16; do
+				f=$OUT/ncu-shared-rows$r.txt
+				timeout 60 ncu --kernel-name-base demangled -k "regex:gemv_kernel<0, $r, 4, true" --launch-skip 4 --launch-count 3 \
+					--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+					--section WarpStateStats --section SchedulerStats $B/proven bench --backend cuda --model "$m" --pp $r \
+					--tg 2 --reps 1 >"$f" 2>&1
+				say "ncu shared rows $r: rc $? ($(grep -c 'Duration' "$f") kernels)"
+			done
+			rm -f "$m"
+		fi
+	fi
+	for ty in q8_0 bf16 f16; do
+		have_time 60 "prefill 35B-A3B $ty" || continue
+		m=$W/q35moe-8l-$ty.gguf
+		if $B/proven synth --preset qwen3.5-35b-a3b --type $ty --layers 8 --out "$m" --quiet >>"$LOG" 2>&1; then
+			PV_PREFILL_MODEL=$m $B/cuda/test_cuda prefill-bench >"$OUT/.t" 2>&1
+			cat "$OUT/.t" >>"$LOG"
+			say "prefill 35B-A3B 8 layers $ty: $(grep -iE 'rel|error|pp512' "$OUT/.t" | tr '\n' ' ' | cut -c1-400)"
+			rm -f "$m"
+		else
+			say "synth 35B-A3B 8 layers $ty failed"
+		fi
 	done
 elif [ "$PART" = c ]; then
 	# the hybrid MoE and Qwen3-Next through snapshot rollback (their n-gram courts drafted
