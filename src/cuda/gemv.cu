@@ -75,7 +75,7 @@ __device__ __forceinline__ void prefetch_l2(const unsigned char* p, size_t bytes
 	asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)bytes) : "memory");
 }
 
-template <int K, int TT, int R, bool SH>
+template <int K, int TT, int R, int SH>
 __device__ __forceinline__ void gemv_body(const Params& p)
 {
 	using KT = Kern<K>;
@@ -93,6 +93,12 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 	/* The weights never depend on earlier kernels: each warp starts its rows streaming into L2
 	 * before waiting for the previous kernel (PDL) and staging the activations. Gathered experts
 	 * are chosen by the previous kernel, so they are not prefetched. */
+	/* the shared walk in place (SH 2): the first batch of weight units is requested before the
+	 * PDL wait, as the prefetch would */
+	constexpr int UB = SHARED_BATCH<K>;
+	const int live = row0 < s.rows ? (int)min((int64_t)R, s.rows - row0) : 0;
+	[[maybe_unused]] typename Kern<K>::Raw raw[SH == 2 ? UB : 1][SH == 2 ? R : 1];
+	if constexpr (SH == 2) load_rows<K, R, UB>(s, p.stype, row0, live, lane, nu, raw);
 	if (p.prefetch && !p.sel && lane == 0) {
 		for (int r = 0; r < R; r++)
 			if (row0 + r < s.rows) {
@@ -141,24 +147,26 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 				else walk<K, 1>(p.seg[1], p.stype, wrow + row0, lane, 0, nu, x, p.ldx, 0, &accu);
 			}
 		}
-	} else if constexpr (SH) {
+	} else if constexpr (SH == 2) {
+		/* in place: one tile, the activations read through L1 (plain rows, 16-byte aligned;
+		 * not gathered: sel is a one-row call) */
+		if (live > 0) walk_rows<K, TT, R, false>(s, p.stype, row0, live, lane, 0, nu, x, p.ldx, p.T - 1, raw, acc);
+	} else if constexpr (SH == 1) {
 		/* the shared walk (units.cuh): each tile's first batch of weight units is requested
 		 * before the tile is staged, the tile is staged in stage_at's layout, and the warp's R
 		 * rows share each activation read */
-		constexpr int UB = SHARED_BATCH<K>;
-		const int live = row0 < s.rows ? (int)min((int64_t)R, s.rows - row0) : 0;
 		for (int c0 = 0; c0 < p.cols; c0 += p.tc) {
 			const int cn = min(p.tc, p.cols - c0);
 			const int u0 = c0 / UE, u1 = (c0 + cn) / UE;
-			typename Kern<K>::Raw raw[UB][R];
-			load_rows<K, R, UB>(s, p.stype, wrow + row0, live, u0 + ((lane - u0) & 31), u1, raw);
+			typename Kern<K>::Raw tr[UB][R];
+			load_rows<K, R, UB>(s, p.stype, wrow + row0, live, u0 + ((lane - u0) & 31), u1, tr);
 			__syncthreads(); /* the previous tile is consumed */
 			for (int e = threadIdx.x; e < TT * p.tc; e += THREADS) {
 				const int t = e / p.tc, c = e - t * p.tc;
 				xs[t * p.tc + stage_at(UE, p.tc, c)] = t < p.T && c < cn ? xin(p, x, x2, t, c0 + c) : 0.0f;
 			}
 			__syncthreads();
-			if (live > 0) walk_rows<K, TT, R>(s, p.stype, wrow + row0, live, lane, u0, u1, xs, p.tc, raw, acc);
+			if (live > 0) walk_rows<K, TT, R, true>(s, p.stype, wrow + row0, live, lane, u0, u1, xs, p.tc, TT - 1, tr, acc);
 		}
 	} else
 	for (int c0 = 0; c0 < p.cols; c0 += p.tc) {
@@ -217,7 +225,7 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 	}
 }
 
-template <int K, int TT, int R, bool SH>
+template <int K, int TT, int R, int SH>
 __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ Params p)
 {
 	gemv_body<K, TT, R, SH>(p);
@@ -295,13 +303,13 @@ kernel_fn pick_r(int r2, int rm, int sh)
 	constexpr int R = TT <= 2 ? 1 : TT == 4 ? 2 : 4;
 	if constexpr (TT == 1) {
 		(void)rm, (void)sh;
-		return r2 ? gemv_kernel<K, 1, 2, false> : gemv_kernel<K, 1, 1, false>;
+		return r2 ? gemv_kernel<K, 1, 2, 0> : gemv_kernel<K, 1, 1, 0>;
 	} else {
 		(void)r2;
-		if (rm == 1) return sh ? gemv_kernel<K, TT, 1, true> : gemv_kernel<K, TT, 1, false>;
+		if (rm == 1) return sh ? gemv_kernel<K, TT, 1, 1> : gemv_kernel<K, TT, 1, 0>;
 		if constexpr (TT >= 8)
-			if (rm == 2 && sh) return gemv_kernel<K, TT, 2, true>;
-		return sh ? gemv_kernel<K, TT, R, true> : gemv_kernel<K, TT, R, false>;
+			if (rm == 2 && sh) return sh == 2 ? gemv_kernel<K, TT, 2, 2> : gemv_kernel<K, TT, 2, 1>;
+		return sh == 2 ? gemv_kernel<K, TT, R, 2> : sh ? gemv_kernel<K, TT, R, 1> : gemv_kernel<K, TT, R, 0>;
 	}
 }
 
@@ -343,7 +351,10 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	const int TT = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : 16;
 	const int r2 = tu->gemv_rows == 2;
 	const int rm = tu->gemv_rows_multi;
-	const int UE = unit_of(kind), rpb = WARPS * rows_per_warp(TT, r2, rm, tu->gemv_shared);
+	/* the shared walk in place needs plain 16-byte-aligned rows, one weight row set (no gather) */
+	const int inplace = T > 1 && xmode == PV_X_PLAIN && !((uintptr_t)x & 15) && ldx % 4 == 0 && !ga;
+	const int sh = tu->gemv_shared == 2 && !inplace ? 1 : tu->gemv_shared;
+	const int UE = unit_of(kind), rpb = WARPS * rows_per_warp(TT, r2, rm, sh);
 	Params p;
 	memset(&p, 0, sizeof p);
 	const int64_t cols = outs[0].w->cols;
@@ -385,9 +396,9 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 		if (!pair || i == 0) blocks += (s.rows + rpb - 1) / rpb;
 	}
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
-	const size_t smem = p.direct ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
+	const size_t smem = p.direct || (T > 1 && sh == 2) ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
 	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
-	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2, rm, tu->gemv_shared), grid, dim3(THREADS), smem, st, p);
+	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2, rm, sh), grid, dim3(THREADS), smem, st, p);
 	return 0;
 }
 

@@ -797,10 +797,12 @@ PV_UNROLL
 			raw[k][r] = ub + 32 * k < u1 && r < live ? load_unit<K>(s, wrow + r, ub + 32 * k, stype) : typename Kern<K>::Raw{};
 }
 
-/* tile unit uu of R weight rows (raw[r]) against the TT staged rows (stage_at's layout):
- * acc[r][t] gets walk()'s unit expression for row r and activation row t */
-template <int K, int TT, int R>
-PV_HD void dot_rows(const typename Kern<K>::Raw* raw, const float* xs, int tc, int uu, float (*acc)[TT])
+/* tile unit uu of R weight rows (raw[r]) against TT activation rows: acc[r][t] gets walk()'s
+ * unit expression for row r and activation row t. ST: the rows staged in stage_at's layout, tc
+ * floats apart; else the activations in place (gemv.cu, cuda.gemv_shared = 2), rows tc floats
+ * apart, rows past tmax read as row tmax (their sums are never stored). */
+template <int K, int TT, int R, bool ST>
+PV_HD void dot_rows(const typename Kern<K>::Raw* raw, const float* xs, int tc, int uu, int tmax, float (*acc)[TT])
 {
 	using KT = Kern<K>;
 	constexpr int UE = KT::UE;
@@ -812,14 +814,14 @@ PV_UNROLL
 	}
 PV_UNROLL
 	for (int t = 0; t < TT; t++) {
-		const float* xt = xs + t * tc;
+		const float* xt = ST ? xs + t * tc : xs + (size_t)(t < tmax ? t : tmax) * tc;
 		float x[UE];
 		if constexpr (UE == 1) {
 			x[0] = xt[uu];
 		} else {
 PV_UNROLL
 			for (int g = 0; g < UE / 4; g++) {
-				const float4 a = *reinterpret_cast<const float4*>(xt + (UE == 8 ? g * (tc >> 1) + 4 * uu : 4 * uu));
+				const float4 a = *reinterpret_cast<const float4*>(xt + (ST && UE == 8 ? g * (tc >> 1) + 4 * uu : UE * uu + 4 * g));
 				x[4 * g] = a.x;
 				x[4 * g + 1] = a.y;
 				x[4 * g + 2] = a.z;
@@ -854,16 +856,17 @@ PV_UNROLL
 /* Lane `lane` of the warp owning weight rows wrow .. wrow + live - 1 (live <= R) over tile units
  * [u0, u1): its units u = lane (mod 32) in increasing order, SHARED_BATCH<K> units in flight
  * per row. raw holds the first batch (load_rows at this lane's first unit), loaded by the caller
- * before the tile was staged so that those loads overlap the staging. */
-template <int K, int TT, int R>
+ * before the tile was staged (or before the PDL wait) so that those loads overlap it. ST and
+ * tmax: dot_rows' (in place: u0 = 0, xs the activations, tc their row stride). */
+template <int K, int TT, int R, bool ST>
 PV_HD void walk_rows(const Seg& s, int stype, int64_t wrow, int live, int lane, int u0, int u1, const float* xs, int tc,
-                     typename Kern<K>::Raw (*raw)[R], float (*acc)[TT])
+                     int tmax, typename Kern<K>::Raw (*raw)[R], float (*acc)[TT])
 {
 	constexpr int UB = SHARED_BATCH<K>;
 	for (int ub = u0 + ((lane - u0) & 31); ub < u1;) {
 PV_UNROLL
 		for (int k = 0; k < UB; k++)
-			if (ub + 32 * k < u1) dot_rows<K, TT, R>(raw[k], xs, tc, ub + 32 * k - u0, acc);
+			if (ub + 32 * k < u1) dot_rows<K, TT, R, ST>(raw[k], xs, tc, ub + 32 * k - u0, tmax, acc);
 		ub += 32 * UB;
 		if (ub < u1) load_rows<K, R, UB>(s, stype, wrow, live, ub, u1, raw);
 	}

@@ -359,7 +359,7 @@ static void gemv_rows_shared(const Seg& s, int stype, int nrows, int64_t cols, c
 				typename Kern<K>::Raw raw[UB][R];
 				load_rows<K, R, UB>(s, stype, (int64_t)w * R, live, u0 + ((lane - u0) & 31), u1, raw);
 				float(*a)[TT] = reinterpret_cast<float(*)[TT]>(acc + ((size_t)w * 32 + lane) * R * TT);
-				walk_rows<K, TT, R>(s, stype, (int64_t)w * R, live, lane, u0, u1, xs, tc, raw, a);
+				walk_rows<K, TT, R, true>(s, stype, (int64_t)w * R, live, lane, u0, u1, xs, tc, TT - 1, raw, a);
 			}
 		}
 	}
@@ -372,6 +372,30 @@ static void gemv_rows_shared(const Seg& s, int stype, int nrows, int64_t cols, c
 		}
 	free(acc);
 	free(xs);
+}
+
+/* The shared walk reading the activations in place (cuda.gemv_shared = 2): one tile, x itself,
+ * rows T .. TT-1 read as row T-1 (T = the rows given). */
+template <int K, int TT, int R>
+static void gemv_rows_inplace(const Seg& s, int stype, int nrows, int64_t cols, const float* x, int T, float* out)
+{
+	constexpr int UE = Kern<K>::UE, UB = SHARED_BATCH<K>;
+	const int warps = (nrows + R - 1) / R, nu = (int)(cols / UE);
+	for (int w = 0; w < warps; w++) {
+		const int live = nrows - w * R < R ? nrows - w * R : R;
+		float v[R][TT][32];
+		for (int lane = 0; lane < 32; lane++) {
+			float a[R][TT];
+			memset(a, 0, sizeof a);
+			typename Kern<K>::Raw raw[UB][R];
+			load_rows<K, R, UB>(s, stype, (int64_t)w * R, live, lane, nu, raw);
+			walk_rows<K, TT, R, false>(s, stype, (int64_t)w * R, live, lane, 0, nu, x, (int)cols, T - 1, raw, a);
+			for (int r = 0; r < R; r++)
+				for (int t = 0; t < TT; t++) v[r][t][lane] = a[r][t];
+		}
+		for (int r = 0; r < live; r++)
+			for (int t = 0; t < T; t++) out[(w * R + r) * TT + t] = butterfly32(v[r][t]);
+	}
 }
 
 /* the shared walk gives walk()'s bits: 3 weight rows (a warp of R = 4 with a dead row, R = 2
@@ -432,8 +456,23 @@ static void check_shared(enum pv_dtype t, int cols, const char* label)
 	SHARED_CASE(16, 2)
 	SHARED_CASE(16, 4)
 #undef SHARED_CASE
+	/* in place, T of TT rows given (3 of 4, 5 of 8, 16 of 16: the rows past T are never read
+	 * past the buffer) */
+#define INPLACE_CASE(TT, R, T)                                                                 \
+	{                                                                                      \
+		gemv_rows_inplace<K, TT, R>(s, (int)t, RW, cols, x + (size_t)(16 - T) * cols, T, o); \
+		for (int r = 0; r < RW; r++)                                                   \
+			for (int i = 0; i < T; i++) bad += memcmp(&o[r * TT + i], &ref[r][16 - T + i], 4) != 0; \
+	}
+	INPLACE_CASE(2, 1, 2)
+	INPLACE_CASE(4, 2, 3)
+	INPLACE_CASE(8, 4, 5)
+	INPLACE_CASE(16, 4, 16)
+	INPLACE_CASE(16, 2, 16)
+#undef INPLACE_CASE
 	CHECK(!bad, "%s [%d]: %d results of the shared walk differ from the one-row walk", label, cols, bad);
-	printf("  %-14s [%d]: shared walk (2-16 rows, 1-4 weight rows per warp) bitwise the one-row walk\n", label, cols);
+	printf("  %-14s [%d]: shared walk (2-16 rows, 1-4 weight rows per warp; staged and in place) bitwise the one-row walk\n",
+	       label, cols);
 	for (int p = 0; p < d.n_planes; p++) free(planes[p]);
 	free(w);
 	free(f);

@@ -252,10 +252,11 @@ elif [ "$PART" = f ]; then
 	grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
 	m=$W/qwen3-8b-bf16.gguf
 	if synth qwen3-8b bf16 "$m"; then
-		curve "Qwen3-8B_BF16 default" "$m" 16
+		curve "Qwen3-8B_BF16 default" "$m" 1 16
+		(export PV_CUDA_GEMV_SHARED=2; curve "Qwen3-8B_BF16 PV_CUDA_GEMV_SHARED=2" "$m" 2 4 8 16)
+		(export PV_CUDA_GEMV_SHARED=2 PV_CUDA_GEMV_RM=2; curve "Qwen3-8B_BF16 SHARED=2 RM=2" "$m" 16)
 		(export PV_CUDA_GEMV_RM=2; curve "Qwen3-8B_BF16 PV_CUDA_GEMV_RM=2" "$m" 8 16)
-		(export PV_CUDA_GEMV_RM=1; curve "Qwen3-8B_BF16 PV_CUDA_GEMV_RM=1" "$m" 4 8 16)
-		(export PV_CUDA_GEMV_SHARED=0; curve "Qwen3-8B_BF16 PV_CUDA_GEMV_SHARED=0" "$m" 2 4 8 16)
+		(export PV_CUDA_GEMV_SHARED=0; curve "Qwen3-8B_BF16 PV_CUDA_GEMV_SHARED=0" "$m" 2 4 8)
 		(export PV_CUDA_WINDOW_GRAPHS=0; curve "Qwen3-8B_BF16 PV_CUDA_WINDOW_GRAPHS=0" "$m" 2 4)
 		for rep in 1 2; do
 			for ct in f32 f16 bf16; do
@@ -271,20 +272,6 @@ elif [ "$PART" = f ]; then
 		done
 		rm -f "$m"
 	fi
-	if command -v ncu >/dev/null && have_time 150 "ncu"; then
-		m=$W/qwen3-4b-bf16.gguf
-		if synth qwen3-4b bf16 "$m"; then
-			for r in 8 16; do
-				f=$OUT/ncu-shared-rows$r.txt
-				timeout 60 ncu --kernel-name-base demangled -k "regex:gemv_kernel<0, $r, 4, true" --launch-skip 4 --launch-count 3 \
-					--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-					--section WarpStateStats --section SchedulerStats $B/proven bench --backend cuda --model "$m" --pp $r \
-					--tg 2 --reps 1 >"$f" 2>&1
-				say "ncu shared rows $r: rc $? ($(grep -c 'Duration' "$f") kernels)"
-			done
-			rm -f "$m"
-		fi
-	fi
 	for ty in q8_0 bf16 f16; do
 		have_time 60 "prefill 35B-A3B $ty" || continue
 		m=$W/q35moe-8l-$ty.gguf
@@ -297,6 +284,23 @@ elif [ "$PART" = f ]; then
 			say "synth 35B-A3B 8 layers $ty failed"
 		fi
 	done
+	if command -v ncu >/dev/null && have_time 100 "ncu"; then
+		m=$W/qwen3-4b-bf16.gguf
+		if synth qwen3-4b bf16 "$m"; then
+			for v in "1 8" "1 16" "2 8"; do
+				set -- $v
+				r=$2
+				f=$OUT/ncu-shared$1-rows$r.txt
+				PV_CUDA_GEMV_SHARED=$1 timeout 60 ncu --kernel-name-base demangled -k "regex:gemv_kernel<0, $r, 4, $1>" \
+					--launch-skip 4 --launch-count 3 \
+					--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+					--section WarpStateStats --section SchedulerStats $B/proven bench --backend cuda --model "$m" --pp $r \
+					--tg 2 --reps 1 >"$f" 2>&1
+				say "ncu shared=$1 rows $r: rc $? ($(grep -c 'Duration' "$f") kernels)"
+			done
+			rm -f "$m"
+		fi
+	fi
 elif [ "$PART" = c ]; then
 	# the hybrid MoE and Qwen3-Next through snapshot rollback (their n-gram courts drafted
 	# little), a draft model under seeded sampling
