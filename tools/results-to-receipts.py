@@ -78,9 +78,6 @@ def num(s):
 
 # ---- H200 ---------------------------------------------------------------------------------------
 
-H200 = {"name": "NVIDIA H200", "driver": 13000, "sm_clock_mhz": 1980, "mem_clock_mhz": 3201}
-
-
 def v5_peer():
     """llama.cpp's H200 figures in the v5 table (the issue's: build 10587 on this project's H200,
     the same shapes): one peer receipt per row that has one."""
@@ -132,7 +129,7 @@ def v5b_splits():
         knobs = {"env.PV_CUDA_ATT_SPLIT": 16} if arm == "s16" else {}
         out.append(receipt(
             "bench", path, i, "2026-11-30T00:00:00Z",
-            runtime("a38ca63", "cuda", knobs=knobs, gpu=H200, compiler="gcc 12.2.0"),
+            runtime("a38ca63", "cuda", knobs=knobs, gpu={"name": "NVIDIA H200"}),
             {"path": model},
             {"class": "synthetic", "prompt_digest": "not stated", "n_prompt": 512, "n_gen": 128, "reps": 3},
             [fig("pp", "observed", "tok/s", m.group(1), m.group(2), 3), fig("tg", "decode-only", "tok/s", m.group(3), 0, 3),
@@ -152,8 +149,9 @@ def spec_d():
     rows = lines(path)
     m = re.search(r"\| proven (\w+?)(-dirty)?$", rows[0])
     commit, dirty = m.group(1)[:12], bool(m.group(2))
-    g = re.match(r"== (NVIDIA [^,]+), ([\d.]+), \d+ MHz, (\d+) MHz, (\d+) MHz", rows[0])
-    gpu = {"name": g.group(1), "driver": g.group(2), "sm_clock_mhz": int(g.group(3)), "mem_clock_mhz": int(g.group(4))}
+    # the header names the GPU and the driver; its clock columns are kept as printed (extra.gpu_line)
+    g = re.match(r"== (NVIDIA [^,]+), ([\d.]+),", rows[0])
+    gpu = {"name": g.group(1), "driver": g.group(2)}
     curve = re.compile(r"curve (\S+) rows_multi=(\d) rows (\d+): ([\d.]+) ms per step, ([\d.]+) ms per row "
                        r"\(decode at depth (\d+): ([\d.]+) tok/s\)")
     replay = re.compile(r"replay (\S+) rows_multi=(\d) (\S+): rc 0")
@@ -169,7 +167,7 @@ def spec_d():
                 {"class": "synthetic", "prompt_digest": "not stated", "n_prompt": r, "n_gen": 16, "depth": 512},
                 [fig("step_ms", "observed", "ms per verify step", c.group(4)), fig("row_ms", "observed", "ms per row", c.group(5)),
                  fig("tg", "decode-only", "tok/s", c.group(7))],
-                extra={"run": "%s-rows%d-rm%d" % (shape, r, rm), "rows": r, "decode_depth": int(c.group(6)),
+                extra={"run": "%s-rows%d-rm%d" % (shape, r, rm), "rows": r, "decode_depth": int(c.group(6)), "gpu_line": rows[0],
                        "note": "one exact step of r rows (the verify call of r - 1 drafts): proven bench --backend cuda --pp r "
                                "--tg 16 --depth 512 (docs/results/spec-2026-12-02.md section 2)"},
                 what="verify curve %s rows %d rows_multi=%d" % (shape, r, rm)))
@@ -192,7 +190,7 @@ def spec_d():
                  fig(cls + ".spec_decode", "decode-only", "tok/s", num(cl[3])),
                  fig(cls + ".plain_decode", "decode-only", "tok/s", num(cl[2]))],
                 args={"draft": "replay:docs/results/spec-traces/%s.jsonl" % trace},
-                extra={"tokens_per_step": num(cl[6]), "acceptance": num(cl[7]),
+                extra={"tokens_per_step": num(cl[6]), "acceptance": num(cl[7]), "gpu_line": rows[0],
                        "note": "acceptance-trace replay on a random-weight file of the shape (spec-2026-12-02.md section 3)"},
                 what="replay %s %s %s" % (shape, trace, cls)))
     return out
