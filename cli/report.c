@@ -54,7 +54,7 @@ static int shoot(const char* chromium, const char* page, const char* png, int w,
 
 int cmd_report(int argc, char** argv)
 {
-	const char *out = NULL, *check = NULL, *title = NULL, *chromium = NULL;
+	const char *out = NULL, *check = NULL, *title = NULL, *chromium = NULL, *mech = NULL;
 	int browser = 1;
 	for (int i = 1; i < argc; i++) {
 		const char* a = argv[i];
@@ -68,6 +68,7 @@ int cmd_report(int argc, char** argv)
 		if (!strcmp(a, "--out")) out = v;
 		else if (!strcmp(a, "--check")) check = v;
 		else if (!strcmp(a, "--title")) title = v;
+		else if (!strcmp(a, "--mechanisms")) mech = v;
 		else if (!strcmp(a, "--chromium")) chromium = v;
 		else {
 			fprintf(stderr, "proven report: unknown option %s\n", a);
@@ -85,7 +86,7 @@ int cmd_report(int argc, char** argv)
 			fprintf(stderr, "proven report: %s\n", err);
 			return 1;
 		}
-		int rc = ev_report_write(st, out, title, err, sizeof err);
+		int rc = ev_report_write_with(st, out, title, mech, err, sizeof err);
 		ev_store_close(st);
 		if (rc) {
 			fprintf(stderr, "proven report: %s\n", err);

@@ -152,9 +152,11 @@ static const struct {
 	  "  ids and digests) picks the same prompts on any machine; --reselect writes a new selection\n",
 	  0 },
 	{ "report",
-	  "usage: proven report --out DIR [--title T] | --check DIR [--no-browser] [--chromium PATH]\n"
+	  "usage: proven report --out DIR [--title T] [--mechanisms FILE] | --check DIR [--no-browser] [--chromium PATH]\n"
 	  "  --out: a static page (DIR/index.html, SVG plots, no script, no external asset) from the ledger\n"
 	  "  database, with DIR/receipts/ID.json for each receipt it cites and the sha256 of each\n"
+	  "  --mechanisms: the table of mechanisms, CPU | CUDA | paper, with verdicts (docs/results/mechanisms.json;\n"
+	  "  its selectors pick the receipts, its rules give the verdicts; copied to DIR/mechanisms.json)\n"
 	  "  --check: the release gate: every figure has a scope and a receipt that resolves, digests match,\n"
 	  "  every image has alt text, and the page renders in headless Chromium at 390 and 1280 pixels\n"
 	  "  without overflowing the phone width; exit 1 with one line per problem\n",

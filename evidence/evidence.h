@@ -93,9 +93,19 @@ double ev_court_halfwidth(json_t* const* receipts, const int* arm, int n, const 
 /* Writes DIR/index.html (SVG plots inline, no script, no external asset) and DIR/receipts/ID.json
  * (each cited receipt) from the store; title NULL: the default. */
 int ev_report_write(ev_store* st, const char* dir, const char* title, char* err, size_t errlen);
+/* The same with the mechanism table (docs/results/mechanisms.json, docs/evidence.md): per
+ * mechanism of the paper's four families, the CPU, CUDA and paper columns, each cell's figures
+ * picked from the store by the file's selectors (the newest receipt that matches) and its verdict
+ * (TRANSFERS, HW-GAP, RUNTIME, N/A, or "not measured") from the file's rules. The file is checked
+ * first and copied to DIR/mechanisms.json, which the gate reads. mechanisms NULL: no table. */
+int ev_report_write_with(ev_store* st, const char* dir, const char* title, const char* mechanisms, char* err, size_t errlen);
+/* 0 when spec is a well-formed mechanism table, else -1 with the first problem in err. */
+int ev_mech_check(const json_t* spec, char* err, size_t errlen);
 /* The release gate without the browser: every figure has a scope and a receipt link that
  * resolves, every cited receipt's sha256 matches, every img/svg has alt text, every link resolves,
- * nothing external, the page's own digest matches. Problems are printed to f; returns their count. */
+ * nothing external, the page's own digest matches; the mechanism table's cells show the figures
+ * their selectors name, their ratios are those figures' and their verdicts follow the rules of
+ * DIR/mechanisms.json. Problems are printed to f; returns their count. */
 int ev_report_check_static(const char* dir, FILE* f);
 /* The layout from one screenshot (an 8-bit RGB(A) PNG): nothing drawn in the rightmost
  * margin_px columns, not blank; problems printed to f, their count. */

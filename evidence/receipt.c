@@ -23,7 +23,7 @@ const struct ev_field ev_receipt_fields[] = {
 	{ "sha256", "string", 0, NULL, "sha256 of the document without `id` and `sha256` (set when stored)" },
 	{ "created", "string", 1, "created", "UTC time the run ended, ISO 8601" },
 	{ "kind", "string", 1, "kind",
-	  "what wrote it: bench, bench.spec, bench.workload, court.spec, court.ab, perplexity, server.bench, import" },
+	  "what wrote it: bench, bench.spec, bench.workload, court.spec, court.ab, perplexity, server.bench, import; peer.bench: a peer engine's figures (llama.cpp) converted from a committed table" },
 	{ "command", "string", 1, NULL, "the command line" },
 	{ "status", "string", 1, "status", "ok, or what failed" },
 	{ "imported", "boolean", 1, "imported", "true: copied from a committed file (docs/results), not measured here" },

@@ -626,8 +626,9 @@ static void section_classes(struct rep* r, ev_store* st)
 static void section_imported(struct rep* r, ev_store* st)
 {
 	json_t* a = ev_store_receipts(st, "bench", 0);
-	bput(&r->b, "<h2 id=\"imported\">GPU rows imported from docs/results</h2>\n<p><em>Imported</em>: copied from the committed JSON lines "
-	            "of earlier sessions (H200), not measured by this ledger; each receipt names its source file, that file's sha256 and line.</p>\n"
+	bput(&r->b, "<h2 id=\"imported\">Rows imported from docs/results</h2>\n<p><em>Imported</em>: copied from the committed JSON lines "
+	            "and tables of earlier sessions (the H200's, and the CPU tables without JSON lines), not measured by this ledger; each "
+	            "receipt names its source file, that file's sha256 and line.</p>\n"
 	            "<div class=\"t\"><table><thead><tr><th>run</th><th>figure</th><th>value</th><th>unit</th><th>scope</th><th>receipt</th></tr></thead><tbody>\n");
 	size_t i;
 	json_t* rec;
@@ -653,6 +654,385 @@ static void section_imported(struct rep* r, ev_store* st)
 	if (!rows) bput(&r->b, "<tr><td colspan=\"6\">nothing imported</td></tr>\n");
 	bput(&r->b, "</tbody></table></div>\n");
 	json_decref(a);
+}
+
+/* ==== The mechanisms: CPU | CUDA | paper ======================================================= */
+
+/* The paper's four families of mechanisms, each measured on this machine's CPU and on the H200
+ * beside the paper's Apple figure. The table's rows, the selectors that pick each cell's receipts
+ * and the rules that turn a cell's figures into a verdict are data (docs/results/mechanisms.json):
+ * a receipt appended to the ledger that a selector matches shows up on the next build, and a cell
+ * no receipt matches says "not measured" instead of going blank. */
+
+static const char* const mech_verdicts[] = { "TRANSFERS", "HW-GAP", "RUNTIME", "N/A", "not measured" };
+static const char* const mech_cols[] = { "cpu", "cuda" };
+
+static int verdict_ok(const char* v)
+{
+	for (size_t i = 0; v && i < sizeof mech_verdicts / sizeof mech_verdicts[0]; i++)
+		if (!strcmp(v, mech_verdicts[i])) return 1;
+	return 0;
+}
+
+/* a document's value at a slash-separated path ("runtime/knobs/cuda.att_split": knob names hold dots) */
+static const json_t* at_path(const json_t* o, const char* path)
+{
+	char key[256];
+	while (o && path && *path) {
+		const char* sl = strchr(path, '/');
+		size_t n = sl ? (size_t)(sl - path) : strlen(path);
+		if (n >= sizeof key) return NULL;
+		memcpy(key, path, n);
+		key[n] = 0;
+		o = json_object_get(o, key);
+		path += n + (sl ? 1 : 0);
+	}
+	return o;
+}
+
+static int same_value(const json_t* have, const json_t* want)
+{
+	if (!have) return 0;
+	if (json_is_number(have) && json_is_number(want)) return json_number_value(have) == json_number_value(want);
+	return json_equal(have, want);
+}
+
+/* have (a string) contains want, or one of want's strings (alternatives) */
+static int contains(const json_t* have, const json_t* want)
+{
+	const char* s = json_string_value(have);
+	if (!s) return 0;
+	if (json_is_string(want)) return strstr(s, json_string_value(want)) != NULL;
+	size_t i;
+	json_t* w;
+	json_array_foreach(want, i, w) if (json_is_string(w) && strstr(s, json_string_value(w))) return 1;
+	return 0;
+}
+
+/* A selector: {"kind", "figure", "match": {path: value}, "like": {path: text or [texts]},
+ * "unless": {path: value}}; it picks a receipt that has the figure and meets every condition. */
+static int sel_matches(const json_t* rec, const json_t* sel)
+{
+	const char* kind = sget(sel, "kind");
+	if (kind && strcmp(kind, sor(sget(rec, "kind"), ""))) return 0;
+	const char* k;
+	json_t* v;
+	json_object_foreach((json_t*)json_object_get(sel, "match"), k, v) if (!same_value(at_path(rec, k), v)) return 0;
+	json_object_foreach((json_t*)json_object_get(sel, "like"), k, v) if (!contains(at_path(rec, k), v)) return 0;
+	json_object_foreach((json_t*)json_object_get(sel, "unless"), k, v) if (same_value(at_path(rec, k), v)) return 0;
+	if (sget(sel, "field")) return json_is_number(at_path(rec, sget(sel, "field")));
+	return isfinite(fig_value(rec, sor(sget(sel, "figure"), ""), NULL, NULL));
+}
+
+/* the value sel names in rec: a figure, or a numeric field ("extra/gpu_weights_mib") */
+static double sel_value(const json_t* rec, const json_t* sel)
+{
+	if (sget(sel, "field")) return json_number_value(at_path(rec, sget(sel, "field")));
+	return fig_value(rec, sor(sget(sel, "figure"), ""), NULL, NULL);
+}
+
+/* the newest receipt sel picks (all: newest first), NULL when none does */
+static const json_t* sel_pick(const json_t* all, const json_t* sel)
+{
+	if (!json_is_object(sel)) return NULL;
+	size_t i;
+	json_t* rec;
+	json_array_foreach(all, i, rec) if (sel_matches(rec, sel)) return rec;
+	return NULL;
+}
+
+/* The verdict of a measured cell: the first rule whose input is known and inside [min, max).
+ * Inputs: "value" (the main figure), "effect" (main / base: the mechanism on against off),
+ * "peer" (main / peer: against llama.cpp); a rule without "on" always applies. */
+static const json_t* mech_rule(const json_t* cell, double value, double effect, double peer)
+{
+	size_t i;
+	json_t* r;
+	json_array_foreach(json_object_get(cell, "rules"), i, r)
+	{
+		const char* on = sget(r, "on");
+		double x = !on ? 0 : !strcmp(on, "value") ? value : !strcmp(on, "effect") ? effect : !strcmp(on, "peer") ? peer : NAN;
+		if (on && !isfinite(x)) continue;
+		const json_t* lo = json_object_get(r, "min");
+		const json_t* hi = json_object_get(r, "max");
+		if (json_is_number(lo) && !(x >= json_number_value(lo))) continue;
+		if (json_is_number(hi) && !(x < json_number_value(hi))) continue;
+		return r;
+	}
+	return NULL;
+}
+
+/* what a cell says when its main selector picks nothing */
+static void mech_missing(const json_t* cell, const char** verdict, const char** why)
+{
+	const json_t* m = json_object_get(cell, "missing");
+	*verdict = sor(sget(m, "verdict"), "not measured");
+	*why = sor(sget(m, "why"), "no receipt in the ledger matches this cell's selector yet");
+}
+
+static int sel_check(const json_t* sel, const char* where, char* err, size_t errlen)
+{
+	if (!json_is_object(sel) || !sget(sel, "figure") == !sget(sel, "field") || (sget(sel, "field") && !sget(sel, "unit"))) {
+		snprintf(err, errlen, "%s: a selector needs an object with \"figure\", or \"field\" and \"unit\"", where);
+		return -1;
+	}
+	const char* keys[] = { "match", "like", "unless" };
+	for (int k = 0; k < 3; k++) {
+		const json_t* o = json_object_get(sel, keys[k]);
+		if (o && !json_is_object(o)) {
+			snprintf(err, errlen, "%s: \"%s\" must be an object of path -> value", where, keys[k]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int ev_mech_check(const json_t* spec, char* err, size_t errlen)
+{
+	const json_t* ms = json_object_get(spec, "mechanisms");
+	if (!json_is_array(ms) || !json_array_size(ms)) {
+		snprintf(err, errlen, "no \"mechanisms\" array");
+		return -1;
+	}
+	size_t i;
+	json_t* m;
+	json_array_foreach(ms, i, m)
+	{
+		char where[160];
+		const char* id = sget(m, "id");
+		if (!id || !sget(m, "family") || !sget(m, "name")) {
+			snprintf(err, errlen, "mechanism %zu: needs \"id\", \"family\" and \"name\"", i);
+			return -1;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(id, sor(sget(json_array_get(ms, j), "id"), ""))) {
+				snprintf(err, errlen, "mechanism %s appears twice", id);
+				return -1;
+			}
+		for (int c = 0; c < 2; c++) {
+			const json_t* cell = json_object_get(m, mech_cols[c]);
+			snprintf(where, sizeof where, "%s/%s", id, mech_cols[c]);
+			if (!json_is_object(cell)) {
+				snprintf(err, errlen, "%s: missing (a column without a measurement says so in \"missing\")", where);
+				return -1;
+			}
+			const json_t* mv = json_object_get(cell, "missing");
+			if (mv && (!verdict_ok(sget(mv, "verdict")) || !sget(mv, "why"))) {
+				snprintf(err, errlen, "%s: \"missing\" needs a verdict (%s) and a why", where, "TRANSFERS, HW-GAP, RUNTIME, N/A, not measured");
+				return -1;
+			}
+			if (!json_object_get(cell, "main")) continue;
+			if (sel_check(json_object_get(cell, "main"), where, err, errlen)) return -1;
+			if (json_object_get(cell, "base") && sel_check(json_object_get(cell, "base"), where, err, errlen)) return -1;
+			if (json_object_get(cell, "peer") && sel_check(json_object_get(cell, "peer"), where, err, errlen)) return -1;
+			size_t k;
+			json_t* x;
+			json_array_foreach(json_object_get(cell, "also"), k, x)
+			{
+				if (!sget(x, "label")) {
+					snprintf(err, errlen, "%s: an \"also\" figure needs a label", where);
+					return -1;
+				}
+				if (sel_check(x, where, err, errlen)) return -1;
+			}
+			const json_t* rules = json_object_get(cell, "rules");
+			size_t nr = json_array_size(rules);
+			if (!nr || sget(json_array_get(rules, nr - 1), "on")) {
+				snprintf(err, errlen, "%s: \"rules\" must end with a rule without \"on\" (every measured cell gets a verdict)", where);
+				return -1;
+			}
+			json_array_foreach(rules, k, x)
+			{
+				const char* on = sget(x, "on");
+				if (!verdict_ok(sget(x, "verdict")) || !sget(x, "why") ||
+				    (on && strcmp(on, "value") && strcmp(on, "effect") && strcmp(on, "peer"))) {
+					snprintf(err, errlen, "%s: rule %zu needs a verdict (TRANSFERS, HW-GAP, RUNTIME, N/A, not measured), a why, and on value|effect|peer", where, k);
+					return -1;
+				}
+			}
+		}
+		const json_t* p = json_object_get(m, "paper");
+		if (!json_is_object(p) || !(json_is_number(json_object_get(p, "value")) || sget(p, "why"))) {
+			snprintf(err, errlen, "%s/paper: a value with \"unit\" and \"cite\", or a \"why\" it is absent", id);
+			return -1;
+		}
+		if (json_is_number(json_object_get(p, "value")) && (!sget(p, "unit") || !sget(p, "cite") || (sget(p, "verdict") && !verdict_ok(sget(p, "verdict"))))) {
+			snprintf(err, errlen, "%s/paper: a value needs \"unit\" and \"cite\" (and a verdict from the list, if any)", id);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* one figure of a cell as a checked element: the gate ties it to its receipt */
+static void mech_fig(struct rep* r, const json_t* rec, const json_t* sel, const char* role)
+{
+	if (sget(sel, "field")) {
+		/* a number the receipt holds outside its figures (a memory size): tied to it by path */
+		double v = sel_value(rec, sel);
+		bput(&r->b, "<span class=\"fld\" data-role=\"%s\" data-receipt=\"%lld\" data-field=\"", role,
+		     (long long)json_integer_value(json_object_get(rec, "id")));
+		besc(&r->b, sget(sel, "field"));
+		bput(&r->b, "\" data-value=\"%.17g\" data-sha256=\"%s\"><strong>%.4g</strong> ", v, sor(sget(rec, "sha256"), ""), v);
+		besc(&r->b, sget(sel, "unit"));
+		bput(&r->b, "</span> ");
+		receipt_link(r, rec);
+		return;
+	}
+	const char* name = sget(sel, "figure");
+	const char *scope = NULL, *unit = NULL;
+	double v = fig_value(rec, name, &scope, &unit);
+	bput(&r->b, "<span class=\"fig\" data-role=\"%s\" data-receipt=\"%lld\" data-figure=\"", role,
+	     (long long)json_integer_value(json_object_get(rec, "id")));
+	besc(&r->b, name);
+	bput(&r->b, "\" data-scope=\"%s\" data-value=\"%.17g\" data-sha256=\"%s\"><strong>%.4g</strong> ", sor(scope, ""), v,
+	     sor(sget(rec, "sha256"), ""), v);
+	besc(&r->b, sor(unit, ""));
+	bput(&r->b, "</span> <span class=\"sc\">%s</span> ", sor(scope, ""));
+	receipt_link(r, rec);
+}
+
+static void mech_cond(struct rep* r, const json_t* rec)
+{
+	char cond[600];
+	conditions(cond, sizeof cond, rec);
+	bput(&r->b, "<br><small>");
+	besc(&r->b, cond);
+	const json_t* src = json_object_get(rec, "source");
+	if (json_is_true(json_object_get(rec, "imported")) && sget(src, "file")) {
+		const char* f = sget(src, "file");
+		bput(&r->b, " [");
+		besc(&r->b, strrchr(f, '/') ? strrchr(f, '/') + 1 : f);
+		bput(&r->b, ":%lld]", (long long)json_integer_value(json_object_get(src, "line")));
+	}
+	bput(&r->b, "</small>");
+}
+
+static void mech_cell(struct rep* r, const json_t* all, const json_t* m, const char* col)
+{
+	const json_t* cell = json_object_get(m, col);
+	const json_t* main_sel = json_object_get(cell, "main");
+	const json_t* rec = sel_pick(all, main_sel);
+	const char *verdict, *why;
+	double value = NAN, effect = NAN, peer = NAN;
+	const json_t *base = NULL, *pr = NULL;
+	if (rec) {
+		value = sel_value(rec, main_sel);
+		base = sel_pick(all, json_object_get(cell, "base"));
+		pr = sel_pick(all, json_object_get(cell, "peer"));
+		if (base) effect = value / sel_value(base, json_object_get(cell, "base"));
+		if (pr) peer = value / sel_value(pr, json_object_get(cell, "peer"));
+		const json_t* rule = mech_rule(cell, value, effect, peer);
+		verdict = sor(sget(rule, "verdict"), "not measured");
+		why = sor(sget(rule, "why"), "no rule applies");
+	} else mech_missing(cell, &verdict, &why);
+	bput(&r->b, "<td class=\"mc\" data-mech=\"");
+	besc(&r->b, sget(m, "id"));
+	bput(&r->b, "\" data-col=\"%s\" data-verdict=\"%s\"", col, verdict);
+	if (isfinite(effect)) bput(&r->b, " data-effect=\"%.17g\"", effect);
+	if (isfinite(peer)) bput(&r->b, " data-peer=\"%.17g\"", peer);
+	bput(&r->b, ">");
+	if (!rec) bput(&r->b, "<em class=\"nm\">not measured</em>");
+	else {
+		mech_fig(r, rec, main_sel, "main");
+		mech_cond(r, rec);
+		if (base) {
+			bput(&r->b, "<br>effect <strong>&#215;%.3g</strong> against ", effect);
+			besc(&r->b, sor(sget(json_object_get(cell, "base"), "label"), "the mechanism off"));
+			bput(&r->b, ": ");
+			mech_fig(r, base, json_object_get(cell, "base"), "base");
+		} else if (json_object_get(cell, "base")) {
+			bput(&r->b, "<br>effect: <em class=\"nm\">not measured</em> (no receipt for ");
+			besc(&r->b, sor(sget(json_object_get(cell, "base"), "label"), "the mechanism off"));
+			bput(&r->b, ")");
+		}
+		if (pr) {
+			bput(&r->b, "<br>peer <strong>&#215;%.3g</strong> against llama.cpp: ", peer);
+			mech_fig(r, pr, json_object_get(cell, "peer"), "peer");
+		} else if (json_object_get(cell, "peer")) bput(&r->b, "<br>peer: <em class=\"nm\">not measured</em> (no llama.cpp receipt under these conditions)");
+		size_t k;
+		json_t* x;
+		json_array_foreach(json_object_get(cell, "also"), k, x)
+		{
+			const json_t* xr = sel_pick(all, x);
+			bput(&r->b, "<br>");
+			besc(&r->b, sget(x, "label"));
+			bput(&r->b, ": ");
+			if (xr) mech_fig(r, xr, x, "also");
+			else bput(&r->b, "<em class=\"nm\">not measured</em>");
+		}
+	}
+	bput(&r->b, "<br><strong class=\"vd\">%s</strong>: ", verdict);
+	besc(&r->b, why);
+	bput(&r->b, "</td>");
+}
+
+static void mech_paper(struct rep* r, const json_t* m)
+{
+	const json_t* p = json_object_get(m, "paper");
+	const json_t* v = json_object_get(p, "value");
+	bput(&r->b, "<td class=\"mc\" data-mech=\"");
+	besc(&r->b, sget(m, "id"));
+	bput(&r->b, "\" data-col=\"paper\" data-verdict=\"%s\"", sor(sget(p, "verdict"), "not measured"));
+	if (json_is_number(v)) {
+		bput(&r->b, " data-value=\"%.17g\"><strong>%.4g</strong> ", json_number_value(v), json_number_value(v));
+		besc(&r->b, sget(p, "unit"));
+		bput(&r->b, "<br><small>");
+		besc(&r->b, sget(p, "cite"));
+		bput(&r->b, "</small>");
+	} else bput(&r->b, "><em class=\"nm\">not in the repository</em>");
+	bput(&r->b, "<br><strong class=\"vd\">%s</strong>", sor(sget(p, "verdict"), "not measured"));
+	if (sget(p, "why")) {
+		bput(&r->b, ": ");
+		besc(&r->b, sget(p, "why"));
+	}
+	bput(&r->b, "</td>");
+}
+
+static void section_mechanisms(struct rep* r, ev_store* st, const json_t* spec)
+{
+	bput(&r->b, "<h2 id=\"mechanisms\">Mechanisms: CPU, CUDA H200 and the paper (Apple)</h2>\n");
+	if (!spec) {
+		bput(&r->b, "<p>No mechanism table was given (<code>proven report --mechanisms docs/results/mechanisms.json</code>).</p>\n");
+		return;
+	}
+	bput(&r->b, "<p>");
+	besc(&r->b, sor(sget(spec, "about"), ""));
+	bput(&r->b, " Each cell: the figure its selector picks (the newest receipt that matches), the run's conditions, the "
+	            "<em>effect</em> (the mechanism on against off, same conditions) and the <em>peer</em> ratio (against llama.cpp, "
+	            "same conditions) where a receipt exists, and the verdict with its reason: <strong>TRANSFERS</strong> (the paper's "
+	            "gain holds here), <strong>HW-GAP</strong> (it does not, for a reason of the hardware), <strong>RUNTIME</strong> "
+	            "(it does not, for a reason of this runtime), <strong>N/A</strong> (the mechanism does not apply). A cell no receipt "
+	            "matches says <em>not measured</em>. The table's selectors and rules: <a href=\"mechanisms.json\">mechanisms.json</a>.</p>\n");
+	json_t* all = ev_store_receipts(st, NULL, 0);
+	bput(&r->b, "<div class=\"t\"><table class=\"mech\"><thead><tr><th>mechanism</th><th>CPU (this machine)</th><th>CUDA H200</th>"
+	            "<th>paper (Apple)</th></tr></thead><tbody>\n");
+	const char* fam = NULL;
+	size_t i;
+	json_t* m;
+	json_array_foreach(json_object_get(spec, "mechanisms"), i, m)
+	{
+		if (!fam || strcmp(fam, sget(m, "family"))) {
+			fam = sget(m, "family");
+			bput(&r->b, "<tr class=\"fam\"><th colspan=\"4\">");
+			besc(&r->b, fam);
+			bput(&r->b, "</th></tr>\n");
+		}
+		bput(&r->b, "<tr class=\"mech\"><td><strong>");
+		besc(&r->b, sget(m, "name"));
+		bput(&r->b, "</strong>");
+		if (sget(m, "what")) {
+			bput(&r->b, "<br><small>");
+			besc(&r->b, sget(m, "what"));
+			bput(&r->b, "</small>");
+		}
+		bput(&r->b, "</td>");
+		for (int c = 0; c < 2; c++) mech_cell(r, all, m, mech_cols[c]);
+		mech_paper(r, m);
+		bput(&r->b, "</tr>\n");
+	}
+	bput(&r->b, "</tbody></table></div>\n");
+	json_decref(all);
 }
 
 /* a proof file as a link when it resolves from the report's folder */
@@ -759,14 +1139,54 @@ static int write_file(const char* path, const char* data, size_t n)
 	return fclose(f) || bad ? -1 : 0;
 }
 
+static char* read_all(const char* path, size_t* n);
+
 int ev_report_write(ev_store* st, const char* dir, const char* title, char* err, size_t errlen)
 {
+	return ev_report_write_with(st, dir, title, NULL, err, errlen);
+}
+
+int ev_report_write_with(ev_store* st, const char* dir, const char* title, const char* mechanisms, char* err, size_t errlen)
+{
 	char path[8192];
+	/* the mechanism table first: a malformed one stops the build before anything is written */
+	json_t* spec = NULL;
+	char* spec_text = NULL;
+	size_t spec_n = 0;
+	if (mechanisms) {
+		json_error_t je;
+		spec_text = read_all(mechanisms, &spec_n);
+		spec = spec_text ? json_loadb(spec_text, spec_n, 0, &je) : NULL;
+		if (!spec) {
+			snprintf(err, errlen, "%s: %s", mechanisms, spec_text ? je.text : "cannot read it");
+			free(spec_text);
+			return -1;
+		}
+		char why[400];
+		if (ev_mech_check(spec, why, sizeof why)) {
+			snprintf(err, errlen, "%s: %s", mechanisms, why);
+			json_decref(spec);
+			free(spec_text);
+			return -1;
+		}
+	}
 	snprintf(path, sizeof path, "%s/receipts", dir);
 	if ((mkdir(dir, 0755) && errno != EEXIST) || (mkdir(path, 0755) && errno != EEXIST)) {
 		snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+		json_decref(spec);
+		free(spec_text);
 		return -1;
 	}
+	/* the gate reads the table's rules from the page's folder: the page and its rules travel together */
+	snprintf(path, sizeof path, "%s/mechanisms.json", dir);
+	if (spec_text && write_file(path, spec_text, spec_n)) {
+		snprintf(err, errlen, "cannot write %s", path);
+		json_decref(spec);
+		free(spec_text);
+		return -1;
+	}
+	if (!spec_text) unlink(path);
+	free(spec_text);
 	struct rep r = { .cited = json_object(), .dir = dir };
 	root_relative(&r, dir);
 	char now[32];
@@ -790,6 +1210,8 @@ int ev_report_write(ev_store* st, const char* dir, const char* title, char* err,
 	           "code,.h{font-family:ui-monospace,monospace;font-size:12px;overflow-wrap:anywhere}\n"
 	           "figure{margin:12px 0}svg{max-width:100%%;height:auto;display:block}\n"
 	           "li.lesson{color:#8a1c1c}\n"
+	           "table.mech td{min-width:200px}table.mech td:first-child{min-width:150px}tr.fam th{background:#f3f3f3}\n"
+	           ".nm{color:#8a1c1c}.vd{white-space:nowrap}small{color:#555}\n"
 	           "nav{display:flex;flex-wrap:wrap;gap:4px 12px}nav a{white-space:nowrap}\n"
 	           "</style></head><body><main>\n<h1>");
 	besc(&r.b, t);
@@ -797,11 +1219,13 @@ int ev_report_write(ev_store* st, const char* dir, const char* title, char* err,
 	           "(kernel, decode-only, observed, end-to-end, quality, court) and links its receipt; the receipts' sha256 and this page's own "
 	           "are listed at the end and checked by <code>proven report --check</code>.</p>\n",
 	     now, json_array_size(all), json_array_size(cr));
-	bput(&r.b, "<nav><a href=\"#figures\">figures</a> <a href=\"#courts\">courts</a> <a href=\"#exactness\">exactness</a>"
+	bput(&r.b, "<nav><a href=\"#mechanisms\">mechanisms</a> <a href=\"#figures\">figures</a> <a href=\"#courts\">courts</a> <a href=\"#exactness\">exactness</a>"
 	           "<a href=\"#structure\">structure</a> <a href=\"#classes\">classes</a> <a href=\"#imported\">imported</a>"
 	           "<a href=\"#crystals\">crystals</a> <a href=\"#digests\">digests</a></nav>\n");
 	json_decref(all);
 	json_decref(cr);
+	section_mechanisms(&r, st, spec);
+	json_decref(spec);
 	section_figures(&r, st);
 	section_verdicts(&r, st);
 	section_exactness(&r, st);
@@ -914,6 +1338,114 @@ static void unescape(char* s)
 	*o = 0;
 }
 
+/* A double attribute of the tag at p, NAN when absent. */
+static double attr_num(const char* p, const char* name)
+{
+	char v[64];
+	return attr(p, name, v, sizeof v) ? NAN : strtod(v, NULL);
+}
+
+static int near(double a, double b) { return isfinite(a) && isfinite(b) && fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b)); }
+
+/* The mechanism table against its rules (DIR/mechanisms.json): one CPU, one CUDA and one paper
+ * cell per mechanism; in a measured cell the figures are the ones the selectors name (their
+ * values were tied to their receipts above), the effect and peer ratios are those figures' and
+ * the verdict is what the rules give; an unmeasured cell says so and carries its "missing"
+ * verdict; the paper's cell is the file's. */
+static void check_mechanisms(const char* dir, const char* page, FILE* out, int* n)
+{
+	int cells = 0;
+	for (const char* p = page; (p = strstr(p, "<td class=\"mc\"")); p++) cells++;
+	if (!cells && !strstr(page, "id=\"mechanisms\"")) return;
+	char path[8192];
+	snprintf(path, sizeof path, "%s/mechanisms.json", dir);
+	json_t* spec = json_load_file(path, 0, NULL);
+	char err[400];
+	if (!spec) {
+		if (cells) problem(out, n, "the page has a mechanism table but %s cannot be read", path);
+		return;
+	}
+	if (ev_mech_check(spec, err, sizeof err)) {
+		problem(out, n, "%s: %s", path, err);
+		json_decref(spec);
+		return;
+	}
+	const json_t* ms = json_object_get(spec, "mechanisms");
+	if (cells != 3 * (int)json_array_size(ms))
+		problem(out, n, "the mechanism table has %d cells, its rules %zu mechanisms (3 cells each)", cells, json_array_size(ms));
+	for (const char* p = page; (p = strstr(p, "<td class=\"mc\"")); p++) {
+		char id[128] = "", col[16] = "", verdict[32] = "";
+		attr(p, "data-mech", id, sizeof id);
+		unescape(id);
+		attr(p, "data-col", col, sizeof col);
+		attr(p, "data-verdict", verdict, sizeof verdict);
+		unescape(verdict);
+		const char* end = strstr(p, "</td>");
+		if (!end) break;
+		const json_t* m = NULL;
+		size_t i;
+		json_t* x;
+		json_array_foreach(ms, i, x) if (!strcmp(sor(sget(x, "id"), ""), id)) m = x;
+		if (!m) {
+			problem(out, n, "mechanism %s is not in mechanisms.json", id);
+			continue;
+		}
+		if (!strcmp(col, "paper")) {
+			const json_t* pp = json_object_get(m, "paper");
+			double want = json_number_value(json_object_get(pp, "value")), have = attr_num(p, "data-value");
+			if (json_is_number(json_object_get(pp, "value")) ? !near(want, have) : isfinite(have))
+				problem(out, n, "%s/paper: the page shows %g, mechanisms.json has %g", id, have, want);
+			if (strcmp(verdict, sor(sget(pp, "verdict"), "not measured"))) problem(out, n, "%s/paper: verdict %s is not the file's", id, verdict);
+			continue;
+		}
+		const json_t* cell = json_object_get(m, col);
+		if (!cell) {
+			problem(out, n, "%s: no column %s in mechanisms.json", id, col);
+			continue;
+		}
+		/* the cell's figures by role */
+		double v[3] = { NAN, NAN, NAN }; /* main, base, peer */
+		const char* roles[3] = { "main", "base", "peer" };
+		int nalso = 0;
+		for (const char* q = p; (q = strstr(q, "<span class=\"f")) && q < end; q++) {
+			char role[16] = "", fig[256] = "";
+			int is_field = !strncmp(q, "<span class=\"fld\"", 17);
+			if (!is_field && strncmp(q, "<span class=\"fig\"", 17)) continue;
+			attr(q, "data-role", role, sizeof role);
+			attr(q, is_field ? "data-field" : "data-figure", fig, sizeof fig);
+			unescape(fig);
+			const json_t* sel = NULL;
+			for (int k = 0; k < 3; k++)
+				if (!strcmp(role, roles[k])) {
+					v[k] = attr_num(q, "data-value");
+					sel = json_object_get(cell, roles[k]);
+				}
+			if (!strcmp(role, "also")) sel = json_array_get(json_object_get(cell, "also"), nalso++);
+			if (!sel || strcmp(fig, sor(sget(sel, is_field ? "field" : "figure"), "")))
+				problem(out, n, "%s/%s: the %s figure %s is not the one its selector names", id, col, role, fig);
+		}
+		if (!isfinite(v[0])) {
+			const char *mv, *why;
+			mech_missing(cell, &mv, &why);
+			char nm[] = "<em class=\"nm\">not measured</em>";
+			const char* at = strstr(p, nm);
+			if (!at || at > end) problem(out, n, "%s/%s: a cell without its figure must say \"not measured\"", id, col);
+			if (strcmp(verdict, mv)) problem(out, n, "%s/%s: verdict %s, but an unmeasured cell's is %s", id, col, verdict, mv);
+			continue;
+		}
+		double effect = isfinite(v[1]) ? v[0] / v[1] : NAN, peer = isfinite(v[2]) ? v[0] / v[2] : NAN;
+		double pe = attr_num(p, "data-effect"), pq = attr_num(p, "data-peer");
+		if (isfinite(effect) != isfinite(pe) || (isfinite(effect) && !near(effect, pe)))
+			problem(out, n, "%s/%s: effect %g is not main / base = %g", id, col, pe, effect);
+		if (isfinite(peer) != isfinite(pq) || (isfinite(peer) && !near(peer, pq)))
+			problem(out, n, "%s/%s: peer ratio %g is not main / peer = %g", id, col, pq, peer);
+		const json_t* rule = mech_rule(cell, v[0], effect, peer);
+		if (strcmp(verdict, sor(sget(rule, "verdict"), "not measured")))
+			problem(out, n, "%s/%s: verdict %s, but its rules give %s", id, col, verdict, sor(sget(rule, "verdict"), "none"));
+	}
+	json_decref(spec);
+}
+
 int ev_report_check_static(const char* dir, FILE* out)
 {
 	int n = 0;
@@ -942,7 +1474,11 @@ int ev_report_check_static(const char* dir, FILE* out)
 	if (strstr(page, "<script") || strstr(page, "<SCRIPT")) problem(out, &n, "the page has a script");
 	/* every figure: a scope, a receipt that resolves, matches its digest and holds the figure */
 	int figs = 0;
-	for (const char* p = page; (p = strstr(p, "<tr class=\"fig")); p++) {
+	/* figure rows (<tr class="fig">) and the mechanism table's figures (<span class="fig">) */
+	for (const char* at = page; (at = strstr(at, " class=\"fig")); at++) {
+		const char* p = at;
+		while (p > page && *p != '<') p--;
+		if (strncmp(p, "<tr ", 4) && strncmp(p, "<span ", 6)) continue;
 		figs++;
 		char id[32] = "", name[256] = "", scope[64] = "", val[64] = "", sha[80] = "";
 		attr(p, "data-receipt", id, sizeof id);
@@ -980,6 +1516,34 @@ int ev_report_check_static(const char* dir, FILE* out)
 		json_decref(rec);
 	}
 	if (!figs) problem(out, &n, "the page shows no figure");
+	/* numbers a receipt holds outside its figures (the mechanism table's memory sizes) */
+	for (const char* p = page; (p = strstr(p, "<span class=\"fld\"")); p++) {
+		char id[32] = "", field[256] = "", val[64] = "", sha[80] = "";
+		attr(p, "data-receipt", id, sizeof id);
+		attr(p, "data-field", field, sizeof field);
+		unescape(field);
+		attr(p, "data-value", val, sizeof val);
+		attr(p, "data-sha256", sha, sizeof sha);
+		snprintf(path, sizeof path, "%s/receipts/%s.json", dir, id);
+		json_t* rec = json_load_file(path, 0, NULL);
+		if (!rec) {
+			problem(out, &n, "field %s: receipt %s is missing (%s)", field, id, path);
+			continue;
+		}
+		json_t* copy = json_deep_copy(rec);
+		json_object_del(copy, "id");
+		json_object_del(copy, "sha256");
+		char hex[65];
+		ev_sha256_json(copy, hex);
+		json_decref(copy);
+		if (strcmp(sor(sget(rec, "sha256"), ""), sha) || strcmp(hex, sha))
+			problem(out, &n, "field %s: receipt %s: its content's sha256 is %.16s, the page says %.16s", field, id, hex, sha);
+		const json_t* fv = at_path(rec, field);
+		if (!json_is_number(fv) || !near(json_number_value(fv), strtod(val, NULL)))
+			problem(out, &n, "field %s = %s is not what receipt %s holds", field, val, id);
+		json_decref(rec);
+	}
+	check_mechanisms(dir, page, out, &n);
 	/* links: local files that exist, anchors that exist, nothing external */
 	for (const char* p = page; (p = strstr(p, " href=\"")); p++) {
 		char h[4096];

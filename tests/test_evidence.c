@@ -961,6 +961,166 @@ TEST_CASE(report_gate)
 	CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "give --out DIR"), "report without a mode: %s", out);
 }
 
+/* ---- the mechanism table: CPU | CUDA | paper ---------------------------------------------------- */
+
+/* page (a file) with the first occurrence of from, at or after the first occurrence of after,
+ * replaced by to; 0 when it was there */
+static int edit_page(const char* page, const char* after, const char* from, const char* to)
+{
+	FILE* f = fopen(page, "rb");
+	if (!f) return -1;
+	static char buf[1 << 22], res[1 << 22];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char* a = after ? strstr(buf, after) : buf;
+	char* at = a ? strstr(a, from) : NULL;
+	if (!at) return -1;
+	int k = snprintf(res, sizeof res, "%.*s%s%s", (int)(at - buf), buf, to, at + strlen(from));
+	f = fopen(page, "wb");
+	fwrite(res, 1, (size_t)k, f);
+	fclose(f);
+	return 0;
+}
+
+TEST_CASE(report_mechanisms)
+{
+	const char* db = in_dir("mech.db");
+	const char* rep = in_dir("mech");
+	const char* spec = in_dir("mech.json");
+	char cmd[8192], out[65536];
+	/* CUDA receipts of both kinds the project has (converted tables, imported JSON lines) and a CPU run */
+	snprintf(cmd, sizeof cmd,
+	         "%s receipts import docs/results/receipts-h200-2026-12.jsonl docs/results/h200-2026-12-01-restructure.jsonl --ledger %s >/dev/null && "
+	         "%s bench --model tests/fixtures/qwen3 --pp 8 --tg 4 --reps 1 --ledger %s >/dev/null",
+	         g_bin, db, g_bin, db);
+	CHECK(run(cmd, out, sizeof out) == 0, "fixture ledger: %s", out);
+	FILE* f = fopen(spec, "w");
+	fputs("{\"mechanisms\": [\n"
+	      " {\"id\": \"m1\", \"family\": \"F\", \"name\": \"split\",\n"
+	      "  \"cpu\": {\"main\": {\"kind\": \"bench\", \"figure\": \"tg\", \"match\": {\"runtime/backend\": \"cpu\"}},\n"
+	      "          \"rules\": [{\"verdict\": \"TRANSFERS\", \"why\": \"w\"}]},\n"
+	      "  \"cuda\": {\"main\": {\"kind\": \"bench\", \"figure\": \"tg\", \"match\": {\"runtime/backend\": \"cuda\", \"extra/name\": \"qwen3-8b-bf16\", "
+	      "\"runtime/knobs/cuda.att_split\": 32}},\n"
+	      "           \"base\": {\"kind\": \"bench\", \"figure\": \"tg\", \"match\": {\"runtime/backend\": \"cuda\", \"extra/name\": \"qwen3-8b-bf16-s16\"}},\n"
+	      "           \"also\": [{\"label\": \"weights\", \"kind\": \"bench\", \"field\": \"extra/gpu_weights_mib\", \"unit\": \"MiB\", "
+	      "\"match\": {\"runtime/backend\": \"cuda\", \"extra/name\": \"qwen3-8b-bf16\"}}],\n"
+	      "           \"rules\": [{\"on\": \"effect\", \"min\": 1.5, \"verdict\": \"TRANSFERS\", \"why\": \"big\"}, {\"verdict\": \"HW-GAP\", \"why\": \"small\"}]},\n"
+	      "  \"paper\": {\"value\": 1.5, \"unit\": \"x\", \"cite\": \"a test\", \"verdict\": \"TRANSFERS\"}},\n"
+	      " {\"id\": \"m2\", \"family\": \"F\", \"name\": \"table row\",\n"
+	      "  \"cpu\": {\"main\": {\"kind\": \"bench\", \"figure\": \"tg\", \"like\": {\"command\": \"--no-such-option\"}},\n"
+	      "          \"missing\": {\"verdict\": \"N/A\", \"why\": \"none\"}, \"rules\": [{\"verdict\": \"TRANSFERS\", \"why\": \"w\"}]},\n"
+	      "  \"cuda\": {\"main\": {\"kind\": \"bench\", \"figure\": \"tg\", \"match\": {\"runtime/backend\": \"cuda\", \"extra/run\": \"qwen3-8b-bf16\"}},\n"
+	      "           \"rules\": [{\"on\": \"value\", \"min\": 100, \"verdict\": \"TRANSFERS\", \"why\": \"fast\"}, {\"verdict\": \"RUNTIME\", \"why\": \"slow\"}]},\n"
+	      "  \"paper\": {\"why\": \"not committed\"}}\n"
+	      "]}\n",
+	      f);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "%s report --out %s --mechanisms %s --ledger %s", g_bin, rep, spec, db);
+	CHECK(run(cmd, out, sizeof out) == 0, "report --out --mechanisms: %s", out);
+	snprintf(cmd, sizeof cmd, "%s report --check %s --no-browser", g_bin, rep);
+	int rc = run(cmd, out, sizeof out);
+	CHECK(rc == 0 && strstr(out, "passes the release gate"), "the built report passes: exit %d: %s", rc, out);
+
+	/* every CUDA figure the table shows is the stored one, of a CUDA receipt, and the cell's
+	 * main figure is the newest receipt its selector names */
+	char page[1100];
+	snprintf(page, sizeof page, "%s/index.html", rep);
+	f = fopen(page, "rb");
+	static char html[1 << 22];
+	size_t n = f ? fread(html, 1, sizeof html - 1, f) : 0;
+	if (f) fclose(f);
+	html[n] = 0;
+	ev_store* st = open_db(db);
+	if (!st) return;
+	json_t* all = ev_store_receipts(st, "bench", 0);
+	long long want_m1 = 0, want_m2 = 0;
+	size_t i;
+	json_t* r;
+	json_array_foreach(all, i, r)
+	{
+		const json_t* rt = json_object_get(r, "runtime");
+		const json_t* ex = json_object_get(r, "extra");
+		long long id = (long long)json_integer_value(json_object_get(r, "id"));
+		const char* name = json_string_value(json_object_get(ex, "name"));
+		const char* runn = json_string_value(json_object_get(ex, "run"));
+		if (!want_m1 && name && !strcmp(name, "qwen3-8b-bf16") && json_integer_value(json_object_get(json_object_get(rt, "knobs"), "cuda.att_split")) == 32)
+			want_m1 = id;
+		if (!want_m2 && runn && !strcmp(runn, "qwen3-8b-bf16")) want_m2 = id;
+	}
+	json_decref(all);
+	int checked = 0, mains = 0;
+	for (const char* td = html; (td = strstr(td, "<td class=\"mc\"")); td++) {
+		if (!strstr(td, "data-col=\"cuda\"") || strstr(td, "data-col=\"cuda\"") > strchr(td, '>')) continue;
+		const char* end = strstr(td, "</td>");
+		char mech[16] = "";
+		sscanf(strstr(td, "data-mech=\"") + 11, "%15[^\"]", mech);
+		for (const char* sp = td; (sp = strstr(sp, "<span class=\"f")) && sp < end; sp++) {
+			long long id = 0;
+			char role[16] = "", name[128] = "", val[64] = "";
+			int field = !strncmp(sp, "<span class=\"fld\"", 17);
+			if (!field && strncmp(sp, "<span class=\"fig\"", 17)) continue;
+			sscanf(strstr(sp, "data-role=\"") + 11, "%15[^\"]", role);
+			sscanf(strstr(sp, "data-receipt=\"") + 14, "%lld", &id);
+			sscanf(strstr(sp, field ? "data-field=\"" : "data-figure=\"") + (field ? 12 : 13), "%127[^\"]", name);
+			sscanf(strstr(sp, "data-value=\"") + 12, "%63[^\"]", val);
+			json_t* rec = ev_store_get_receipt(st, id);
+			const char* be = json_string_value(json_object_get(json_object_get(rec, "runtime"), "backend"));
+			double stored = NAN;
+			if (field) stored = json_number_value(json_object_get(json_object_get(rec, "extra"), strchr(name, '/') ? strchr(name, '/') + 1 : name));
+			else {
+				size_t k;
+				json_t* fg;
+				json_array_foreach(json_object_get(rec, "figures"), k, fg)
+				if (!strcmp(json_string_value(json_object_get(fg, "name")), name)) stored = json_number_value(json_object_get(fg, "value"));
+			}
+			CHECK(rec && be && !strcmp(be, "cuda"), "%s/cuda %s: receipt %lld is not a CUDA receipt", mech, role, id);
+			CHECK(stored == strtod(val, NULL), "%s/cuda %s: the page shows %s = %s, receipt %lld holds %.17g", mech, role, name, val, id, stored);
+			if (!strcmp(role, "main")) {
+				CHECK(id == (!strcmp(mech, "m1") ? want_m1 : want_m2), "%s/cuda: main figure from receipt %lld, its selector names %lld", mech, id,
+				      !strcmp(mech, "m1") ? want_m1 : want_m2);
+				mains++;
+			}
+			json_decref(rec);
+			checked++;
+		}
+	}
+	ev_store_close(st);
+	CHECK(want_m1 && want_m2 && mains == 2 && checked == 4, "%d CUDA figures checked, %d main (receipts %lld, %lld)", checked, mains, want_m1, want_m2);
+
+	/* tampered copies fail, each for its reason */
+	struct {
+		const char *name, *after, *from, *to, *expect;
+	} bad[] = {
+		{ "a CUDA figure's value", "data-col=\"cuda\"", "data-value=\"2", "data-value=\"3", "is not what receipt" },
+		{ "a CUDA cell's verdict", "data-mech=\"m1\" data-col=\"cuda\" data-verdict=\"", "HW-GAP", "TRANSFERS", "its rules give HW-GAP" },
+		{ "a CUDA cell's effect", "data-mech=\"m1\" data-col=\"cuda\"", "data-effect=\"0", "data-effect=\"1", "is not main / base" },
+		{ "an unmeasured cell made blank", "data-mech=\"m2\" data-col=\"cpu\"", "<em class=\"nm\">not measured</em>", "", "must say \"not measured\"" },
+		{ "the paper's figure", "data-col=\"paper\"", "data-value=\"1.5\"", "data-value=\"2.5\"", "mechanisms.json has 1.5" },
+		{ "a CUDA field's value", "<span class=\"fld\"", "data-value=\"", "data-value=\"9", "is not what receipt" },
+	};
+	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		const char* t = in_dir("mech-tampered");
+		snprintf(cmd, sizeof cmd, "rm -rf %s && cp -r %s %s", t, rep, t);
+		CHECK(run(cmd, out, sizeof out) == 0, "copy: %s", out);
+		char tp[1100];
+		snprintf(tp, sizeof tp, "%s/index.html", t);
+		CHECK(edit_page(tp, bad[k].after, bad[k].from, bad[k].to) == 0, "%s: the edit found nothing", bad[k].name);
+		fix_digest(tp);
+		snprintf(cmd, sizeof cmd, "%s report --check %s --no-browser", g_bin, t);
+		rc = run(cmd, out, sizeof out);
+		CHECK(rc == 1 && strstr(out, bad[k].expect), "%s: exit %d, expected \"%s\": %s", bad[k].name, rc, bad[k].expect, out);
+	}
+	/* a table whose measured cell could end without a verdict is refused before anything is written */
+	f = fopen(spec, "w");
+	fputs("{\"mechanisms\": [{\"id\": \"m\", \"family\": \"F\", \"name\": \"n\", \"cpu\": {\"main\": {\"figure\": \"tg\"}, \"rules\": "
+	      "[{\"on\": \"value\", \"min\": 1, \"verdict\": \"TRANSFERS\", \"why\": \"w\"}]}, \"cuda\": {}, \"paper\": {\"why\": \"w\"}}]}\n",
+	      f);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "%s report --out %s --mechanisms %s --ledger %s", g_bin, in_dir("mech-bad"), spec, db);
+	CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "must end with a rule without \"on\""), "a rule list without a default: %s", out);
+}
+
 int main(int argc, char** argv)
 {
 	/* the commands find the repository's files (docs/, tests/fixtures) from its root */

@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Receipts from the committed result tables that have no JSON lines of their own.
+
+    tools/results-to-receipts.py h200   > docs/results/receipts-h200-2026-12.jsonl   (its head)
+    tools/results-to-receipts.py cpu    > docs/results/receipts-cpu-tables-2026-12.jsonl
+    tools/results-to-receipts.py --check h200 docs/results/receipts-h200-2026-12.jsonl
+
+Each receipt (schema proven.receipt/1, docs/receipts.md) is one row of a committed file under
+docs/results: `imported` is true and `source` names the file, its sha256 and the line, so every
+figure can be found where it was printed. Values are copied as printed (no rounding, no derived
+number); what the table does not say is left out or written "not stated", never guessed.
+`proven receipts import` stores them (it computes each receipt's sha256).
+
+The h200 output is only the head of receipts-h200-2026-12.jsonl: H200 receipts measured later are
+appended below it (`proven receipts export` lines); --check compares the head with this output.
+
+Python 3 standard library only.
+"""
+import hashlib
+import json
+import re
+import sys
+
+RESULTS = "docs/results/"
+SCHEMA = "proven.receipt/1"
+
+
+def sha_file(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def lines(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read().split("\n")
+
+
+def host():
+    # imported: the host was not read by this ledger (as `receipts import` writes it)
+    return {"cpus": 0, "before": {"load1": None}, "after": {"load1": None}, "wall_s": 0.0, "self_cpu_s": 0.0,
+            "foreign_cpu_s": 0.0, "foreign_share": 0.0}
+
+
+def fig(name, scope, unit, value, sd=0.0, n=1):
+    return {"name": name, "scope": scope, "unit": unit, "value": float(value), "sd": float(sd), "n": int(n)}
+
+
+def receipt(kind, path, line, created, runtime, model, workload, figures, counts=None, args=None, extra=None, what=""):
+    return {
+        "schema": SCHEMA, "created": created, "kind": kind, "status": "ok", "imported": True,
+        "command": "converted by tools/results-to-receipts.py from %s line %d%s" % (path, line, " (%s)" % what if what else ""),
+        "source": {"file": path, "sha256": sha_file(path), "line": line},
+        "runtime": runtime, "model": model, "host": host(), "workload": workload, "samples": [],
+        "figures": figures, "counts": counts or {}, "args": args or {}, "extra": extra or {},
+    }
+
+
+def runtime(commit, backend, knobs=None, dirty=False, threads=None, gpu=None, compiler="not stated", cpu="not stated",
+            isa="not stated"):
+    rt = {"commit": commit, "dirty": dirty, "compiler": compiler, "cflags": "not stated", "backend": backend,
+          "knobs": knobs or {}, "cpu_model": cpu, "isa": isa}
+    if threads:
+        rt["threads"] = threads
+    if gpu is not None:
+        rt["gpu"] = gpu
+    return rt
+
+
+def cells(row):
+    return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+def num(s):
+    """a table cell as printed: '1.06x', '**1.45x**', '33,366', '76.8 %' -> float; '' -> None"""
+    s = s.replace("*", "").replace(",", "").replace("x", "").replace("%", "").strip()
+    return float(s) if s else None
+
+
+# ---- H200 ---------------------------------------------------------------------------------------
+
+def v5_peer():
+    """llama.cpp's H200 figures in the v5 table (the issue's: build 10587 on this project's H200,
+    the same shapes): one peer receipt per row that has one."""
+    path = RESULTS + "h200-2026-11-30-cuda-v5.md"
+    out = []
+    for i, row in enumerate(lines(path), 1):
+        if not row.startswith("| qwen"):
+            continue
+        c = cells(row)
+        run, ctx, ltg, prompt, lpp = c[0], c[2], num(c[4]), c[6], num(c[8])
+        if ltg is None and lpp is None:
+            continue
+        figs = []
+        if lpp is not None:
+            figs.append(fig("pp", "observed", "tok/s", lpp))
+        if ltg is not None:
+            figs.append(fig("tg", "decode-only", "tok/s", ltg))
+        out.append(receipt(
+            "peer.bench", path, i, "2026-11-30T00:00:00Z",
+            runtime("not stated", "cuda", gpu={"name": "NVIDIA H200"}),
+            {"path": run},
+            {"class": "synthetic", "prompt_digest": "not stated", "n_prompt": 512 if lpp is not None else int(prompt), "n_gen": 0},
+            figs,
+            extra={"engine": "llama.cpp", "build": "10587", "run": run, "proven_context": int(ctx),
+                   "note": "llama.cpp's figures as quoted in the v5 table (the issue's, build 10587 on this project's H200, "
+                           "same shapes); pp is pp512; the tg test's length is not stated there"},
+            what="llama.cpp, " + run))
+    return out
+
+
+def v5b_splits():
+    """the last call of session 2: default attention splits against 16-key splits (PV_CUDA_ATT_SPLIT=16)"""
+    path = RESULTS + "h200-2026-11-30-cuda-v5b-final.txt"
+    out = []
+    model = None
+    arm = "default"
+    pat = re.compile(r"pp512 (\d+) \+- (\d+)\s+tg128 ([\d.]+) \(([\d.]+) %\) kernels (\d+)")
+    for i, row in enumerate(lines(path), 1):
+        m = re.match(r"== (\S+) (\S+)$", row)
+        if m:
+            model, arm = m.group(1) + "-" + m.group(2), "default"
+            continue
+        if row.strip() == "s16:":
+            arm = "s16"
+            continue
+        m = pat.search(row)
+        if not m or not model:
+            continue
+        knobs = {"env.PV_CUDA_ATT_SPLIT": 16} if arm == "s16" else {}
+        out.append(receipt(
+            "bench", path, i, "2026-11-30T00:00:00Z",
+            runtime("a38ca63", "cuda", knobs=knobs, gpu={"name": "NVIDIA H200"}),
+            {"path": model},
+            {"class": "synthetic", "prompt_digest": "not stated", "n_prompt": 512, "n_gen": 128, "reps": 3},
+            [fig("pp", "observed", "tok/s", m.group(1), m.group(2), 3), fig("tg", "decode-only", "tok/s", m.group(3), 0, 3),
+             fig("tg_bw_share", "decode-only", "% of d2d", m.group(4))],
+            counts={"kernels_per_token": int(m.group(5))},
+            extra={"run": model + ("-s16" if arm == "s16" else ""), "att_split": "16-key splits" if arm == "s16" else "default splits",
+                   "note": "proven bench --backend cuda --json-only, one untimed prompt then 3 timed reps (the file's header)"},
+            what=model + " " + arm))
+    return out
+
+
+def spec_d():
+    """part d of the speculation check: the verify-window curve and trace replay with and without
+    cuda.gemv_rows_multi (PV_CUDA_GEMV_RM)"""
+    path = RESULTS + "h200-2026-12-02-spec-d.txt"
+    out = []
+    rows = lines(path)
+    m = re.search(r"\| proven (\w+?)(-dirty)?$", rows[0])
+    commit, dirty = m.group(1)[:12], bool(m.group(2))
+    # the header names the GPU and the driver; its clock columns are kept as printed (extra.gpu_line)
+    g = re.match(r"== (NVIDIA [^,]+), ([\d.]+),", rows[0])
+    gpu = {"name": g.group(1), "driver": g.group(2)}
+    curve = re.compile(r"curve (\S+) rows_multi=(\d) rows (\d+): ([\d.]+) ms per step, ([\d.]+) ms per row "
+                       r"\(decode at depth (\d+): ([\d.]+) tok/s\)")
+    replay = re.compile(r"replay (\S+) rows_multi=(\d) (\S+): rc 0")
+    cur = None
+    for i, row in enumerate(rows, 1):
+        c = curve.match(row)
+        if c:
+            shape, rm, r = c.group(1), int(c.group(2)), int(c.group(3))
+            out.append(receipt(
+                "bench", path, i, "2026-12-02T00:00:00Z",
+                runtime(commit, "cuda", knobs={"cuda.gemv_rows_multi": rm}, dirty=dirty, gpu=gpu),
+                {"path": shape},
+                {"class": "synthetic", "prompt_digest": "not stated", "n_prompt": r, "n_gen": 16, "depth": 512},
+                [fig("step_ms", "observed", "ms per verify step", c.group(4)), fig("row_ms", "observed", "ms per row", c.group(5)),
+                 fig("tg", "decode-only", "tok/s", c.group(7))],
+                extra={"run": "%s-rows%d-rm%d" % (shape, r, rm), "rows": r, "decode_depth": int(c.group(6)), "gpu_line": rows[0],
+                       "note": "one exact step of r rows (the verify call of r - 1 drafts): proven bench --backend cuda --pp r "
+                               "--tg 16 --depth 512 (docs/results/spec-2026-12-02.md section 2)"},
+                what="verify curve %s rows %d rows_multi=%d" % (shape, r, rm)))
+            continue
+        p = replay.match(row)
+        if p:
+            cur = (p.group(1), int(p.group(2)), p.group(3))
+            continue
+        if cur and row.startswith("| ") and not row.startswith("| class") and not row.startswith("| ---"):
+            cl = cells(row)
+            shape, rm, trace = cur
+            cls = cl[0]
+            out.append(receipt(
+                "bench.spec", path, i, "2026-12-02T00:00:00Z",
+                runtime(commit, "cuda", knobs={"cuda.gemv_rows_multi": rm}, dirty=dirty, gpu=gpu),
+                {"path": shape},
+                {"class": cls, "prompt_digest": "cases file", "n_prompt": int(cl[1]), "n_gen": 128},
+                [fig(cls + ".speedup_decode", "decode-only", "ratio spec/plain", num(cl[4])),
+                 fig(cls + ".speedup_e2e", "end-to-end", "ratio spec/plain", num(cl[5])),
+                 fig(cls + ".spec_decode", "decode-only", "tok/s", num(cl[3])),
+                 fig(cls + ".plain_decode", "decode-only", "tok/s", num(cl[2]))],
+                args={"draft": "replay:docs/results/spec-traces/%s.jsonl" % trace},
+                extra={"tokens_per_step": num(cl[6]), "acceptance": num(cl[7]), "gpu_line": rows[0],
+                       "note": "acceptance-trace replay on a random-weight file of the shape (spec-2026-12-02.md section 3)"},
+                what="replay %s %s %s" % (shape, trace, cls)))
+    return out
+
+
+# ---- CPU (this project's 2-vCPU machine) -------------------------------------------------------
+
+def cpu_peer():
+    """issue 10's alternating CPU benchmark: proven's and llama.cpp's medians per row"""
+    path = RESULTS + "cpu-peer-2026-12-02.md"
+    out = []
+    rows = lines(path)
+    start = rows.index("## Speed")
+    for i, row in enumerate(rows, 1):
+        if i <= start or not row.startswith("| ") or row.startswith("| same GGUF") or row.startswith("| ---"):
+            continue
+        if row.startswith("## ") or i > start + 25:
+            break
+        c = cells(row)
+        if len(c) != 9:
+            continue
+        name, depth, test = c[0], int(c[1]), c[2]
+        is_tg = test.startswith("tg")
+        n = int(test[2:])
+        fname, scope = ("tg", "decode-only") if is_tg else ("pp", "observed")
+        wl = {"class": "synthetic", "prompt_digest": "not stated", "n_prompt": 0 if is_tg else n, "n_gen": n if is_tg else 0,
+              "depth": depth, "reps": 3}
+        common = {"row": name, "test": test, "rounds": c[8]}
+        out.append(receipt(
+            "bench", path, i, "2026-12-02T00:00:00Z",
+            runtime("443651e", "cpu", knobs={"cpu.exact_activations": 0}, threads=2, compiler="gcc 12.2.0",
+                    cpu="AMD EPYC (Zen 5), 2 vCPU", isa="avx512"),
+            {"path": name},
+            wl, [fig(fname, scope, "tok/s", num(c[3]))],
+            extra=dict(common, engine="proven", min_max=c[4],
+                       note="median over clean rounds; builds 443651e (every row) and 419c5cc (second pass, same arithmetic)"),
+            what="proven, %s %s depth %d" % (name, test, depth)))
+        out.append(receipt(
+            "peer.bench", path, i, "2026-12-02T00:00:00Z",
+            runtime("0c1e570", "cpu", threads=2, cpu="AMD EPYC (Zen 5), 2 vCPU"),
+            {"path": name},
+            wl, [fig(fname, scope, "tok/s", num(c[5]))],
+            extra=dict(common, engine="llama.cpp", min_max=c[6], ratio_printed=num(c[7]),
+                       note="llama-bench -t 2, CPU backend, default f16 KV cache"),
+            what="llama.cpp, %s %s depth %d" % (name, test, depth)))
+    return out
+
+
+def cpu_kv_quality():
+    """the KV cache types' quality cost against the f32 cache (bench_kld)"""
+    path = RESULTS + "cpu-kv-cache-2026-12-02.md"
+    out = []
+    model = None
+    for i, row in enumerate(lines(path), 1):
+        m = re.match(r"## (Qwen\S+ \S+) \((\d+) chunks, (\d+) tokens scored\)", row)
+        if m:
+            model, tokens = m.group(1), int(m.group(3))
+            continue
+        if not model or not re.match(r"\| (f16|bf16|q8_0) ", row):
+            continue
+        c = cells(row)
+        out.append(receipt(
+            "perplexity", path, i, "2026-12-02T00:00:00Z",
+            runtime("443651e", "cpu", threads=2, compiler="gcc 12.2.0", cpu="AMD EPYC (Zen 5), 2 vCPU"),
+            {"path": model},
+            {"class": "perplexity", "prompt_digest": "tests/data/text/ppl.txt", "n_prompt": 512, "n_gen": 0},
+            [fig("ppl", "quality", "perplexity", num(c[1]), 0, tokens), fig("ppl_ratio", "quality", "ratio to the f32 cache", num(c[2]), 0, tokens),
+             fig("kld_mean", "quality", "nats", num(c[3]), 0, tokens), fig("same_top1", "quality", "%", num(c[7]), 0, tokens)],
+            args={"cache_type": c[0]},
+            extra={"note": "build/tools/bench_kld MODEL tests/data/text/ppl.txt 512 2 CHUNKS cache: KL(f32 cache || typed cache)"},
+            what="%s cache %s" % (model, c[0])))
+    return out
+
+
+def cpu_spec():
+    """speculation on the CPU: the quieter run with a fixed draft length, and MoE grouping by expert"""
+    path = RESULTS + "spec-2026-12-02.md"
+    out = []
+    rows = lines(path)
+    quiet = next(i for i, r in enumerate(rows) if r.startswith("A second run in a quieter window"))
+    moe = rows.index("## 5. MoE verify windows by expert overlap")
+    for i, row in enumerate(rows, 1):
+        if quiet < i < quiet + 10 and re.match(r"\| (0\.5B draft|n-gram)", row):
+            c = cells(row)
+            cls = c[1]
+            draft = "qwen2.5-coder-0.5b" if c[0].startswith("0.5B") else "ngram"
+            k = int(re.search(r"k = (\d+)", c[0]).group(1))
+            out.append(receipt(
+                "bench.spec", path, i, "2026-12-02T00:00:00Z",
+                runtime("aba61d1", "cpu", threads=2, compiler="gcc 12.2.0", cpu="AMD EPYC (Zen 5), 2 vCPU"),
+                {"path": "qwen2.5-coder-1.5b.gguf"},
+                {"class": cls, "prompt_digest": "tests/data/spec/cases.jsonl", "n_prompt": 2, "n_gen": 96},
+                [fig(cls + ".speedup_decode", "decode-only", "ratio spec/plain", num(c[4])),
+                 fig(cls + ".speedup_e2e", "end-to-end", "ratio spec/plain", num(c[5])),
+                 fig(cls + ".spec_decode", "decode-only", "tok/s", num(c[3])),
+                 fig(cls + ".plain_decode", "decode-only", "tok/s", num(c[2]))],
+                args={"draft": draft, "draft_fixed": k},
+                extra={"tokens_per_step": num(c[6]), "acceptance": num(c[7]),
+                       "note": "02:39-02:41 UTC, load average 2-4, --greedy, 2 cases per class, 96 tokens, --draft-fixed"},
+                what="%s %s" % (c[0], cls)))
+        if moe < i < moe + 25 and re.match(r"\| \d+ \| ", row):
+            c = cells(row)
+            r = int(c[0])
+            for arm, col in ((1, 1), (0, 2)):
+                out.append(receipt(
+                    "bench", path, i, "2026-12-02T00:00:00Z",
+                    runtime("not stated", "cpu", knobs={"cpu.moe_group": arm}, threads=2, cpu="AMD EPYC (Zen 5), 2 vCPU"),
+                    {"path": "qwen3-30b-a3b-4layers-q8_0.gguf"},
+                    {"class": "synthetic", "prompt_digest": "not stated", "n_prompt": r, "n_gen": 1, "reps": 5},
+                    [fig("pp", "observed", "tok/s", num(c[col]), 0, 3)],
+                    extra={"run": "moe-rows%d-group%d" % (r, arm),
+                           "note": "tok/s of the r-row exact call, median of 3 rounds on a loaded machine (rounds varied up to 3x)"},
+                    what="MoE %d rows, cpu.moe_group=%d" % (r, arm)))
+    return out
+
+
+PARTS = {"h200": [v5_peer, v5b_splits, spec_d], "cpu": [cpu_peer, cpu_kv_quality, cpu_spec]}
+
+
+def render(part):
+    out = []
+    for f in PARTS[part]:
+        out += f()
+    return [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in out]
+
+
+def main(argv):
+    if len(argv) == 4 and argv[1] == "--check":
+        want = render(argv[2])
+        have = lines(argv[3])
+        if have[:len(want)] != want:
+            bad = next(i for i, (a, b) in enumerate(zip(have, want)) if a != b) if len(have) >= len(want) else len(have)
+            print("%s: line %d differs from the conversion of the committed tables" % (argv[3], bad + 1), file=sys.stderr)
+            return 1
+        return 0
+    if len(argv) != 2 or argv[1] not in PARTS:
+        print(__doc__, file=sys.stderr)
+        return 2
+    for s in render(argv[1]):
+        print(s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
