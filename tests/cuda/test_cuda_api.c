@@ -585,8 +585,17 @@ static void test_cache_types(pv_model* m, pv_model* cm, const char* name)
 		CHECK(pv_session_new(&cs, cm, &cp, err, sizeof err) == PV_OK, "%s: CPU %s session: %s", name, tn, err);
 		if (gs && cs && run_exact(gs, g_toks, NP, NP, g, V) == 0 && run_exact(cs, g_toks, NP, NP, cpu, V) == 0) {
 			CHECK(pv_session_cache_type(gs) == t, "%s: cache type %s not kept", name, tn);
+			/* The backends' K and V differ by summation order (~1e-7 relative); stored in a
+			 * 16-bit type, an element that falls next to a rounding boundary lands one step
+			 * apart (2^-11 relative for f16, 2^-8 for bf16) and carries that into the logits:
+			 * on the H200, qwen3_5 with a bf16 cache gave 3.9e-4 (12-02 receipt,
+			 * h200-2026-12-02-shared-f.txt); the f32 cache's TOL_CPU holds for every other
+			 * case there. The bound stays below the typed cache's own effect (CUDA typed vs
+			 * CUDA f32: 6e-5..9e-3 there) only for bf16 on some fixtures, so the check that
+			 * the type is used is the bitwise one below. */
+			const double tol = t == PV_CACHE_BF16 ? 2e-3 : 5e-4;
 			const double e = rel_err(g, cpu, NP, V);
-			CHECK(e <= TOL_CPU, "%s %s cache: CUDA vs CPU rel error %.3g > %g", name, tn, e, TOL_CPU);
+			CHECK(e <= tol, "%s %s cache: CUDA vs CPU rel error %.3g > %g", name, tn, e, tol);
 			printf("  %-16s %s cache: CUDA vs CPU rel %.3e (vs the CUDA f32 cache %.3e)\n", name, tn, e,
 			       rel_err(g, f32, NP, V));
 			CHECK(!same(g, f32, (size_t)V * NP), "%s %s: logits bitwise the f32 cache's (is the type used?)", name,
