@@ -5,6 +5,10 @@
  * Work split: a block of 8 warps owns 8*R consecutive output rows (R = 1, 2 or 4 rows per
  * warp); the activation rows are staged through shared memory in column tiles shared by all the
  * block's warps, so each weight byte is loaded once per call, whatever the number of rows.
+ * Calls of 2-16 rows (verify windows) take the shared walk (units.cuh, walk_rows; template SH):
+ * a warp's R weight rows share each activation read, from a conflict-free staged tile (SH 1,
+ * cuda.gemv_shared=1) or in place through L1 with no staging (SH 2); SH 0 is the older walk, a
+ * weight row at a time. Measured in docs/results/h200-2026-12-02-shared-walk.md.
  *
  * Summation order (what makes the result batch-invariant): a weight row is cut into units of UE
  * consecutive elements (8 for BF16/F16, 4 for F32, 1 for float rows whose bytes are not a whole

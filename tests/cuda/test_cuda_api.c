@@ -414,7 +414,9 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 	 * cuda.gemv_shared, on by default, and the old walk): the same bits for exact calls of 2, 3,
 	 * 5, 8 and 16 rows as one-row calls of the default model */
 	static const char* const multi[] = { "cuda.gemv_rows_multi=1", "cuda.gemv_rows_multi=2", "cuda.gemv_shared=0",
-		                             "cuda.gemv_shared=0,cuda.gemv_rows_multi=1", "cuda.gemv_shared=1" };
+		                             "cuda.gemv_shared=0,cuda.gemv_rows_multi=1", "cuda.gemv_shared=1",
+		                             "cuda.gemv_shared=2", "cuda.gemv_shared=2,cuda.gemv_rows_multi=2",
+		                             "cuda.gemv_shared=2,cuda.window_graphs=0" };
 	for (int v = 0; v < (int)(sizeof multi / sizeof multi[0]); v++) {
 		pv_model* m3 = NULL;
 		struct pv_model_params p3 = { .backend = "cuda", .knobs = multi[v] };
@@ -667,10 +669,13 @@ int main(void)
 		CHECK(rc == PV_OK, "%s: open on cuda: %s", names[f], err);
 		if (!rc) rc = pv_model_open(&cm, dir, &cpu_exact, err, sizeof err);
 		CHECK(rc == PV_OK, "%s: open: %s", names[f], err);
-		/* PV_CUDA_API_ONLY=cache: the KV cache types alone (a short device call) */
+		/* PV_CUDA_API_ONLY=cache: the KV cache types alone; =knobs: the knobs and the multi-row
+		 * GEMV variants alone (short device calls) */
 		const char* only = getenv("PV_CUDA_API_ONLY");
 		if (!rc && only && !strcmp(only, "cache")) {
 			test_cache_types(m, cm, names[f]);
+		} else if (!rc && only && !strcmp(only, "knobs")) {
+			test_knobs(m, dir, names[f]);
 		} else if (!rc) {
 			test_outputs(m, names[f]);
 			test_exact(m, names[f]);

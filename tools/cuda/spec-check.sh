@@ -14,9 +14,13 @@
 #   tools/cuda/spec-check.sh d   cuda.gemv_rows_multi (one weight row per warp for 2-16 rows): the
 #                                tests with it on and off, the curve and the replays on the 8B and
 #                                30B-A3B shapes
-#   tools/cuda/spec-check.sh e   the shared walk (cuda.gemv_shared) and the window graphs
-#                                (cuda.window_graphs): tests per variant, courts, the curve per
-#                                variant and the replays on the 8B and 30B-A3B shapes
+#   tools/cuda/spec-check.sh e   the shared walk (cuda.gemv_shared 2, 1, 0) and the window graphs
+#                                (cuda.window_graphs): GEMV tests per variant, the API's knob and
+#                                multi-row checks, courts with gemv_shared=2, the curve per variant
+#                                and the replays (gemv_shared=2) on the 8B, 30B-A3B, 35B-A3B, 9B
+#   tools/cuda/spec-check.sh f   the KV cache types (the API's cache section, tg at depth 4096 f32 /
+#                                f16 / bf16), the 35B-A3B prefill disagreement by weight type,
+#                                Nsight Compute on the shared walk
 #   tools/cuda/spec-check.sh b   the CUDA tests again, Nsight Compute on 1- and 16-row steps when
 #                                ncu is there, the adaptive policy with real n-gram drafts on the
 #                                8B shape, the curve and replays on Qwen3-30B-A3B and
@@ -200,7 +204,7 @@ elif [ "$PART" = e ]; then
 		[ $rc = 0 ] || status=1
 		say "== test_cuda_host: rc $rc, $(grep -E '^test_cuda_host: [0-9]+ passed' "$OUT/.t" | tail -1)"
 	fi
-	for env in PV_CUDA_GEMV_SHARED=1 PV_CUDA_GEMV_SHARED=0 PV_CUDA_GEMV_RM=2 PV_CUDA_GEMV_RM=1; do
+	for env in PV_CUDA_GEMV_SHARED=2 PV_CUDA_GEMV_SHARED=1 PV_CUDA_GEMV_SHARED=0 PV_CUDA_GEMV_RM=2; do
 		env $env $B/cuda/test_cuda gemv >"$OUT/.t" 2>&1
 		rc=$?
 		cat "$OUT/.t" >>"$LOG"
@@ -209,28 +213,32 @@ elif [ "$PART" = e ]; then
 		grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
 	done
 	for t in "cuda/test_cuda fixtures" "cuda/test_cuda_api"; do
-		$B/$t >"$OUT/.t" 2>&1
+		PV_CUDA_API_ONLY=knobs $B/$t >"$OUT/.t" 2>&1
 		rc=$?
 		cat "$OUT/.t" >>"$LOG"
 		[ $rc = 0 ] || status=1
 		say "== $t: rc $rc, $(grep -E '^test_cuda(_api)?: [0-9]+ passed' "$OUT/.t" | tail -1)"
 		grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
 	done
+	# the courts with the in-place shared walk (the candidate default)
+	export PV_CUDA_GEMV_SHARED=2
 	court "qwen3 ngram" $FX/qwen3 --draft ngram --draft-fixed --max-tokens 16 --limit 40
 	court "qwen3 draft qwen3_odd" $FX/qwen3 --draft $FX/qwen3_odd --draft-fixed --max-tokens 24 --limit 40
 	court "qwen3_moe draft itself" $FX/qwen3_moe --draft $FX/qwen3_moe --draft-fixed --max-tokens 24 --limit 24
 	court "qwen3_5 draft itself" $FX/qwen3_5 --draft $FX/qwen3_5 --draft-fixed --max-tokens 24 --limit 24
 	court "qwen3_5_moe draft itself" $FX/qwen3_5_moe --draft $FX/qwen3_5_moe --draft-fixed --max-tokens 24 --limit 24
-	for pr in "qwen3-8b bf16 Qwen3-8B_BF16" "qwen3-30b-a3b q8_0 Qwen3-30B-A3B_Q8_0"; do
+	unset PV_CUDA_GEMV_SHARED
+	for pr in "qwen3-8b bf16 Qwen3-8B_BF16" "qwen3-30b-a3b q8_0 Qwen3-30B-A3B_Q8_0" "qwen3.5-35b-a3b q8_0 Qwen3.5-35B-A3B_Q8_0" \
+		"qwen3.5-9b bf16 Qwen3.5-9B_BF16"; do
 		set -- $pr
 		m=$W/$1-$2.gguf
 		have_time 150 "shared walk on $3" || continue
 		synth "$1" "$2" "$m" || continue
-		for v in "PV_CUDA_GEMV_SHARED=1" "PV_CUDA_GEMV_RM=2" "PV_CUDA_GEMV_SHARED=0" "PV_CUDA_WINDOW_GRAPHS=0"; do
-			have_time 40 "curve $3 $v" && (export "$v"; curve "$3 $v" "$m")
+		for v in "PV_CUDA_GEMV_SHARED=2" "PV_CUDA_GEMV_SHARED=1" "PV_CUDA_GEMV_SHARED=2 PV_CUDA_WINDOW_GRAPHS=0"; do
+			have_time 40 "curve $3 $v" && (export $v; curve "$3 $v" "$m")
 		done
 		for tr in $TR/*.jsonl; do
-			have_time 45 "replay $3" && replay "$3" "$m" "$tr"
+			have_time 45 "replay $3" && (export PV_CUDA_GEMV_SHARED=2; replay "$3 gemv_shared=2" "$m" "$tr")
 		done
 		rm -f "$m"
 	done
