@@ -11,6 +11,12 @@ figure can be found where it was printed. Values are copied as printed (no round
 number); what the table does not say is left out or written "not stated", never guessed.
 `proven receipts import` stores them (it computes each receipt's sha256).
 
+The 12-02 second H200 session (h200-2026-12-02-shared-{e,f,g}) has JSON lines, but the variant of
+each curve point is named only by its .txt line (the environment, e.g. PV_CUDA_GEMV_SHARED=2) and
+the replays' knob only by g's header: those receipts cite the JSON line as source, carry the
+record's own knobs plus env.* from the .txt line, and copy the .txt line's ms per step as printed
+(extra.printed names that line); the script asserts that both lines are the same run.
+
 The h200 output is only the head of receipts-h200-2026-12.jsonl: H200 receipts measured later are
 appended below it (`proven receipts export` lines); --check compares the head with this output.
 
@@ -196,6 +202,171 @@ def spec_d():
     return out
 
 
+# ---- H200, 2026-12-02, second session: the shared walk, window graphs, f16 KV (shared-walk.md) ----
+
+def jsonl_at(path):
+    """(line number, record) for every JSON line of path; other lines are skipped"""
+    return [(i, json.loads(r)) for i, r in enumerate(lines(path), 1) if r.startswith("{")]
+
+
+def bench_json(rec, path, line, what, knobs_env, printed=None, args=None, extra=None):
+    """one `proven bench` JSON line as a receipt: the fields `proven receipts import` takes from such
+    a line (pp, tg, tg_bw_share with their sd and reps; its knobs, GPU and build), plus the variant
+    its .txt line names (env) and, where the .txt line prints more (ms per step), those figures as
+    printed, with that line cited in extra.printed"""
+    reps = int(rec["reps"])
+    knobs = dict(rec.get("knobs") or {})
+    knobs.update(knobs_env)
+    gpu = {"name": rec["gpu"], "driver": rec["driver_cuda"], "sm_clock_mhz": rec["sm_clock_mhz"],
+           "mem_clock_mhz": rec["mem_clock_mhz"]}
+    rt = runtime(rec["build_commit"], rec["backend"], knobs=knobs, threads=rec["threads"], gpu=gpu,
+                 compiler=rec["compiler"], cpu=rec["cpu"], isa=rec["isa"])
+    rt["cflags"] = rec["flags"]
+    rt["nvcc_flags"] = rec["nvcc_flags"]
+    figs = [fig("pp", "observed", "tok/s", rec["pp_tok_s"], rec["pp_tok_s_sd"], reps),
+            fig("tg", "decode-only", "tok/s", rec["tg_tok_s"], rec["tg_tok_s_sd"], reps),
+            fig("tg_bw_share", "decode-only", "fraction of d2d", rec["tg_bw_share"], 0, reps)]
+    ex = {"record": rec}
+    if printed:
+        ptxt, pline, ptext, pfigs = printed
+        figs += pfigs
+        ex["printed"] = {"file": ptxt, "sha256": sha_file(ptxt), "line": pline, "text": ptext}
+    ex.update(extra or {})
+    r = receipt("bench", path, line, "2026-12-02T00:00:00Z", rt,
+                {"path": rec["model"], "arch": rec["arch"], "dtype": rec["weight_dtype"], "n_params": rec["n_params"]},
+                {"class": "synthetic", "prompt_digest": "not stated", "n_prompt": int(rec["pp"]), "n_gen": int(rec["tg"]),
+                 "depth": int(rec["depth"]), "reps": reps},
+                figs, counts={"launches_per_token": rec["graph_launches_per_token"], "syncs_per_token": rec["syncs_per_token"],
+                              "kernels_per_token": rec["kernels_per_token"]},
+                args=args, extra=ex, what=what)
+    return r
+
+
+def shared_curves(part):
+    """the verify-window curve of spec-check e (378108f) and f (45f6753): one exact step of r rows
+    (`proven bench --backend cuda --pp r --tg 16 --depth 512 --reps 5`), the variant given by the
+    environment its .txt line names ("default": none)"""
+    txt, jl = RESULTS + "h200-2026-12-02-shared-%s.txt" % part, RESULTS + "h200-2026-12-02-shared-%s.jsonl" % part
+    rows = lines(txt)
+    commit = re.search(r"\| proven (\w+)$", rows[0]).group(1)
+    curve = re.compile(r"curve (\S+) (.+) rows (\d+): ([\d.]+) ms per step, ([\d.]+) ms per row "
+                       r"\(decode at depth (\d+): ([\d.]+) tok/s\)$")
+    printed = [(i, row, curve.match(row)) for i, row in enumerate(rows, 1) if curve.match(row)]
+    benches = [(i, r) for i, r in jsonl_at(jl) if "tg_tok_s" in r]
+    assert len(printed) == len(benches), (txt, len(printed), len(benches))
+    out = []
+    for (pi, ptext, c), (bi, rec) in zip(printed, benches):
+        shape, variant, r = c.group(1), c.group(2), int(c.group(3))
+        # the .txt line and the JSON line are the same run: rows, decode figure and commit agree
+        assert rec["pp"] == r and "%.3f" % rec["tg_tok_s"] == "%.3f" % float(c.group(7)) and rec["build_commit"] == commit, (txt, pi)
+        env = {}
+        for kv in variant.split():
+            m = re.match(r"(PV_[A-Z_]+)=(\d+)$", kv)
+            if m:
+                env["env." + m.group(1)] = int(m.group(2))
+        if "env.PV_CUDA_GEMV_SHARED" in env:
+            assert rec["knobs"]["cuda.gemv_shared"] == env["env.PV_CUDA_GEMV_SHARED"], (txt, pi)
+        out.append(bench_json(
+            rec, jl, bi, "verify curve %s %s rows %d" % (shape, variant, r), env,
+            printed=(txt, pi, ptext, [fig("step_ms", "observed", "ms per verify step", c.group(4)),
+                                      fig("row_ms", "observed", "ms per row", c.group(5))]),
+            extra={"run": "%s-rows%d-%s" % (shape, r, variant.replace(" ", "-")), "rows": r, "variant": variant,
+                   "decode_depth": int(c.group(6)), "gpu_line": rows[0],
+                   "note": "one exact step of r rows (the verify call of r - 1 drafts) at depth 512, the variant named by the "
+                           "environment on the .txt line (default: cuda.gemv_shared=1); step_ms and row_ms as the .txt line "
+                           "prints them (1000 r / pp_tok_s); h200-2026-12-02-shared-walk.md section 3"}))
+    return out
+
+
+def shared_courts():
+    """the five exactness courts of spec-check e at 378108f (`proven court spec --backend cuda`,
+    default knobs: the court lines do not record them)"""
+    txt, jl = RESULTS + "h200-2026-12-02-shared-e.txt", RESULTS + "h200-2026-12-02-shared-e.jsonl"
+    rows = lines(txt)
+    commit = re.search(r"\| proven (\w+)$", rows[0]).group(1)
+    labels = [(i, row) for i, row in enumerate(rows, 1) if row.startswith("court ")]
+    courts = [(i, r) for i, r in jsonl_at(jl) if r.get("court") == "spec"]
+    assert len(labels) == len(courts)
+    out = []
+    for (ti, trow), (ci, rec) in zip(labels, courts):
+        assert '"cases":%d,"exact":%d' % (rec["cases"], rec["exact"]) in trow, (txt, ti)
+        counts = {k: rec[k] for k in ("tokens", "steps", "verify_calls", "drafted", "accepted", "rollbacks", "snapshot_restores",
+                                      "replayed_rows", "fallbacks", "mismatches") if isinstance(rec.get(k), int)}
+        r = receipt("court.spec", jl, ci, "2026-12-02T00:00:00Z",
+                    runtime(commit, "cuda", gpu={"name": "NVIDIA H200"}),
+                    {"path": rec["model"]},
+                    {"class": "all", "prompt_digest": "cases file", "n_prompt": int(rec["cases"]), "n_gen": 0},
+                    [fig("exact_cases", "court", "cases", rec["exact"], 0, rec["cases"])],
+                    counts=counts, args={"draft": rec["draft"]},
+                    extra={"verdict": rec["verdict"], "record": rec, "label": trow.split(":")[0], "gpu_line": rows[0],
+                           "note": "speculative == plain, bitwise, per case; knobs: the build's defaults (cuda.gemv_shared=1, "
+                                   "h200-2026-12-02-shared-walk.md section 2), not recorded in the court line; "
+                                   "n_gen not stated in the line"},
+                    what=trow.split(":")[0])
+        r["status"] = "ok" if rec["verdict"] == "exact" else rec["verdict"]
+        out.append(r)
+    return out
+
+
+def shared_g():
+    """the last short call at 45f6753 (header "SHARED=2"): the n-gram trace of the real
+    Qwen2.5-Coder-1.5B replayed on the 8B BF16 file, and the KV cache bench f32 / f16 at depth 4096"""
+    path = RESULTS + "h200-2026-12-02-shared-g.txt"
+    rows = lines(path)
+    head = rows[0]
+    m = re.match(r"== proven (\w+) (SHARED=2)$", head)
+    commit, variant = m.group(1), m.group(2)
+    table = {cells(r)[0]: (i, r) for i, r in enumerate(rows, 1) if r.startswith("| ") and not r.startswith("| class")
+             and not r.startswith("| ---")}
+    kvline = {mm.group(1): (i, r) for i, r in enumerate(rows, 1) for mm in [re.match(r"kv (\w+) 1: ", r)] if mm}
+    start = rows.index("## JSON lines") + 1
+    out = []
+    for i, rec in jsonl_at(path):
+        if i <= start:
+            continue
+        if rec.get("bench") == "spec":
+            cls = rec["class"]
+            ti, trow = table[cls]
+            c = cells(trow)
+            assert rec["commit"] == commit and rec["backend"] == "cuda" and abs(num(c[2]) - rec["plain_decode_tok_s"]) <= 0.0051
+            counts = {k: rec[k] for k in ("steps", "verify_calls", "drafted", "accepted", "mismatches") if isinstance(rec.get(k), int)}
+            out.append(receipt(
+                "bench.spec", path, i, "2026-12-02T00:00:00Z",
+                runtime(commit, "cuda", knobs={"cuda.gemv_shared": 2}, gpu={"name": "NVIDIA H200"}, compiler=rec["compiler"],
+                        isa=rec["isa"]),
+                {"path": rec["model"]},
+                {"class": cls, "prompt_digest": "cases file", "n_prompt": int(rec["cases"]), "n_gen": int(rec["max_tokens"])},
+                [fig(cls + ".speedup_decode", "decode-only", "ratio spec/plain", rec["speedup_decode_only"], 0, rec["cases"]),
+                 fig(cls + ".speedup_e2e", "end-to-end", "ratio spec/plain", rec["speedup_end_to_end"], 0, rec["cases"]),
+                 fig(cls + ".spec_decode", "decode-only", "tok/s", rec["spec_decode_tok_s"], 0, rec["cases"]),
+                 fig(cls + ".plain_decode", "decode-only", "tok/s", rec["plain_decode_tok_s"], 0, rec["cases"])],
+                counts=counts, args={"draft": rec["draft"]},
+                extra={"record": rec, "variant": variant, "tokens_per_step": num(c[6]), "acceptance": num(c[7]),
+                       "table_line": ti, "shape": "Qwen3-8B BF16 (random weights)",
+                       "note": "acceptance-trace replay (bench spec --per-class 3 --max-tokens 128 --greedy) with "
+                               "PV_CUDA_GEMV_SHARED=2 (h200-2026-12-02-shared-walk.md section 4; the file's header says "
+                               "SHARED=2); tokens/step and acceptance as the table on table_line prints them"},
+                what="replay Qwen3-8B_BF16 %s qwen2.5-coder-1.5b-ngram %s" % (variant, cls)))
+        elif "tg_tok_s" in rec:
+            ct = rec["type_k"]
+            assert rec["type_v"] == ct and rec["build_commit"] == commit
+            ki, krow = kvline[ct]
+            assert '"tg_tok_s":%.3f' % rec["tg_tok_s"] in krow
+            out.append(bench_json(
+                rec, path, i, "kv %s 1: proven bench --backend cuda --cache-type %s --depth 4096 --pp 512 --tg 128 --reps 1, "
+                "the command of h200-2026-12-02-shared-walk.md section 5" % (ct, ct), {},
+                args={"cache_type": ct},
+                extra={"run": "Qwen3-8B_BF16-kv-%s-depth4096" % ct, "variant": variant, "kv_line": ki,
+                       "shape": "Qwen3-8B BF16 (random weights)",
+                       "note": "one rep, one pair (f16 then f32); the run's own record (knobs, type_k/type_v); "
+                               "shared-walk.md section 5 calls it a direction, not a ratio to quote"}))
+    return out
+
+
+def shared_walk():
+    return shared_courts() + shared_curves("e") + shared_curves("f") + shared_g()
+
+
 # ---- CPU (this project's 2-vCPU machine) -------------------------------------------------------
 
 def cpu_peer():
@@ -307,7 +478,7 @@ def cpu_spec():
     return out
 
 
-PARTS = {"h200": [v5_peer, v5b_splits, spec_d], "cpu": [cpu_peer, cpu_kv_quality, cpu_spec]}
+PARTS = {"h200": [v5_peer, v5b_splits, spec_d, shared_walk], "cpu": [cpu_peer, cpu_kv_quality, cpu_spec]}
 
 
 def render(part):
