@@ -136,6 +136,32 @@ static int attn512(const struct pv_session* s, int* rows)
 	return 0;
 }
 
+/* One row's q [nh*hd], k and v [nkv*hd] after the projections, at position pos: the biases, then
+ * each head's RMSNorm (Qwen3's q/k norm) and RoPE. Shared by the one-session and the batched
+ * attention, so a row gets the same bits either way. */
+static void qkv_row_post(const struct pv_session* s, const struct pv_layer* L, float* q, float* k, float* v, int pos)
+{
+	const struct pv_config* c = &s->m->cfg;
+	const int hd = c->head_dim, R = c->rope_dim, qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
+	if (L->bq) {
+		add_rows(q, L->bq, qd);
+		add_rows(k, L->bk, kvd);
+		add_rows(v, L->bv, kvd);
+	}
+	const float* cs = s->rope_cos + (size_t)pos * (R / 2);
+	const float* sn = s->rope_sin + (size_t)pos * (R / 2);
+	for (int h = 0; h < c->n_heads; h++) {
+		float* qh = q + (size_t)h * hd;
+		if (L->q_norm) pv_rmsnorm(qh, qh, L->q_norm, hd, c->rms_eps);
+		rope_neox(qh, cs, sn, R);
+	}
+	for (int h = 0; h < c->n_kv_heads; h++) {
+		float* kh = k + (size_t)h * hd;
+		if (L->k_norm) pv_rmsnorm(kh, kh, L->k_norm, hd, c->rms_eps);
+		rope_neox(kh, cs, sn, R);
+	}
+}
+
 static void attention_layer(struct pv_session* s, const struct pv_layer* L, unsigned char* kc, unsigned char* vc,
                             const float* xn, float* out, int n, int pos0)
 {
@@ -143,7 +169,6 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, unsi
 	const struct pv_config* c = &s->m->cfg;
 	int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
 	int qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
-	int R = c->rope_dim;
 
 	/* Projections. Gated q_proj yields per head [q_h (hd) | gate_h (hd)]: [n, nh*2*hd]. */
 	float* qg = c->attn_gate ? st->mix : st->q;
@@ -170,23 +195,7 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, unsi
 				memcpy(st->ag + (size_t)t * qd + (size_t)h * hd, row + (size_t)h * 2 * hd + hd, sizeof(float) * hd);
 			}
 		}
-		if (L->bq) {
-			add_rows(q, L->bq, qd);
-			add_rows(k, L->bk, kvd);
-			add_rows(v, L->bv, kvd);
-		}
-		const float* cs = s->rope_cos + (size_t)(pos0 + t) * (R / 2);
-		const float* sn = s->rope_sin + (size_t)(pos0 + t) * (R / 2);
-		for (int h = 0; h < nh; h++) {
-			float* qh = q + (size_t)h * hd;
-			if (L->q_norm) pv_rmsnorm(qh, qh, L->q_norm, hd, c->rms_eps);
-			rope_neox(qh, cs, sn, R);
-		}
-		for (int h = 0; h < nkv; h++) {
-			float* kh = k + (size_t)h * hd;
-			if (L->k_norm) pv_rmsnorm(kh, kh, L->k_norm, hd, c->rms_eps);
-			rope_neox(kh, cs, sn, R);
-		}
+		qkv_row_post(s, L, q, k, v, pos0 + t);
 		if (!f32) {
 			/* attention below reads these rows back from the cache like any earlier row */
 			pv_kv_store(st->kv_dtype, k, kc + (size_t)(pos0 + t) * st->kv_row, nkv, hd);
@@ -509,7 +518,7 @@ static void attention_many(struct pv_session* const* ss, const int* pos, int cou
 	struct pv_cpu_state* st = pv_cpu(s0);
 	const struct pv_config* c = &s0->m->cfg;
 	const int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-	const int qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c), R = c->rope_dim;
+	const int qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
 	/* K and V rows land in mix ([B, >= 2 qd] floats, unused by ungated attention) */
 	float* kb = st->mix;
 	float* vb = st->mix + (size_t)count * kvd;
@@ -521,23 +530,7 @@ static void attention_many(struct pv_session* const* ss, const int* pos, int cou
 		float* q = st->q + (size_t)t * qd;
 		float* k = kb + (size_t)t * kvd; /* finished here, then stored into the session's cache */
 		float* v = vb + (size_t)t * kvd;
-		if (L->bq) {
-			add_rows(q, L->bq, qd);
-			add_rows(k, L->bk, kvd);
-			add_rows(v, L->bv, kvd);
-		}
-		const float* cs = s0->rope_cos + (size_t)pos[t] * (R / 2);
-		const float* sn = s0->rope_sin + (size_t)pos[t] * (R / 2);
-		for (int h = 0; h < nh; h++) {
-			float* qh = q + (size_t)h * hd;
-			if (L->q_norm) pv_rmsnorm(qh, qh, L->q_norm, hd, c->rms_eps);
-			rope_neox(qh, cs, sn, R);
-		}
-		for (int h = 0; h < nkv; h++) {
-			float* kh = k + (size_t)h * hd;
-			if (L->k_norm) pv_rmsnorm(kh, kh, L->k_norm, hd, c->rms_eps);
-			rope_neox(kh, cs, sn, R);
-		}
+		qkv_row_post(s0, L, q, k, v, pos[t]);
 		/* the one-row step's store: f32 rows as they are, other types rounded once */
 		struct pv_cpu_state* si = pv_cpu(ss[t]);
 		unsigned char* kd = si->k_cache[layer] + (size_t)pos[t] * si->kv_row;
