@@ -7,6 +7,7 @@
 #define PV_FIXTURE_H
 
 #include "harness.h"
+#include "proven.h"
 
 #include <dirent.h>
 #include <jansson.h>
@@ -122,5 +123,38 @@ static inline double fx_max_err_ids(const float* lg, json_t* ids, json_t* vals)
 	}
 	return e;
 }
+
+/* ---- sessions over a fixture (tests/test_api.c, tests/cuda/test_cuda_api.c) ------------------ */
+
+/* A session for the API tests: context 160, chunk_min 16 (calls of 16+ rows without
+ * PV_EVAL_EXACT may take a fast path, so 40-row calls test both paths), the given snapshot
+ * slots, KV cache type and threads (0: the backend's default). */
+static inline pv_session* fx_session(pv_model* m, int n_snapshots, int cache_type, int threads)
+{
+	struct pv_session_params sp = { .n_ctx = 160, .n_threads = threads, .n_snapshots = n_snapshots,
+		                        .chunk_min_tokens = 16, .cache_type = cache_type };
+	pv_session* s = NULL;
+	char err[256];
+	int rc = pv_session_new(&s, m, &sp, err, sizeof err);
+	CHECK(rc == PV_OK, "session: %s", err);
+	return s;
+}
+
+/* Evaluates toks one call per `step` rows on the exact path; logits of every row into lg. */
+static inline int fx_run_exact(pv_session* s, const int32_t* toks, int n, int step, float* lg, int V)
+{
+	for (int i = 0; i < n; i += step) {
+		int k = n - i < step ? n - i : step;
+		struct pv_eval_out o = { lg ? lg + (size_t)i * V : NULL, 0, NULL, 0, NULL, 0 };
+		if (pv_session_run(s, toks + i, k, PV_EVAL_EXACT, &o)) {
+			fprintf(stderr, "run: %s\n", pv_session_error(s));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* bitwise equal float arrays */
+static inline int fx_same(const float* a, const float* b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
 
 #endif

@@ -27,30 +27,13 @@ static int32_t* g_toks; /* the fixture's first prompt */
 static int g_ntok;
 static int g_cache; /* the KV cache type of new_session's sessions (enum pv_cache_type) */
 
-static pv_session* new_session(pv_model* m, int n_snapshots)
-{
-	/* chunk_min 16: calls of 16+ rows may take the fast path, so 40-row calls test both paths */
-	struct pv_session_params sp = { .n_ctx = 160, .n_threads = 2, .n_snapshots = n_snapshots, .chunk_min_tokens = 16,
-		                        .cache_type = g_cache };
-	pv_session* s = NULL;
-	char err[256];
-	int rc = pv_session_new(&s, m, &sp, err, sizeof err);
-	CHECK(rc == PV_OK, "session: %s", err);
-	return s;
-}
-
-/* Evaluates toks one call per `step` rows on the exact path; logits of every row into lg. */
+/* fixture.h's session helpers with this file's cache type (g_cache), 2 threads */
+static pv_session* new_session(pv_model* m, int n_snapshots) { return fx_session(m, n_snapshots, g_cache, 2); }
 static int run_exact(pv_session* s, const int32_t* toks, int n, int step, float* lg, int V)
 {
-	for (int i = 0; i < n; i += step) {
-		int k = n - i < step ? n - i : step;
-		struct pv_eval_out o = { lg ? lg + (size_t)i * V : NULL, 0, NULL, 0, NULL, 0 };
-		if (pv_session_run(s, toks + i, k, PV_EVAL_EXACT, &o)) return -1;
-	}
-	return 0;
+	return fx_run_exact(s, toks, n, step, lg, V);
 }
-
-static int same(const float* a, const float* b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+static int same(const float* a, const float* b, size_t n) { return fx_same(a, b, n); }
 
 /* per-row outputs: argmax and hidden agree with the logits, whichever rows are asked */
 static void test_outputs(pv_model* m, const char* name)

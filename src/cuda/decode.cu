@@ -370,8 +370,8 @@ namespace {
 
 /* Captures the step of n rows with LM rows [lr0, n): copy in the graph's step struct, the
  * kernels, copy out the argmax ids of the LM rows (ids_host[0 .. n - lr0)). */
-int capture_step(struct pv_session* s, int n, int lr0, cudaGraph_t* graph, cudaGraphExec_t* exec, uint64_t* kernels,
-                 char* err, size_t errlen)
+int capture_step(struct pv_session* s, int n, int lr0, float* snap, cudaGraph_t* graph, cudaGraphExec_t* exec,
+                 uint64_t* kernels, char* err, size_t errlen)
 {
 	struct dsession* d = dsess(s);
 	CU(cudaStreamBeginCapture(d->st, cudaStreamCaptureModeThreadLocal), err, errlen);
@@ -379,7 +379,7 @@ int capture_step(struct pv_session* s, int n, int lr0, cudaGraph_t* graph, cudaG
 	int rc = 0;
 	cudaError_t e = cudaMemcpyAsync(d->gstep_dev, d->gstep_host, sizeof(struct dstep), cudaMemcpyHostToDevice, d->st);
 	if (e != cudaSuccess) rc = pv_cuda_fail(err, errlen, "graph step copy", e);
-	if (!rc) rc = pv_cuda_enqueue_step(s, d->gstep_dev, n, 1, lr0, NULL, err, errlen);
+	if (!rc) rc = pv_cuda_enqueue_step(s, d->gstep_dev, n, 1, lr0, snap, err, errlen);
 	if (!rc) {
 		e = cudaMemcpyAsync(d->ids_host, d->ids, sizeof(int) * (size_t)(n - lr0), cudaMemcpyDeviceToHost, d->st);
 		if (e != cudaSuccess) rc = pv_cuda_fail(err, errlen, "graph id copy", e);
@@ -404,7 +404,7 @@ int capture_step(struct pv_session* s, int n, int lr0, cudaGraph_t* graph, cudaG
 int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen)
 {
 	struct dsession* d = dsess(s);
-	if (capture_step(s, 1, 0, &d->graph, &d->gexec, &d->stats.graph_kernels, err, errlen)) return -1;
+	if (capture_step(s, 1, 0, NULL, &d->graph, &d->gexec, &d->stats.graph_kernels, err, errlen)) return -1;
 	d->stats.graph_captures++;
 	return 0;
 }
@@ -412,33 +412,38 @@ int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen)
 void pv_cuda_drop_windows(struct dsession* d)
 {
 	for (int n = 0; n <= PV_CUDA_ROWS; n++)
-		for (int r = 0; r < PV_CUDA_ROWS; r++) {
-			if (d->wexec[n][r]) cudaGraphExecDestroy(d->wexec[n][r]);
-			if (d->wgraph[n][r]) cudaGraphDestroy(d->wgraph[n][r]);
-			d->wexec[n][r] = NULL;
-			d->wgraph[n][r] = NULL;
-		}
+		for (int r = 0; r < PV_CUDA_ROWS; r++)
+			for (int k = 0; k < 2; k++) {
+				if (d->wexec[n][r][k]) cudaGraphExecDestroy(d->wexec[n][r][k]);
+				if (d->wgraph[n][r][k]) cudaGraphDestroy(d->wgraph[n][r][k]);
+				d->wexec[n][r][k] = NULL;
+				d->wgraph[n][r][k] = NULL;
+			}
 }
 
 namespace {
 
-/* An exact call of n = 2..16 rows without snapshots whose LM rows start at lr0 (the verify
- * window: every row's argmax): the window graph of (n, lr0), captured at its first use. The
- * logits and final-norm rows are copied after it as direct copies; the ids come back with it. */
-int window_step(struct pv_session* s, const struct pv_step* sp, int lr0, char* err, size_t errlen)
+/* An exact call of n = 2..16 rows whose LM rows start at lr0 (the verify window: every row's
+ * argmax), without snapshots or (snap) with them from slot 0 (a DeltaNet model's window: the
+ * slots' memory never moves, so the captured pointers stay right): the window graph of (n, lr0,
+ * snap), captured at its first use. The logits and final-norm rows are copied after it as
+ * direct copies; the ids come back with it. */
+int window_step(struct pv_session* s, const struct pv_step* sp, int lr0, int snap, char* err, size_t errlen)
 {
 	struct dsession* d = dsess(s);
 	const int n = sp->n;
-	if (!d->wexec[n][lr0]) {
-		if (capture_step(s, n, lr0, &d->wgraph[n][lr0], &d->wexec[n][lr0], &d->wkernels[n][lr0], err, errlen)) return -1;
+	if (!d->wexec[n][lr0][snap]) {
+		if (capture_step(s, n, lr0, snap ? d->snap : NULL, &d->wgraph[n][lr0][snap], &d->wexec[n][lr0][snap],
+		                 &d->wkernels[n][lr0][snap], err, errlen))
+			return -1;
 		d->stats.window_captures++;
 	}
 	d->gstep_host->pos0 = sp->pos0;
 	d->gstep_host->n = n;
 	for (int i = 0; i < n; i++) d->gstep_host->tokens[i] = sp->tokens[i];
-	CU(cudaGraphLaunch(d->wexec[n][lr0], d->st), err, errlen);
+	CU(cudaGraphLaunch(d->wexec[n][lr0][snap], d->st), err, errlen);
 	d->stats.window_launches++;
-	d->stats.window_kernels += d->wkernels[n][lr0];
+	d->stats.window_kernels += d->wkernels[n][lr0][snap];
 	struct pv_step o = *sp;
 	o.argmax = NULL; /* from ids_host after the sync */
 	return pv_cuda_copy_outputs(&o, lr0, n - lr0, d->logits, d->ids, d->xn, s->m->cfg.vocab, s->m->cfg.hidden, d->st,
@@ -473,7 +478,8 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 	int prefilled = 0, have_id = 0;
 	d->last_token = -1;
 	/* n rows in one step, LM rows from r0 (none: the direct launches) */
-	const int win = n >= 2 && n <= PV_CUDA_ROWS && r0 < n && d->tu.graphs && d->tu.window_graphs && !snap;
+	const int win = n >= 2 && n <= PV_CUDA_ROWS && r0 < n && d->tu.graphs && d->tu.window_graphs &&
+	                (!snap || (d->tu.window_graphs == 2 && sp->snap_row0 == 0));
 
 	if (n == 1 && d->tu.graphs && !snap) {
 		/* the graph always runs the LM head and the argmax, and copies the id back */
@@ -490,7 +496,7 @@ int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp)
 		                                    d->st, &d->stats.memcpys, err, errlen))
 			goto failed;
 	} else if (win) {
-		if (window_step(s, sp, r0, err, errlen)) goto failed;
+		if (window_step(s, sp, r0, snap, err, errlen)) goto failed;
 	} else if (!sp->exact && !snap && pv_prefill_wanted(s, n)) {
 		/* Prompt hook: long calls (>= chunk_min_tokens rows) go to the prefill path: bf16
 		 * tensor-core GEMMs in chunks, results within tolerance of the 16-row steps (like the

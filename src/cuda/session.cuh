@@ -61,10 +61,11 @@ struct dsession {
 	cudaGraph_t graph;
 	cudaGraphExec_t gexec;
 	/* window graphs (cuda.window_graphs): the step of n = 2..16 rows whose LM rows start at lr0,
-	 * captured at its first use; [n][lr0], with their kernel counts */
-	cudaGraph_t wgraph[PV_CUDA_ROWS + 1][PV_CUDA_ROWS];
-	cudaGraphExec_t wexec[PV_CUDA_ROWS + 1][PV_CUDA_ROWS];
-	uint64_t wkernels[PV_CUDA_ROWS + 1][PV_CUDA_ROWS];
+	 * without (0) or with (1: cuda.window_graphs=2) snapshots from slot 0, captured at its first
+	 * use; [n][lr0][snap], with their kernel counts */
+	cudaGraph_t wgraph[PV_CUDA_ROWS + 1][PV_CUDA_ROWS][2];
+	cudaGraphExec_t wexec[PV_CUDA_ROWS + 1][PV_CUDA_ROWS][2];
+	uint64_t wkernels[PV_CUDA_ROWS + 1][PV_CUDA_ROWS][2];
 	/* the model's tuning switches (tuning.cuh), this session's copy: pv_cuda_set_graphs and
 	 * pv_cuda_set_prefill change graphs and prefill / prefill_chunk here only */
 	struct pv_cuda_tuning tu;

@@ -70,8 +70,9 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "GEMVs of 2-16 activation rows: a warp's weight rows share each activation read; 1 staged (conflict-free"
 	  " tile), 2 in place through L1; 0 a row at a time, the old walk (same bits)",
 	  F(gemv_shared) },
-	{ "cuda.window_graphs", "PV_CUDA_WINDOW_GRAPHS", 1, 0, 1, NULL, 0,
-	  "exact calls of 2-16 rows (verify windows) replay a graph per row count, with cuda.graphs (0: direct launches)",
+	{ "cuda.window_graphs", "PV_CUDA_WINDOW_GRAPHS", 1, 0, 2, NULL, 0,
+	  "exact calls of 2-16 rows (verify windows) replay a graph per row count, with cuda.graphs (0: direct launches;"
+	  " 2: also calls that keep DeltaNet snapshots, not yet run on a GPU)",
 	  F(window_graphs) },
 };
 #undef F

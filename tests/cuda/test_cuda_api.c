@@ -55,34 +55,13 @@ static int32_t* g_toks; /* the fixture's first prompt */
 static int g_ntok;
 static int g_cache; /* the KV cache type of new_session's sessions (enum pv_cache_type; 0: f32) */
 
-static pv_session* new_session(pv_model* m, int n_snapshots)
-{
-	/* chunk_min 16: calls of 16+ rows without PV_EVAL_EXACT may take the prefill path */
-	struct pv_session_params sp = {
-		.n_ctx = 160, .n_snapshots = n_snapshots, .chunk_min_tokens = 16, .cache_type = g_cache
-	};
-	pv_session* s = NULL;
-	char err[256];
-	int rc = pv_session_new(&s, m, &sp, err, sizeof err);
-	CHECK(rc == PV_OK, "session: %s", err);
-	return s;
-}
-
-/* Evaluates toks one call per `step` rows on the exact path; logits of every row into lg. */
+/* fixture.h's session helpers with this file's cache type (g_cache) */
+static pv_session* new_session(pv_model* m, int n_snapshots) { return fx_session(m, n_snapshots, g_cache, 0); }
 static int run_exact(pv_session* s, const int32_t* toks, int n, int step, float* lg, int V)
 {
-	for (int i = 0; i < n; i += step) {
-		int k = n - i < step ? n - i : step;
-		struct pv_eval_out o = { lg ? lg + (size_t)i * V : NULL, 0, NULL, 0, NULL, 0 };
-		if (pv_session_run(s, toks + i, k, PV_EVAL_EXACT, &o)) {
-			fprintf(stderr, "run: %s\n", pv_session_error(s));
-			return -1;
-		}
-	}
-	return 0;
+	return fx_run_exact(s, toks, n, step, lg, V);
 }
-
-static int same(const float* a, const float* b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+static int same(const float* a, const float* b, size_t n) { return fx_same(a, b, n); }
 
 /* max over rows of (max |a - ref|) / max(1, max |ref|) */
 static double rel_err(const float* a, const float* ref, int n, int V)
@@ -437,6 +416,18 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		free(x);
 		free(y);
 		pv_model_close(m3);
+	}
+	/* window graphs for calls that keep DeltaNet snapshots (cuda.window_graphs=2): the snapshot
+	 * and exact-step properties with them on */
+	{
+		pv_model* m4 = NULL;
+		struct pv_model_params p4 = { .backend = "cuda", .knobs = "cuda.window_graphs=2" };
+		CHECK(pv_model_open(&m4, dir, &p4, err, sizeof err) == PV_OK, "%s: open with window_graphs=2: %s", name, err);
+		if (m4) {
+			test_exact(m4, name);
+			test_snapshots(m4, name);
+		}
+		pv_model_close(m4);
 	}
 	/* a session's own copy (pv_cuda_set_knobs, the A/B hook): decode switches that keep the
 	 * arithmetic keep the bits, the graph captured again with them; fixed ones are refused */
