@@ -126,46 +126,75 @@ static double unit_offset(enum pv_dtype t, const unsigned char* row, int64_t e)
 template <int K>
 static constexpr bool factored() { return K >= K_Q8_0; }
 
-/* raw: the rows are random blocks (raw_row) instead of quantized random floats */
-template <int K>
-static void check(enum pv_dtype t, int rows, int cols, const char* label, int raw = 0)
+/* Rows of random weights of type t, as the tests build them: row r from random floats times 0.1 (1 + r),
+ * quantized (raw: random blocks instead, raw_row), its dequantized values (ref, [rows, cols]),
+ * and the device planes as the upload splits them (one Seg over them). */
+struct HostMat {
+	size_t rb;                              /* bytes of one stored row */
+	unsigned char* w;                       /* [rows] stored rows */
+	float* ref;                             /* [rows, cols] pv_dequant_row of each */
+	struct dmat d;
+	unsigned char* planes[PV_CUDA_MAX_PLANES];
+	Seg s;
+};
+
+static HostMat host_mat(enum pv_dtype t, int rows, int cols, int raw, const char* label)
 {
 	char err[256];
-	const size_t rb = pv_dtype_row_bytes(t, cols);
-	unsigned char* w = (unsigned char*)malloc(rb * (size_t)rows);
+	HostMat m;
+	memset(&m, 0, sizeof m);
+	m.rb = pv_dtype_row_bytes(t, cols);
+	m.w = (unsigned char*)malloc(m.rb * (size_t)rows);
+	m.ref = (float*)malloc(sizeof(float) * (size_t)cols * rows);
 	float* f = (float*)malloc(sizeof(float) * (size_t)cols);
-	float* ref = (float*)malloc(sizeof(float) * (size_t)cols * rows);
 	for (int r = 0; r < rows; r++) {
 		for (int c = 0; c < cols; c++) f[c] = frand() * 0.1f * (1 + r);
-		unsigned char* dst = w + rb * (size_t)r;
+		unsigned char* dst = m.w + m.rb * (size_t)r;
 		if (raw) raw_row(t, dst, cols);
-		else if (t == PV_F32) memcpy(dst, f, rb);
+		else if (t == PV_F32) memcpy(dst, f, m.rb);
 		else if (t == PV_BF16 || t == PV_F16)
 			for (int c = 0; c < cols; c++) {
 				uint16_t h = t == PV_BF16 ? to_bf16(f[c]) : pv_f32_to_f16(f[c]);
 				memcpy(dst + 2 * c, &h, 2);
 			}
 		else CHECK(pv_quant_row(t, f, dst, cols) == 0, "%s: quantize", label);
-		pv_dequant_row(t, dst, ref + (size_t)r * cols, cols);
+		pv_dequant_row(t, dst, m.ref + (size_t)r * cols, cols);
 	}
-	struct pv_tensor T = { w, t, rows, cols };
-	struct dmat d;
-	int rc = pv_cuda_plan_mat(&T, &d, err, sizeof err);
-	CHECK(rc == 0, "%s: plan: %s", label, err);
-	unsigned char* planes[PV_CUDA_MAX_PLANES] = { NULL, NULL, NULL };
-	for (int p = 0; p < d.n_planes; p++) {
-		planes[p] = (unsigned char*)aligned_alloc(16, (d.stride[p] * (size_t)rows + 15) / 16 * 16);
+	free(f);
+	struct pv_tensor T = { m.w, t, rows, cols };
+	CHECK(pv_cuda_plan_mat(&T, &m.d, err, sizeof err) == 0, "%s: plan: %s", label, err);
+	for (int p = 0; p < m.d.n_planes; p++) {
+		m.planes[p] = (unsigned char*)aligned_alloc(16, (m.d.stride[p] * (size_t)rows + 15) / 16 * 16);
 		for (int r = 0; r < rows; r++)
-			extract_plane(d.type, d.cols, d.stride[0], p, w + rb * (size_t)r, planes[p] + d.stride[p] * (size_t)r);
+			extract_plane(m.d.type, m.d.cols, m.d.stride[0], p, m.w + m.rb * (size_t)r, m.planes[p] + m.d.stride[p] * (size_t)r);
 	}
-	Seg s;
-	memset(&s, 0, sizeof s);
-	s.p0 = planes[0];
-	s.p1 = planes[1];
-	s.p2 = planes[2];
-	s.s0 = d.stride[0];
-	s.s1 = d.stride[1];
-	s.s2 = d.stride[2];
+	m.s.p0 = m.planes[0];
+	m.s.p1 = m.planes[1];
+	m.s.p2 = m.planes[2];
+	m.s.s0 = m.d.stride[0];
+	m.s.s1 = m.d.stride[1];
+	m.s.s2 = m.d.stride[2];
+	return m;
+}
+
+static void host_mat_free(HostMat* m)
+{
+	for (int p = 0; p < PV_CUDA_MAX_PLANES; p++) free(m->planes[p]);
+	free(m->w);
+	free(m->ref);
+}
+
+/* raw: the rows are random blocks (raw_row) instead of quantized random floats */
+template <int K>
+static void check(enum pv_dtype t, int rows, int cols, const char* label, int raw = 0)
+{
+	HostMat hm = host_mat(t, rows, cols, raw, label);
+	const size_t rb = hm.rb;
+	const unsigned char* w = hm.w;
+	const float* ref = hm.ref;
+	const struct dmat& d = hm.d;
+	unsigned char* const* planes = hm.planes;
+	const Seg& s = hm.s;
 	Planes pl = { planes[0], planes[1], planes[2], d.stride[0], d.stride[1], d.stride[2], (int)t };
 
 	constexpr int UE = Kern<K>::UE;
@@ -219,11 +248,8 @@ static void check(enum pv_dtype t, int rows, int cols, const char* label, int ra
 	CHECK(!bad_elem, "%s: %d embedding elements differ from pv_dequant_row", label, bad_elem);
 	printf("  %-14s [%d, %d]%s: unit decode, order and embedding lookup %s\n", label, rows, cols, raw ? " random blocks" : "",
 	       bad_map || bad_order || bad_elem ? "WRONG" : "exact");
-	for (int p = 0; p < d.n_planes; p++) free(planes[p]);
 	free(xs);
-	free(w);
-	free(f);
-	free(ref);
+	host_mat_free(&hm);
 }
 
 /* The GEMV of one weight row as the kernel computes it, emulated: 32 lanes walk the column tiles
@@ -273,36 +299,10 @@ static float gemv_row_direct(const Seg& s, int stype, int64_t row, int64_t cols,
 template <int K>
 static void check_walk(enum pv_dtype t, int cols, const char* label, int raw = 0)
 {
-	char err[256];
-	const size_t rb = pv_dtype_row_bytes(t, cols);
-	unsigned char* w = (unsigned char*)malloc(rb);
-	float* f = (float*)malloc(sizeof(float) * (size_t)cols);
-	for (int c = 0; c < cols; c++) f[c] = frand() * 0.1f;
-	if (t == PV_F32) memcpy(w, f, rb);
-	else if (t == PV_BF16 || t == PV_F16)
-		for (int c = 0; c < cols; c++) {
-			uint16_t h = t == PV_BF16 ? to_bf16(f[c]) : pv_f32_to_f16(f[c]);
-			memcpy(w + 2 * c, &h, 2);
-		}
-	else if (raw) raw_row(t, w, cols);
-	else pv_quant_row(t, f, w, cols);
-	pv_dequant_row(t, w, f, cols);
-	struct pv_tensor T = { w, t, 1, cols };
-	struct dmat d;
-	CHECK(pv_cuda_plan_mat(&T, &d, err, sizeof err) == 0, "%s: plan: %s", label, err);
-	unsigned char* planes[PV_CUDA_MAX_PLANES] = { NULL, NULL, NULL };
-	for (int p = 0; p < d.n_planes; p++) {
-		planes[p] = (unsigned char*)aligned_alloc(16, (d.stride[p] + 15) / 16 * 16);
-		extract_plane(d.type, d.cols, d.stride[0], p, w, planes[p]);
-	}
-	Seg s;
-	memset(&s, 0, sizeof s);
-	s.p0 = planes[0];
-	s.p1 = planes[1];
-	s.p2 = planes[2];
-	s.s0 = d.stride[0];
-	s.s1 = d.stride[1];
-	s.s2 = d.stride[2];
+	HostMat hm = host_mat(t, 1, cols, raw, label);
+	const unsigned char* w = hm.w;
+	const float* f = hm.ref; /* the dequantized row */
+	const Seg& s = hm.s;
 	float* x = (float*)malloc(sizeof(float) * 16 * (size_t)cols);
 	for (int i = 0; i < 16 * cols; i++) x[i] = frand();
 	int same = 1;
@@ -329,9 +329,7 @@ static void check_walk(enum pv_dtype t, int cols, const char* label, int raw = 0
 	CHECK(worst < 1e-5, "%s [%d]: the emulated GEMV is off the float64 dot product by %.3g of sum |w x|", label, cols, worst);
 	printf("  %-14s [%d]%s: emulated GEMV, in place (plain and pipelined) and 1..16 staged rows bitwise equal, error %.2e of sum |w x|\n",
 	       label, cols, raw ? " random blocks" : "", worst);
-	for (int p = 0; p < d.n_planes; p++) free(planes[p]);
-	free(w);
-	free(f);
+	host_mat_free(&hm);
 	free(x);
 }
 
@@ -403,39 +401,9 @@ static void gemv_rows_inplace(const Seg& s, int stype, int nrows, int64_t cols, 
 template <int K>
 static void check_shared(enum pv_dtype t, int cols, const char* label)
 {
-	char err[256];
 	enum { RW = 3 };
-	const size_t rb = pv_dtype_row_bytes(t, cols);
-	unsigned char* w = (unsigned char*)malloc(rb * RW);
-	float* f = (float*)malloc(sizeof(float) * (size_t)cols);
-	for (int r = 0; r < RW; r++) {
-		for (int c = 0; c < cols; c++) f[c] = frand() * 0.1f * (1 + r);
-		unsigned char* dst = w + rb * (size_t)r;
-		if (t == PV_F32) memcpy(dst, f, rb);
-		else if (t == PV_BF16 || t == PV_F16)
-			for (int c = 0; c < cols; c++) {
-				uint16_t h = t == PV_BF16 ? to_bf16(f[c]) : pv_f32_to_f16(f[c]);
-				memcpy(dst + 2 * c, &h, 2);
-			}
-		else CHECK(pv_quant_row(t, f, dst, cols) == 0, "%s: quantize", label);
-	}
-	struct pv_tensor T = { w, t, RW, cols };
-	struct dmat d;
-	CHECK(pv_cuda_plan_mat(&T, &d, err, sizeof err) == 0, "%s: plan: %s", label, err);
-	unsigned char* planes[PV_CUDA_MAX_PLANES] = { NULL, NULL, NULL };
-	for (int p = 0; p < d.n_planes; p++) {
-		planes[p] = (unsigned char*)aligned_alloc(16, (d.stride[p] * RW + 15) / 16 * 16);
-		for (int r = 0; r < RW; r++)
-			extract_plane(d.type, d.cols, d.stride[0], p, w + rb * (size_t)r, planes[p] + d.stride[p] * (size_t)r);
-	}
-	Seg s;
-	memset(&s, 0, sizeof s);
-	s.p0 = planes[0];
-	s.p1 = planes[1];
-	s.p2 = planes[2];
-	s.s0 = d.stride[0];
-	s.s1 = d.stride[1];
-	s.s2 = d.stride[2];
+	HostMat hm = host_mat(t, RW, cols, 0, label);
+	const Seg& s = hm.s;
 	float* x = (float*)malloc(sizeof(float) * 16 * (size_t)cols);
 	for (int i = 0; i < 16 * cols; i++) x[i] = frand();
 	float ref[RW][16], o[RW * 16];
@@ -473,9 +441,7 @@ static void check_shared(enum pv_dtype t, int cols, const char* label)
 	CHECK(!bad, "%s [%d]: %d results of the shared walk differ from the one-row walk", label, cols, bad);
 	printf("  %-14s [%d]: shared walk (2-16 rows, 1-4 weight rows per warp; staged and in place) bitwise the one-row walk\n",
 	       label, cols);
-	for (int p = 0; p < d.n_planes; p++) free(planes[p]);
-	free(w);
-	free(f);
+	host_mat_free(&hm);
 	free(x);
 }
 

@@ -67,6 +67,17 @@ if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2 {print $4}')" -gt 400000
 mkdir -p "$W"
 say "== $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv,noheader 2>/dev/null) | $($B/proven --version 2>&1 | head -1)"
 
+runtest() { # label command...: one test program; its log appended, its tally and first failures summed up
+	local label=$1
+	shift
+	"$@" >"$OUT/.t" 2>&1
+	local rc=$?
+	cat "$OUT/.t" >>"$LOG"
+	[ $rc = 0 ] || status=1
+	say "== $label: rc $rc, $(grep -E '^test_[a-z_]+: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
+}
+
 court() { # label model args...
 	local label=$1 model=$2
 	shift 2
@@ -130,18 +141,8 @@ model_rows() { # preset type label
 }
 
 if [ "$PART" = a ]; then
-	for t in test_cuda_api; do
-		$B/cuda/$t >"$OUT/.t" 2>&1
-		rc=$?
-		cat "$OUT/.t" >>"$LOG"
-		[ $rc = 0 ] || status=1
-		say "== $t: rc $rc, $(grep -E "^$t: [0-9]+ passed" "$OUT/.t" | tail -1)"
-	done
-	$B/cuda/test_cuda fixtures >"$OUT/.t" 2>&1
-	rc=$?
-	cat "$OUT/.t" >>"$LOG"
-	[ $rc = 0 ] || status=1
-	say "== test_cuda fixtures: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	runtest test_cuda_api $B/cuda/test_cuda_api
+	runtest "test_cuda fixtures" $B/cuda/test_cuda fixtures
 	# the exactness court on CUDA: speculative == plain, bitwise, on every fixture
 	for d in $FX/*/; do
 		d=${d%/}
@@ -165,20 +166,10 @@ elif [ "$PART" = d ]; then
 	# verify-window curve and the n-gram replay on the 8B and 30B-A3B shapes with it on and off
 	for env in PV_CUDA_GEMV_RM=1 PV_CUDA_GEMV_RM=0; do
 		for sec in gemv fixtures; do
-			env $env $B/cuda/test_cuda $sec >"$OUT/.t" 2>&1
-			rc=$?
-			cat "$OUT/.t" >>"$LOG"
-			[ $rc = 0 ] || status=1
-			say "== $env test_cuda $sec: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1)"
-			grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
+			runtest "$env test_cuda $sec" env $env $B/cuda/test_cuda $sec
 		done
 	done
-	$B/cuda/test_cuda_api >"$OUT/.t" 2>&1
-	rc=$?
-	cat "$OUT/.t" >>"$LOG"
-	[ $rc = 0 ] || status=1
-	say "== test_cuda_api: rc $rc, $(grep -E '^test_cuda_api: [0-9]+ passed' "$OUT/.t" | tail -1)"
-	grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
+	runtest test_cuda_api $B/cuda/test_cuda_api
 	for pr in "qwen3-8b bf16 Qwen3-8B_BF16" "qwen3-30b-a3b q8_0 Qwen3-30B-A3B_Q8_0"; do
 		set -- $pr
 		m=$W/$1-$2.gguf
@@ -197,29 +188,12 @@ elif [ "$PART" = e ]; then
 	# (cuda.window_graphs): the host emulation, the GEMV tests per variant, the fixtures and the
 	# API's bitwise checks, a few courts, then the verify-window curve per variant and the
 	# replays on the 8B BF16 and 30B-A3B Q8_0 shapes
-	if [ -x $B/tests/test_cuda_host ]; then
-		$B/tests/test_cuda_host >"$OUT/.t" 2>&1
-		rc=$?
-		cat "$OUT/.t" >>"$LOG"
-		[ $rc = 0 ] || status=1
-		say "== test_cuda_host: rc $rc, $(grep -E '^test_cuda_host: [0-9]+ passed' "$OUT/.t" | tail -1)"
-	fi
+	[ -x $B/tests/test_cuda_host ] && runtest test_cuda_host $B/tests/test_cuda_host
 	for env in PV_CUDA_GEMV_SHARED=2 PV_CUDA_GEMV_SHARED=1 PV_CUDA_GEMV_SHARED=0 PV_CUDA_GEMV_RM=2; do
-		env $env $B/cuda/test_cuda gemv >"$OUT/.t" 2>&1
-		rc=$?
-		cat "$OUT/.t" >>"$LOG"
-		[ $rc = 0 ] || status=1
-		say "== $env test_cuda gemv: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1)"
-		grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
+		runtest "$env test_cuda gemv" env $env $B/cuda/test_cuda gemv
 	done
-	for t in "cuda/test_cuda fixtures" "cuda/test_cuda_api"; do
-		PV_CUDA_API_ONLY=knobs $B/$t >"$OUT/.t" 2>&1
-		rc=$?
-		cat "$OUT/.t" >>"$LOG"
-		[ $rc = 0 ] || status=1
-		say "== $t: rc $rc, $(grep -E '^test_cuda(_api)?: [0-9]+ passed' "$OUT/.t" | tail -1)"
-		grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
-	done
+	runtest "test_cuda fixtures" $B/cuda/test_cuda fixtures
+	runtest "test_cuda_api (knobs and multi-row variants)" env PV_CUDA_API_ONLY=knobs $B/cuda/test_cuda_api
 	# the courts with the in-place shared walk (the candidate default)
 	export PV_CUDA_GEMV_SHARED=2
 	court "qwen3 ngram" $FX/qwen3 --draft ngram --draft-fixed --max-tokens 16 --limit 40
@@ -246,18 +220,9 @@ elif [ "$PART" = f ]; then
 	# the KV cache types on CUDA (f16, bf16: the API's checks, the fixtures, tg at depth 4096 on
 	# the 8B against the f32 cache, alternating), the multi-row GEMV variants' curves and Nsight
 	# Compute on the shared walk, the 35B-A3B prefill disagreement by weight type, the replays
-	PV_CUDA_API_ONLY=cache $B/cuda/test_cuda_api >"$OUT/.t" 2>&1
-	rc=$?
-	cat "$OUT/.t" >>"$LOG"
-	[ $rc = 0 ] || status=1
-	say "== test_cuda_api (cache types): rc $rc, $(grep -E '^test_cuda_api: [0-9]+ passed' "$OUT/.t" | tail -1)"
-	grep -E '^FAIL|cache: CUDA vs CPU|prefill vs exact' "$OUT/.t" | head -40 | tee -a "$SUM" >/dev/null
-	$B/cuda/test_cuda fixtures >"$OUT/.t" 2>&1
-	rc=$?
-	cat "$OUT/.t" >>"$LOG"
-	[ $rc = 0 ] || status=1
-	say "== test_cuda fixtures: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1)"
-	grep -E '^FAIL' "$OUT/.t" | head -5 | tee -a "$SUM"
+	runtest "test_cuda_api (cache types)" env PV_CUDA_API_ONLY=cache $B/cuda/test_cuda_api
+	grep -E 'cache: CUDA vs CPU|prefill vs exact' "$OUT/.t" | head -40 | tee -a "$SUM" >/dev/null
+	runtest "test_cuda fixtures" $B/cuda/test_cuda fixtures
 	m=$W/qwen3-8b-bf16.gguf
 	if synth qwen3-8b bf16 "$m"; then
 		curve "Qwen3-8B_BF16 default" "$m" 1 16
@@ -344,17 +309,9 @@ elif [ "$PART" = c ]; then
 	done
 else
 	for sec in fixtures quant; do
-		$B/cuda/test_cuda $sec >"$OUT/.t" 2>&1
-		rc=$?
-		cat "$OUT/.t" >>"$LOG"
-		[ $rc = 0 ] || status=1
-		say "== test_cuda $sec: rc $rc, $(grep -E '^test_cuda: [0-9]+ passed' "$OUT/.t" | tail -1)"
+		runtest "test_cuda $sec" $B/cuda/test_cuda $sec
 	done
-	$B/cuda/test_cuda_api >"$OUT/.t" 2>&1
-	rc=$?
-	cat "$OUT/.t" >>"$LOG"
-	[ $rc = 0 ] || status=1
-	say "== test_cuda_api: rc $rc, $(grep -E '^test_cuda_api: [0-9]+ passed' "$OUT/.t" | tail -1)"
+	runtest test_cuda_api $B/cuda/test_cuda_api
 	if command -v ncu >/dev/null && have_time 200 "ncu"; then
 		m=$W/qwen3-4b-bf16.gguf
 		if synth qwen3-4b bf16 "$m"; then
