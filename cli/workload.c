@@ -381,39 +381,57 @@ static void emit(FILE* wf, json_t* sel, const char* id, const char* cls, const c
 	json_decref(e);
 }
 
-/* The selection's entries by id (NULL for --reselect). */
-static json_t* load_selection(const char* path, json_t** header)
+/* Every line of a JSON-lines file, parsed (the file is closed): a new array, or NULL with a
+ * message naming the line. */
+static json_t* read_jsonl(FILE* f, const char* path)
 {
-	FILE* f = fopen(path, "r");
-	if (!f) {
-		fprintf(stderr, "proven workload: cannot open the selection %s (--reselect makes one)\n", path);
-		return NULL;
-	}
-	json_t* byid = json_object();
+	json_t* a = json_array();
 	char* line = NULL;
 	size_t cap = 0;
 	int ln = 0;
-	*header = NULL;
 	while (getline(&line, &cap, f) > 0) {
 		ln++;
 		json_error_t je;
 		json_t* j = json_loads(line, 0, &je);
 		if (!j) {
 			fprintf(stderr, "proven workload: %s:%d: %s\n", path, ln, je.text);
-			json_decref(byid);
-			byid = NULL;
+			json_decref(a);
+			a = NULL;
 			break;
 		}
-		if (json_object_get(j, "workload")) *header = j;
-		else {
-			const char* id = json_string_value(json_object_get(j, "id"));
-			if (id) json_object_set(byid, id, j);
-			json_decref(j);
-		}
+		json_array_append_new(a, j);
 	}
 	free(line);
 	fclose(f);
-	if (byid && !*header) {
+	return a;
+}
+
+/* The selection's entries by id (NULL for --reselect). */
+static json_t* load_selection(const char* path, json_t** header)
+{
+	*header = NULL;
+	FILE* f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "proven workload: cannot open the selection %s (--reselect makes one)\n", path);
+		return NULL;
+	}
+	json_t* lines = read_jsonl(f, path);
+	if (!lines) return NULL;
+	json_t* byid = json_object();
+	size_t i;
+	json_t* j;
+	json_array_foreach(lines, i, j)
+	{
+		if (json_object_get(j, "workload")) {
+			json_decref(*header);
+			*header = json_incref(j);
+		} else {
+			const char* id = json_string_value(json_object_get(j, "id"));
+			if (id) json_object_set(byid, id, j);
+		}
+	}
+	json_decref(lines);
+	if (!*header) {
 		fprintf(stderr, "proven workload: %s has no header line\n", path);
 		json_decref(byid);
 		return NULL;
@@ -620,38 +638,29 @@ static int workload_build(int argc, char** argv)
 /* The prompts of a workload file (the header dropped); NULL with a message. */
 static json_t* load_workload(const char* path, json_t** header)
 {
+	*header = NULL;
 	FILE* f = cli_open_input("workload", path);
 	if (!f) return NULL;
+	json_t* lines = read_jsonl(f, path);
+	if (!lines) return NULL;
 	json_t* a = json_array();
-	char* line = NULL;
-	size_t cap = 0;
-	int ln = 0;
-	*header = NULL;
-	while (getline(&line, &cap, f) > 0) {
-		ln++;
-		json_error_t je;
-		json_t* j = json_loads(line, 0, &je);
-		if (!j) {
-			fprintf(stderr, "proven workload: %s:%d: %s\n", path, ln, je.text);
-			json_decref(a);
-			a = NULL;
-			break;
-		}
-		if (ln == 1 && json_object_get(j, "workload")) {
-			*header = j;
+	size_t i;
+	json_t* j;
+	json_array_foreach(lines, i, j)
+	{
+		if (i == 0 && json_object_get(j, "workload")) {
+			*header = json_incref(j);
 			continue;
 		}
 		if (!json_is_array(json_object_get(j, "messages")) || !json_string_value(json_object_get(j, "class"))) {
-			fprintf(stderr, "proven workload: %s:%d: a prompt needs \"class\" and \"messages\"\n", path, ln);
-			json_decref(j);
+			fprintf(stderr, "proven workload: %s:%d: a prompt needs \"class\" and \"messages\"\n", path, (int)i + 1);
 			json_decref(a);
 			a = NULL;
 			break;
 		}
-		json_array_append_new(a, j);
+		json_array_append(a, j);
 	}
-	free(line);
-	fclose(f);
+	json_decref(lines);
 	if (a && !*header) {
 		fprintf(stderr, "proven workload: %s: the first line is not a workload header\n", path);
 		json_decref(a);

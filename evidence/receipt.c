@@ -85,7 +85,7 @@ int ev_scope_ok(const char* s)
 }
 
 /* doc's value at a dotted path; knob names have dots too, so only the table's paths are walked */
-static const json_t* at_path(const json_t* doc, const char* path)
+const json_t* ev_field_value(const json_t* doc, const char* path)
 {
 	char buf[128];
 	snprintf(buf, sizeof buf, "%s", path);
@@ -123,10 +123,10 @@ int ev_receipt_check(const json_t* doc, char* err, size_t errlen)
 		if (dot) {
 			char parent[64];
 			snprintf(parent, sizeof parent, "%.*s", (int)(dot - f->path), f->path);
-			const json_t* pv = at_path(doc, parent);
+			const json_t* pv = ev_field_value(doc, parent);
 			if (!pv || json_is_null(pv)) continue;
 		}
-		const json_t* v = at_path(doc, f->path);
+		const json_t* v = ev_field_value(doc, f->path);
 		if (!v || json_is_null(v)) {
 			if (f->required) {
 				snprintf(err, errlen, "receipt field %s is missing", f->path);

@@ -40,6 +40,9 @@ struct ev_field {
 	const char* doc;     /* one line                                                          */
 };
 extern const struct ev_field ev_receipt_fields[];
+/* doc's value at a field's dotted path (ev_field.path: only the table's paths, knob names hold
+ * dots too), or NULL */
+const json_t* ev_field_value(const json_t* doc, const char* path);
 extern const int ev_receipt_n_fields;
 
 /* 0 when doc has every required field with its type (and each figure a scope and a unit);

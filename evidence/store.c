@@ -118,20 +118,6 @@ void ev_store_close(ev_store* st)
 	free(st);
 }
 
-/* json value at a dotted table path */
-static const json_t* field_at(const json_t* doc, const char* path)
-{
-	char buf[128];
-	snprintf(buf, sizeof buf, "%s", path);
-	const json_t* v = doc;
-	for (char *p = buf, *dot; v && p; p = dot ? dot + 1 : NULL) {
-		dot = strchr(p, '.');
-		if (dot) *dot = 0;
-		v = json_is_object(v) ? json_object_get(v, p) : NULL;
-	}
-	return v;
-}
-
 static int64_t put_receipt(ev_store* st, json_t* doc, int commit, char* err, size_t errlen)
 {
 	if (ev_receipt_check(doc, err, errlen)) return -1;
@@ -168,7 +154,7 @@ static int64_t put_receipt(ev_store* st, json_t* doc, int commit, char* err, siz
 	for (int i = 0; i < ev_receipt_n_fields; i++) {
 		const struct ev_field* f = &ev_receipt_fields[i];
 		if (!f->column) continue;
-		const json_t* v = field_at(doc, f->path);
+		const json_t* v = ev_field_value(doc, f->path);
 		if (!v || json_is_null(v)) sqlite3_bind_null(s, k);
 		else if (json_is_boolean(v)) sqlite3_bind_int(s, k, json_is_true(v));
 		else if (json_is_integer(v)) sqlite3_bind_int64(s, k, json_integer_value(v));
