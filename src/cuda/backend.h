@@ -142,15 +142,16 @@ void pv_cuda_set_graphs(struct pv_session* s, int on);
  * a one-time PV_LOG_WARN message and the reason in the session stats' fallback). */
 int pv_cuda_prefill_available(void);
 /* Per session: on = 0 (the 16-row path), 1 (prefill, fast: bf16 GEMM inputs, tensor-core
- * attention) or 2 (prefill, precise: GEMM inputs as bf16 hi + lo pairs, twice the GEMMs, and
- * the f32 attention; within ~1e-3 of the exact path where the fast mode may differ by ~1e-2);
+ * attention) or 2 (prefill, precise: GEMM inputs and non-BF16 weights as bf16 hi + lo pairs,
+ * three GEMMs per product (two for BF16 weights), and the f32 attention; within ~1e-3 of the exact path where the fast mode may differ by ~1e-2);
  * the default is the model's cuda.prefill; and the rows per chunk (0: the model's
  * cuda.prefill_chunk). Changes this session's copy of both switches. Tests use it to force
  * either path. */
 void pv_cuda_set_prefill(struct pv_session* s, int on, int chunk);
 /* Tests: out[r*cols + c] = W[r][c] as the prefill's GEMMs see it (uploaded, dequantized on the
- * GPU and rounded to bf16), as floats. */
-int pv_cuda_test_dequant(const struct pv_tensor* W, float* out, char* err, size_t errlen);
+ * GPU and rounded to bf16), as floats; out_lo (unless NULL): the low halves the precise mode
+ * adds, bf16(W[r][c] - out[r*cols + c]). */
+int pv_cuda_test_dequant(const struct pv_tensor* W, float* out, float* out_lo, char* err, size_t errlen);
 
 /* Tests: changes this session's copy of the model's knobs ("name=value,...", tuning.cu's names),
  * for A/B runs inside one process; the next call uses them (the prefill scratch is set up again

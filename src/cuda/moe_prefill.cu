@@ -71,7 +71,8 @@ enum { W_GENERIC = 0, W_BF16, W_Q8_0 };
 struct ggemm_args {
 	const bf16* x; /* activation rows, ld ldx (a multiple of 8)                   */
 	int ldx, by_slot, k;
-	int accumulate; /* Y += the product (the precise mode's second, low-half pass) */
+	int accumulate; /* Y += the product (the precise mode's low-half passes)               */
+	int wlo;        /* the weights' low halves, bf16(v - bf16(v)), instead of bf16(v)      */
 	const int *perm, *off, *ntiles;
 	const int2* tiles;
 	pv_units::Planes w[2]; /* stacked expert matrices [E N][K]; blockIdx.z picks one      */
@@ -85,6 +86,9 @@ __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b
 	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
 	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+/* what rounding v to bf16 leaves (exact in f32): the split weights' low half, before its own rounding */
+__device__ __forceinline__ float low_half(float v) { return __fsub_rn(v, __bfloat162float(__float2bfloat16_rn(v))); }
 
 __device__ __forceinline__ uint32_t pack_bf2(float lo, float hi)
 {
@@ -146,6 +150,7 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 				for (int i = 0; i < 16; i++) {
 					const uint32_t wd = pv_units::word(qv, i >> 2);
 					f[i] = __fmul_rn((float)(int)(signed char)((wd >> (8 * (i & 3))) & 0xffu), d);
+					if (a.wlo) f[i] = low_half(f[i]);
 				}
 				lo = make_uint4(pack_bf2(f[0], f[1]), pack_bf2(f[2], f[3]), pack_bf2(f[4], f[5]),
 				                pack_bf2(f[6], f[7]));
@@ -168,7 +173,7 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 				const int r = i / GK, kk = i - r * GK;
 				float v = 0.0f;
 				if (n0 + r < N && k0 + kk < K) v = pv_units::dq_elem(W, (int64_t)e * N + n0 + r, k0 + kk);
-				Bs[r * GS + kk] = __float2bfloat16_rn(v);
+				Bs[r * GS + kk] = __float2bfloat16_rn(a.wlo ? low_half(v) : v);
 			}
 		}
 		__syncthreads();
@@ -320,12 +325,19 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 		PV_LAUNCH("moe gate/up", &k->d->tu, err, errlen, ggemm_kernel,
 		          dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
 		p->nl++;
-		if (pv_prefill_lo(p, p->xb)) { /* precise mode: += the low halves' product */
+		if (pv_prefill_lo(p, p->xb)) { /* precise mode: += the low halves' products */
 			g.x = pv_prefill_lo(p, p->xb);
 			g.accumulate = 1;
 			PV_LAUNCH("moe gate/up lo", &k->d->tu, err, errlen, ggemm_kernel,
 			          dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
 			p->nl++;
+			if (g.wkind != W_BF16) {
+				g.x = p->xb;
+				g.wlo = 1;
+				PV_LAUNCH("moe gate/up w lo", &k->d->tu, err, errlen, ggemm_kernel,
+				          dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+				p->nl++;
+			}
 		}
 	}
 	if (pv_prefill_swiglu(k, p->eg, p->eu, Ie, p->ehb, p->ldie, Ie, nslots)) return -1;
@@ -357,6 +369,13 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 			PV_LAUNCH("moe down lo", &k->d->tu, err, errlen, ggemm_kernel,
 			          dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
 			p->nl++;
+			if (g.wkind != W_BF16) {
+				g.x = p->ehb;
+				g.wlo = 1;
+				PV_LAUNCH("moe down w lo", &k->d->tu, err, errlen, ggemm_kernel,
+				          dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
+				p->nl++;
+			}
 		}
 	}
 	if (a.shared) {

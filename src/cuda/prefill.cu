@@ -22,7 +22,8 @@
  *   LM rows               final norm (f32), the decode's GEMV LM head in 16-row groups, argmax
  * Weights: BF16 matrices are used in place (row-major [out][in] = column-major [in][out], so
  * Y = X W^T is one GemmEx with op T on W); other types are dequantized per use into one bf16
- * scratch matrix (dequant.cu: the value pv_dequant_block gives, then rounded to bf16).
+ * scratch matrix (dequant.cu: the value pv_dequant_block gives, then rounded to bf16); the
+ * precise mode also keeps what the rounding left, bf16(value - hi), and adds W_lo X_hi.
  *
  * Numerics: activations entering a GEMM are rounded to bf16 (8 significant bits), products
  * accumulate in f32 (tensor cores); everything else is f32 as in the decode path. Deterministic
@@ -172,6 +173,7 @@ void layout(struct pv_prefill* p, const struct pv_session* s, struct carve* cv)
 		p->xl = p->ol = p->hl = p->ehl = p->shl = NULL;
 	}
 	p->wbuf = p->wbuf_elems ? take<bf16>(cv, p->wbuf_elems) : NULL;
+	p->wlo = p->wbuf_elems && p->split ? take<bf16>(cv, p->wbuf_elems) : NULL;
 	p->ws = take<unsigned char>(cv, WS_BYTES);
 	p->tok = take<int>(cv, (size_t)p->max_rows);
 	p->steps = take<struct dstep>(cv, (size_t)p->n_steps);
@@ -373,11 +375,15 @@ bf16* pv_prefill_lo(const struct pv_prefill* p, const bf16* hi)
 	return NULL;
 }
 
-/* precise mode: Y = W X_hi, then Y += W X_lo (a second GEMM with beta 1, in that order) */
+/* precise mode: Y = W_hi X_hi, then Y += W_hi X_lo, then (weights not BF16, whose bf16 rounding
+ * loses bits: Q8_0's d * q has up to 19 significant bits) Y += W_lo X_hi; GEMMs with beta 1, in
+ * that order. W_lo X_lo (below 2^-16 relative) is left out. Without the third GEMM the random
+ * MoE models' prompts flipped top-k experts (docs/results/cpu-2026-12-02-bf16-weights.md). */
 int pv_prefill_gemm(struct pv_prefill_ctx* k, const struct dmat* W, const bf16* X, int ldx, float* Y, int ldy, int T)
 {
 	struct pv_prefill* p = k->p;
 	const bf16* w;
+	const bf16* wl = NULL;
 	int ldw;
 	if (W->type == PV_BF16) {
 		w = reinterpret_cast<const bf16*>(W->p[0]);
@@ -387,16 +393,22 @@ int pv_prefill_gemm(struct pv_prefill_ctx* k, const struct dmat* W, const bf16* 
 		if ((size_t)total > p->wbuf_elems || !p->wbuf)
 			return pv_errf(k->err, k->errlen, "CUDA backend: prefill: a [%lld, %lld] matrix exceeds the dequantization buffer",
 			               (long long)W->rows, (long long)W->cols);
-		if (pv_cuda_dequant_bf16(k->d->st, &k->d->tu, W, p->wbuf, k->err, k->errlen)) return -1;
+		wl = p->split ? p->wlo : NULL;
+		if (pv_cuda_dequant_bf16(k->d->st, &k->d->tu, W, p->wbuf, (bf16*)wl, k->err, k->errlen)) return -1;
 		p->nl++;
 		w = p->wbuf;
 		ldw = (int)W->cols;
 	}
-	if (pv_cublas_gemm(p->blas, w, ldw, X, ldx, Y, ldy, (int)W->rows, T, (int)W->cols, 0.0f, k->err, k->errlen)) return -1;
+	const int N = (int)W->rows, K = (int)W->cols;
+	if (pv_cublas_gemm(p->blas, w, ldw, X, ldx, Y, ldy, N, T, K, 0.0f, k->err, k->errlen)) return -1;
 	p->ng++;
 	const bf16* lo = pv_prefill_lo(p, X);
 	if (lo) {
-		if (pv_cublas_gemm(p->blas, w, ldw, lo, ldx, Y, ldy, (int)W->rows, T, (int)W->cols, 1.0f, k->err, k->errlen)) return -1;
+		if (pv_cublas_gemm(p->blas, w, ldw, lo, ldx, Y, ldy, N, T, K, 1.0f, k->err, k->errlen)) return -1;
+		p->ng++;
+	}
+	if (wl) {
+		if (pv_cublas_gemm(p->blas, wl, ldw, X, ldx, Y, ldy, N, T, K, 1.0f, k->err, k->errlen)) return -1;
 		p->ng++;
 	}
 	return 0;

@@ -42,7 +42,8 @@ struct pv_prefill {
 	/* what the scratch was laid out for (the session's cuda.prefill_chunk and cuda.prefill; the
 	 * other switches are read from the session's settings, d->tu, at each call) */
 	int chunk;                /* rows per chunk asked for (R is at most max_batch)             */
-	int split;                /* precise mode: every GEMM input as bf16 hi + lo (two GEMMs), the
+	int split;                /* precise mode: every GEMM input as bf16 hi + lo (two GEMMs; a
+	                           * third for the weights' low halves when they are not BF16), the
 	                           * f32 attention (cuda.prefill = 2, pv_cuda_set_prefill on = 2)   */
 	bf16 *xl, *ol, *hl, *ehl, *shl; /* the low halves of xb, ob, hb, ehb, shb (precise mode)   */
 	int R, max_rows, n_steps; /* scratch rows (0: not allocated), tokens and steps it holds   */
@@ -75,6 +76,7 @@ struct pv_prefill {
 	bf16 *ehb, *shb;
 	int ldie, ldis, moe_gemm;
 	bf16* wbuf;               /* a dequantized weight matrix [rows][cols]                      */
+	bf16* wlo;                /* precise mode: its low halves, bf16(W - wbuf) (else NULL)      */
 	size_t wbuf_elems;
 	void* ws;                 /* cuBLAS workspace                                              */
 	int* tok;                 /* [max_rows] device token ids                                   */
@@ -101,7 +103,8 @@ static inline pv_units::Planes pv_prefill_planes(const struct dmat* w)
 }
 
 /* prefill.cu: Y[t][o] = sum_i X[t][i] W[o][i] for t < T (X bf16 [T][ldx], Y f32 [T][ldy]; other
- * weight types than BF16 dequantized first); precise mode: Y = W X_hi, then Y += W X_lo */
+ * weight types than BF16 dequantized first); precise mode: Y = W_hi X_hi, Y += W_hi X_lo, then
+ * (weights not BF16) Y += W_lo X_hi */
 int pv_prefill_gemm(struct pv_prefill_ctx* k, const struct dmat* W, const bf16* X, int ldx, float* Y, int ldy, int T);
 /* prefill.cu: the low-half partner of a bf16 activation buffer (precise mode), else NULL */
 bf16* pv_prefill_lo(const struct pv_prefill* p, const bf16* hi);
@@ -119,9 +122,10 @@ int pv_prefill_attention_init(int head_dim, char* err, size_t errlen);
 int pv_prefill_deltanet_layer(struct pv_prefill_ctx* k, const struct dlayer* L, int l, int T);
 /* moe_prefill.cu: the MoE FFN over T rows into delta (grouped GEMMs, or the decode's GEMVs) */
 int pv_prefill_moe_layer(struct pv_prefill_ctx* k, const struct dlayer* L, int T);
-/* dequant.cu: out [rows][cols] = W as bf16 (the values dq_elem gives, rounded) */
-int pv_cuda_dequant_bf16(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* W, bf16* out, char* err,
-                         size_t errlen);
+/* dequant.cu: out [rows][cols] = W as bf16 (the values dq_elem gives, rounded); lo (unless NULL)
+ * = bf16(value - out), the split weights of the precise mode */
+int pv_cuda_dequant_bf16(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct dmat* W, bf16* out, bf16* lo,
+                         char* err, size_t errlen);
 
 /* ---- device helpers of several prefill kernels ------------------------------------------------- */
 

@@ -934,26 +934,46 @@ static void prefill_dequant_check(void)
 			if (!w) continue;
 			struct pv_tensor W = { w, t, rows, cols };
 			float* gpu = malloc(sizeof(float) * (size_t)rows * cols);
+			float* glo = malloc(sizeof(float) * (size_t)rows * cols);
 			float* row = malloc(sizeof(float) * (size_t)cols);
-			int rc = pv_cuda_test_dequant(&W, gpu, err, sizeof(err));
+			int rc = pv_cuda_test_dequant(&W, gpu, glo, err, sizeof(err));
 			CHECK(rc == 0, "prefill dequant %s [%d, %d]: %s", pv_dtype_name(t), rows, cols, err);
-			int bad = 0;
+			int bad = 0, bad_lo = 0, lossy = 0;
+			double worst = 0; /* |v - (hi + lo)| / |v| */
 			for (int r = 0; r < rows && !rc; r++) {
 				pv_tensor_row_f32(&W, r, row);
 				for (int c = 0; c < cols; c++) {
 					const uint32_t u = (uint32_t)to_bf16(row[c]) << 16;
-					float ref;
+					float ref, lref;
 					memcpy(&ref, &u, 4);
-					bad += memcmp(&ref, &gpu[(size_t)r * cols + c], 4) != 0;
+					const size_t i = (size_t)r * cols + c;
+					bad += memcmp(&ref, &gpu[i], 4) != 0;
+					/* the precise mode's low half: bf16 of what the rounding left (exact in f32) */
+					const uint32_t ul = (uint32_t)to_bf16(row[c] - ref) << 16;
+					memcpy(&lref, &ul, 4);
+					bad_lo += memcmp(&lref, &glo[i], 4) != 0;
+					lossy += row[c] != ref;
+					if (row[c] != 0) {
+						const double e = fabs((double)row[c] - ((double)gpu[i] + (double)glo[i])) / fabs((double)row[c]);
+						if (e > worst) worst = e;
+					}
 				}
 			}
 			CHECK(!rc && !bad, "prefill dequant %s [%d, %d]: %d of %d values differ from the CPU's (rounded to bf16)", pv_dtype_name(t),
 			      rows, cols, bad, rows * cols);
+			CHECK(!rc && !bad_lo, "prefill dequant %s [%d, %d]: %d of %d low halves differ from the CPU's", pv_dtype_name(t), rows, cols,
+			      bad_lo, rows * cols);
+			/* hi + lo carries 16 significant bits: 2^-16 relative, against bf16's 2^-8 */
+			CHECK(!rc && worst <= 1.0 / 65536, "prefill dequant %s [%d, %d]: hi + lo is %.3g from the value (> 2^-16)", pv_dtype_name(t),
+			      rows, cols, worst);
+			CHECK(!rc && (t == PV_BF16 || lossy > 0), "prefill dequant %s [%d, %d]: no value lost bits in bf16, so the low halves are untested",
+			      pv_dtype_name(t), rows, cols);
 			free(gpu);
+			free(glo);
 			free(row);
 			free(w);
 		}
-	printf("  prefill dequant: every type against the CPU's values rounded to bf16, bitwise\n");
+	printf("  prefill dequant: every type against the CPU's values rounded to bf16, and the low halves, bitwise\n");
 }
 
 /* PREFILL_ROWS rows from the fixture's first prompt, repeated */

@@ -21,6 +21,8 @@
 #   tools/cuda/spec-check.sh f   the KV cache types (the API's cache section, tg at depth 4096 f32 /
 #                                f16 / bf16), the 35B-A3B prefill disagreement by weight type,
 #                                Nsight Compute on the shared walk
+#   tools/cuda/spec-check.sh h   the 9B shape's 16-row step per switch (under a timeout), the
+#                                precise prefill's split weights (tests, the 35B-A3B shape's error)
 #   tools/cuda/spec-check.sh b   the CUDA tests again, Nsight Compute on 1- and 16-row steps when
 #                                ncu is there, the adaptive policy with real n-gram drafts on the
 #                                8B shape, the curve and replays on Qwen3-30B-A3B and
@@ -274,6 +276,42 @@ elif [ "$PART" = f ]; then
 			rm -f "$m"
 		fi
 	fi
+elif [ "$PART" = h ]; then
+	# first the 16-row step on the Qwen3.5-9B shape, which did not finish in a bench on
+	# 2026-12-02 (gemv_shared=2, window graphs 1): each variant alone under a timeout (rc 124:
+	# still running) to say which switch it follows; then the precise prefill with split weights
+	# (the dequantization's low halves bitwise, the fixtures' prefill, the 35B-A3B Q8_0 shape's
+	# last-row error against the exact path), then the 8B curve with the new default
+	m=$W/qwen3.5-9b-bf16.gguf
+	if synth qwen3.5-9b bf16 "$m"; then
+		for v in "PV_CUDA_GEMV_SHARED=2 PV_CUDA_WINDOW_GRAPHS=1" "PV_CUDA_GEMV_SHARED=2 PV_CUDA_WINDOW_GRAPHS=0" \
+			"PV_CUDA_GEMV_SHARED=1 PV_CUDA_WINDOW_GRAPHS=1" "PV_CUDA_GEMV_SHARED=0 PV_CUDA_WINDOW_GRAPHS=0" \
+			"PV_CUDA_GEMV_SHARED=2 PV_CUDA_GRAPHS=0"; do
+			t=$(date +%s)
+			env $v timeout ${HANG_S:-25} $B/proven bench --backend cuda --model "$m" --pp 16 --tg 4 --depth 512 --reps 1 \
+				--json-only >"$OUT/.b" 2>>"$LOG"
+			rc=$?
+			say "9B rows 16 $v: rc $rc ($(($(date +%s) - t)) s) $(grep -o '"pp_tok_s":[0-9.]*' "$OUT/.b" | tail -1)"
+		done
+		for r in 12 15; do
+			env PV_CUDA_GEMV_SHARED=2 timeout ${HANG_S:-25} $B/proven bench --backend cuda --model "$m" --pp $r --tg 4 \
+				--depth 512 --reps 1 --json-only >"$OUT/.b" 2>>"$LOG"
+			say "9B rows $r SHARED=2: rc $? $(grep -o '"pp_tok_s":[0-9.]*' "$OUT/.b" | tail -1)"
+		done
+		rm -f "$m"
+	fi
+	runtest "test_cuda prefill (split weights)" $B/cuda/test_cuda prefill
+	grep -E 'prefill dequant|worst prefill' "$OUT/.t" | head -5 | tee -a "$SUM" >/dev/null
+	for ty in q8_0 bf16; do
+		have_time 60 "prefill 35B-A3B $ty" || continue
+		m=$W/q35moe-8l-$ty.gguf
+		if $B/proven synth --preset qwen3.5-35b-a3b --type $ty --layers 8 --out "$m" --quiet >>"$LOG" 2>&1; then
+			PV_PREFILL_MODEL=$m $B/cuda/test_cuda prefill-bench >"$OUT/.t" 2>&1
+			cat "$OUT/.t" >>"$LOG"
+			say "prefill 35B-A3B 8 layers $ty: $(grep -E 'pp512|last row' "$OUT/.t" | tr -s ' ' | tr '\n' ' ' | cut -c1-600)"
+			rm -f "$m"
+		fi
+	done
 elif [ "$PART" = c ]; then
 	# the hybrid MoE and Qwen3-Next through snapshot rollback (their n-gram courts drafted
 	# little), a draft model under seeded sampling
