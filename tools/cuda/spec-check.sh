@@ -285,16 +285,16 @@ elif [ "$PART" = h ]; then
 	m=$W/qwen3.5-9b-bf16.gguf
 	if synth qwen3.5-9b bf16 "$m"; then
 		for v in "PV_CUDA_GEMV_SHARED=2 PV_CUDA_WINDOW_GRAPHS=1" "PV_CUDA_GEMV_SHARED=2 PV_CUDA_WINDOW_GRAPHS=0" \
-			"PV_CUDA_GEMV_SHARED=1 PV_CUDA_WINDOW_GRAPHS=1" "PV_CUDA_GEMV_SHARED=0 PV_CUDA_WINDOW_GRAPHS=0" \
-			"PV_CUDA_GEMV_SHARED=2 PV_CUDA_GRAPHS=0"; do
+			"PV_CUDA_GEMV_SHARED=1 PV_CUDA_WINDOW_GRAPHS=1" "PV_CUDA_GEMV_SHARED=0 PV_CUDA_WINDOW_GRAPHS=1" \
+			"PV_CUDA_GEMV_SHARED=2 PV_CUDA_PDL=0"; do
 			t=$(date +%s)
-			env $v timeout ${HANG_S:-25} $B/proven bench --backend cuda --model "$m" --pp 16 --tg 4 --depth 512 --reps 1 \
+			env $v timeout ${HANG_S:-20} $B/proven bench --backend cuda --model "$m" --pp 16 --tg 4 --depth 512 --reps 1 \
 				--json-only >"$OUT/.b" 2>>"$LOG"
 			rc=$?
 			say "9B rows 16 $v: rc $rc ($(($(date +%s) - t)) s) $(grep -o '"pp_tok_s":[0-9.]*' "$OUT/.b" | tail -1)"
 		done
 		for r in 12 15; do
-			env PV_CUDA_GEMV_SHARED=2 timeout ${HANG_S:-25} $B/proven bench --backend cuda --model "$m" --pp $r --tg 4 \
+			env PV_CUDA_GEMV_SHARED=2 timeout ${HANG_S:-20} $B/proven bench --backend cuda --model "$m" --pp $r --tg 4 \
 				--depth 512 --reps 1 --json-only >"$OUT/.b" 2>>"$LOG"
 			say "9B rows $r SHARED=2: rc $? $(grep -o '"pp_tok_s":[0-9.]*' "$OUT/.b" | tail -1)"
 		done

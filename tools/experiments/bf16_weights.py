@@ -3,6 +3,8 @@
 
     bf16_weights.py round SRC.gguf DST.gguf    every Q8_0 weight but token_embd/output dequantized and
                                                rounded to BF16 (nearest even), everything else as it is
+    bf16_weights.py split SRC.gguf DST.gguf    the same weights as F32 hi + lo, hi = bf16(v), lo = bf16(v - hi):
+                                               what the precise mode's three GEMMs multiply since 581b224
     bf16_weights.py compare A.st B.st          two `proven generate --dump-logits` files: per row,
                                                max |a - b| / max |a| and whether the argmax agrees
 
@@ -16,7 +18,7 @@ import struct
 import sys
 
 
-def round_file(src, dst):
+def round_file(src, dst, split=False):
     import gguf
     import numpy as np
     from gguf.quants import dequantize
@@ -43,9 +45,14 @@ def round_file(src, dst):
     for ti in r.tensors:
         shape = [int(x) for x in reversed(ti.shape.tolist())]  # numpy order: rows first
         if ti.tensor_type == gguf.GGMLQuantizationType.Q8_0 and ti.name not in ("token_embd.weight", "output.weight"):
-            u = dequantize(ti.data, ti.tensor_type).astype(np.float32).reshape(shape).view(np.uint32)
-            b = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # nearest even (finite values)
-            w.add_tensor(ti.name, b, raw_shape=shape, raw_dtype=gguf.GGMLQuantizationType.BF16)
+            v = dequantize(ti.data, ti.tensor_type).astype(np.float32).reshape(shape)
+            b = to_bf16(v)
+            if split:
+                hi = from_bf16(b)
+                lo = from_bf16(to_bf16(v - hi))  # v - hi is exact in f32
+                w.add_tensor(ti.name, hi + lo, raw_shape=shape, raw_dtype=gguf.GGMLQuantizationType.F32)
+            else:
+                w.add_tensor(ti.name, b, raw_shape=shape, raw_dtype=gguf.GGMLQuantizationType.BF16)
             rounded += 1
         else:
             plain = ti.tensor_type in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16,
@@ -55,7 +62,20 @@ def round_file(src, dst):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    print("%s: %d Q8_0 tensors rounded to BF16" % (dst, rounded))
+    print("%s: %d Q8_0 tensors %s" % (dst, rounded, "split into bf16 hi + lo (stored F32)" if split else "rounded to BF16"))
+
+
+def to_bf16(v):
+    import numpy as np
+
+    u = v.view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # nearest even (finite values)
+
+
+def from_bf16(b):
+    import numpy as np
+
+    return (b.astype(np.uint32) << 16).view(np.float32)
 
 
 def load_logits(path):
@@ -78,8 +98,8 @@ def compare(pa, pb):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "round":
-        round_file(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 4 and sys.argv[1] in ("round", "split"):
+        round_file(sys.argv[2], sys.argv[3], split=sys.argv[1] == "split")
     elif len(sys.argv) == 4 and sys.argv[1] == "compare":
         compare(sys.argv[2], sys.argv[3])
     else:
