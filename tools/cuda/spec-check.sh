@@ -312,6 +312,20 @@ elif [ "$PART" = h ]; then
 			rm -f "$m"
 		fi
 	done
+	# where the MoE prompt's time goes (0.52x llama.cpp on the 35B-A3B): Nsight Compute on the
+	# grouped expert GEMM, the expert sort and the DeltaNet rule of a 4-layer file
+	if command -v ncu >/dev/null && have_time 90 "ncu prefill"; then
+		m=$W/q35moe-4l-q8_0.gguf
+		if $B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 4 --out "$m" --quiet >>"$LOG" 2>&1; then
+			f=$OUT/ncu-prefill-35b.txt
+			timeout 120 ncu --kernel-name-base demangled -k "regex:ggemm|moe_sort|dquad" \
+				--launch-skip 12 --launch-count 12 --section SpeedOfLight --section Occupancy --section LaunchStats \
+				--section WarpStateStats --section MemoryWorkloadAnalysis $B/proven bench --backend cuda --model "$m" \
+				--pp 512 --tg 1 --reps 1 >"$f" 2>&1
+			say "ncu prefill 35B-A3B: rc $? ($(grep -c 'Duration' "$f") kernels)"
+			rm -f "$m"
+		fi
+	fi
 elif [ "$PART" = c ]; then
 	# the hybrid MoE and Qwen3-Next through snapshot rollback (their n-gram courts drafted
 	# little), a draft model under seeded sampling
