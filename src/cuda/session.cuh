@@ -123,6 +123,16 @@ void pv_cuda_drop_windows(struct dsession* d);
  * the graph never has snapshots). */
 int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, float* snap, char* err,
                          size_t errlen);
+/* decode.cu: one decoder layer over the step's rows, the residual stream d->x in place: the
+ * input add+RMSNorm (x += delta unless first; skipped when *normed says the previous GEMV's
+ * epilogue did it), the mixer (kind PV_LAYER_LINEAR: DeltaNet layer l's state, snap as above;
+ * PV_LAYER_ATTN: attention over the KV cache kc / vc, [n_ctx][kvd] of type kvt), the add+RMSNorm,
+ * the FFN (moe: routed experts, else SwiGLU) into delta, not yet added to x. nn: the norm after
+ * the FFN, which a one-row down projection may run in its epilogue (then *normed = 1, xn holds
+ * its output). */
+int pv_cuda_enqueue_layer(struct pv_session* s, const struct dlayer* L, int l, int kind, int moe, void* kc, void* vc,
+                          const struct dstep* step, int n, int first, const float* nn, int* normed, int* nl, float* snap,
+                          char* err, size_t errlen);
 /* decode.cu: copies back the outputs of step rows [g0, g0 + rows) whose LM rows are on the
  * device (row g0 first): logits rows in d_logits, argmax ids in d_ids, final-norm rows in d_xn */
 int pv_cuda_copy_outputs(const struct pv_step* sp, int g0, int rows, const float* d_logits, const int* d_ids, const float* d_xn,
