@@ -377,6 +377,26 @@ int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params,
 			goto fail;
 		}
 	}
+	/* the MTP head (mtp.cu) when the model has one: a full-attention layer with the model's FFN
+	 * kind, as the CPU runs it (cpu/mtp.c); read by draft calls only, so not in bytes_per_token */
+	if (m->w.mtp && c->n_mtp_layers > 0) {
+		const struct pv_mtp* h = m->w.mtp;
+		struct dmtp* D = &dm->mtp;
+		const int first = pl.n;
+		D->on = 1;
+		add_mat(&pl, &h->fc, &D->fc, 0);
+		add_vec(&pl, h->norm_emb, c->hidden, &D->norm_emb);
+		add_vec(&pl, h->norm_hidden, c->hidden, &D->norm_hidden);
+		add_vec(&pl, h->norm_out, c->hidden, &D->norm_out);
+		if (plan_layer(&pl, c, &h->layer, &D->layer, PV_LAYER_ATTN, c->n_experts > 0, err, errlen)) {
+			rc = PV_E_UNSUPPORTED;
+			goto fail;
+		}
+		for (int i = first; i < pl.n; i++) {
+			pl.it[i].per_token = 0;
+			pl.it[i].share = 0;
+		}
+	}
 	tied = m->w.lm_head.data == m->w.embed.data;
 	if (!tied) add_mat(&pl, &m->w.lm_head, &dm->lm_head, 1);
 
