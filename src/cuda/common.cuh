@@ -216,12 +216,21 @@ struct dlayer {
 	const float* sh_gate_w;                 /* [H] or NULL                                 */
 };
 
+/* The MTP head (model.h struct pv_mtp, mtp.cu), uploaded when the model has one (on) */
+struct dmtp {
+	int on;
+	struct dmat fc;                         /* [H, 2H], input order [embedding, hidden]    */
+	const float *norm_emb, *norm_hidden, *norm_out; /* [H]                                 */
+	struct dlayer layer;                    /* full attention, the model's FFN kind        */
+};
+
 struct dmodel {
 	unsigned char* arena;                   /* one cudaMalloc for every weight             */
 	size_t arena_bytes, arena_used;
 	struct dmat embed, lm_head;             /* lm_head aliases embed when tied             */
 	const float* final_norm;
 	struct dlayer* layers;                  /* host array of device pointers               */
+	struct dmtp mtp;
 	struct pv_cuda_model_stats st;
 	struct pv_cuda_tuning tu;              /* the knobs in effect, read once at open       */
 	struct pv_knob knobs[PV_CUDA_N_KNOBS]; /* the same as pv_model_knobs lists them        */

@@ -92,10 +92,11 @@ int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n,
 	return pv_prof_mark(d, G_DOUT, *nl, err, errlen);
 }
 
-/* One attention mixer: q/k/v projections (+ biases), q/k norm + RoPE + KV write, attention (+ the
+/* One attention mixer: q/k/v projections (+ biases), q/k norm + RoPE + KV write into kc / vc
+ * ([n_ctx][kvd] of the session's cache type: a main layer's or the MTP head's), attention (+ the
  * output gate), o_proj into delta. */
-int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const struct dstep* step, int n, const float* nn,
-                      int* normed, int* nl, char* err, size_t errlen)
+int enqueue_attention(struct pv_session* s, const struct dlayer* L, void* kc, void* vc, const struct dstep* step, int n,
+                      const float* nn, int* normed, int* nl, char* err, size_t errlen)
 {
 	const struct pv_config* c = &s->m->cfg;
 	struct dsession* d = dsess(s);
@@ -125,8 +126,8 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 		a.sin = d->sin;
 		a.q = d->q;
 		a.gate = d->gate;
-		a.kc = d->kc[l];
-		a.vc = d->vc[l];
+		a.kc = kc;
+		a.vc = vc;
 		a.kvt = d->kvt;
 		a.nh = c->n_heads;
 		a.nkv = c->n_kv_heads;
@@ -144,8 +145,8 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, const
 		struct attn_args a;
 		memset(&a, 0, sizeof a);
 		a.q = d->q;
-		a.kc = d->kc[l];
-		a.vc = d->vc[l];
+		a.kc = kc;
+		a.vc = vc;
 		a.kvt = d->kvt;
 		a.gate = c->attn_gate ? (fuse ? d->qraw + c->head_dim : d->gate) : NULL;
 		a.gate_ld = fuse ? d->ldq : qd;
@@ -293,6 +294,39 @@ void fail_outputs(const struct pv_session* s, const struct pv_step* sp)
 
 } // namespace
 
+/* One decoder layer over the step's rows (see session.cuh). */
+int pv_cuda_enqueue_layer(struct pv_session* s, const struct dlayer* L, int l, int kind, int moe, void* kc, void* vc,
+                          const struct dstep* step, int n, int first, const float* nn, int* normed, int* nl, float* snap,
+                          char* err, size_t errlen)
+{
+	const struct pv_config* c = &s->m->cfg;
+	struct dsession* d = dsess(s);
+	cudaStream_t st = d->st;
+	const int H = c->hidden;
+	if (!*normed) {
+		if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, first ? NULL : d->delta, d->xn, L->attn_norm, H, c->rms_eps, n, err,
+		                        errlen))
+			return -1;
+		++*nl;
+		if (pv_prof_mark(d, G_NORM, *nl, err, errlen)) return -1;
+	}
+	*normed = 0;
+	if (kind == PV_LAYER_LINEAR) {
+		if (enqueue_deltanet(s, L, l, n, L->ffn_norm, normed, nl, snap, err, errlen)) return -1;
+	} else if (enqueue_attention(s, L, kc, vc, step, n, L->ffn_norm, normed, nl, err, errlen)) {
+		return -1;
+	}
+	if (!*normed) {
+		if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen)) return -1;
+		++*nl;
+		if (pv_prof_mark(d, G_NORM, *nl, err, errlen)) return -1;
+	}
+	*normed = 0;
+	if (moe) return enqueue_moe(s, L, n, nl, err, errlen);
+	return enqueue_swiglu(s, st, &L->gate, &L->up, &L->down, d->ffg, d->ffu, d->ffn, d->delta, n, nl, 0, err, errlen, nn,
+	                      normed);
+}
+
 /* Rows [0, n) of one step at step->pos0: every layer, then (lm) the final norm, the LM head and
  * the argmax for rows [lr0, n); snap: see session.cuh. */
 int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, float* snap, char* err,
@@ -313,35 +347,11 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 	nl++;
 	if (pv_prof_mark(d, G_EMBED, nl, err, errlen)) goto out;
 	for (int l = 0; l < c->n_layers; l++) {
-		const struct dlayer* L = &dm->layers[l];
-		if (!normed) {
-			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, l ? d->delta : NULL, d->xn, L->attn_norm, H, c->rms_eps, n,
-			                        err, errlen))
-				goto out;
-			nl++;
-			if (pv_prof_mark(d, G_NORM, nl, err, errlen)) goto out;
-		}
-		normed = 0;
-		if (c->layer_kind[l] == PV_LAYER_LINEAR) {
-			if (enqueue_deltanet(s, L, l, n, L->ffn_norm, &normed, &nl, snap, err, errlen)) goto out;
-		} else if (enqueue_attention(s, L, l, step, n, L->ffn_norm, &normed, &nl, err, errlen)) {
-			goto out;
-		}
-		if (!normed) {
-			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen))
-				goto out;
-			nl++;
-			if (pv_prof_mark(d, G_NORM, nl, err, errlen)) goto out;
-		}
-		normed = 0;
 		/* the norm after this FFN: the next layer's input norm, or the final norm before the LM head */
 		const float* nn = l + 1 < c->n_layers ? dm->layers[l + 1].attn_norm : lm && lr0 == 0 ? dm->final_norm : NULL;
-		if (c->layer_moe[l]) {
-			if (enqueue_moe(s, L, n, &nl, err, errlen)) goto out;
-		} else if (enqueue_swiglu(s, st, &L->gate, &L->up, &L->down, d->ffg, d->ffu, d->ffn, d->delta, n, &nl, 0, err,
-		                          errlen, nn, &normed)) {
+		if (pv_cuda_enqueue_layer(s, &dm->layers[l], l, c->layer_kind[l], c->layer_moe[l], d->kc[l], d->vc[l], step, n,
+		                          l == 0, nn, &normed, &nl, snap, err, errlen))
 			goto out;
-		}
 	}
 	if (lm) {
 		const int rows = n - lr0;

@@ -123,6 +123,14 @@ void layout(struct pv_session* s, struct carve* cv)
 		d->lin_ab = take<float>(cv, B * 2 * Hv);
 		d->lin_o = take<float>(cv, B * vd);
 	}
+	d->mtp_kc = d->mtp_vc = NULL;
+	d->mtp_cat = d->mtp_hid = NULL;
+	if (s->mtp_on && dmod(s)->mtp.on) { /* the MTP head (mtp.cu) */
+		d->mtp_kc = take<unsigned char>(cv, (size_t)s->n_ctx * kvd * eb);
+		d->mtp_vc = take<unsigned char>(cv, (size_t)s->n_ctx * kvd * eb);
+		d->mtp_cat = take<float>(cv, B * 2 * H);
+		d->mtp_hid = take<float>(cv, B * H);
+	}
 	d->step_dev = take<struct dstep>(cv, 1);
 	d->gstep_dev = take<struct dstep>(cv, 1);
 }
@@ -362,6 +370,7 @@ uint64_t session_bytes(const struct pv_model* m, const struct pv_session_params*
 	s.max_batch = p->max_batch;
 	s.chunk_min = p->chunk_min_tokens;
 	s.n_ckpt_slots = p->n_checkpoints;
+	s.mtp_on = p->mtp && m->cfg.n_mtp_layers > 0 && m->w.mtp; /* as session.c */
 	for (int l = 0; l < m->cfg.n_layers; l++)
 		if (m->cfg.layer_kind[l] == PV_LAYER_LINEAR) s.state_floats += pv_state_floats_per_layer(&m->cfg);
 	s.n_snapshots = s.state_floats ? p->n_snapshots : 0; /* as session.c: attention-only models keep none */
@@ -529,7 +538,7 @@ const struct pv_backend cuda_backend = {
 	snapshot_load,
 	state_reset,
 	copy_prefix,
-	NULL, /* mtp: the MTP head on the GPU is not written yet */
+	pv_cuda_mtp,
 	stats,
 	pv_cuda_profile_seam,
 	device_info,

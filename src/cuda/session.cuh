@@ -51,6 +51,11 @@ struct dsession {
 	 * outputs [B k][H], the shared expert's gate/up [B][Is] and output [B][H] */
 	float *rlog, *top_w, *eg, *eu, *eo, *shg, *shu, *sho;
 	int* top_idx;
+	/* the MTP head (mtp.cu; sessions with mtp = 1 of a model with a head): its KV cache
+	 * [n_ctx][kvd] x2 (elements of type kvt), its input rows [B][2H] ([embedding, hidden] after
+	 * their norms) and the caller's hidden rows [B][H] */
+	void *mtp_kc, *mtp_vc;
+	float *mtp_cat, *mtp_hid;
 	struct dstep* step_dev;   /* direct launches                                             */
 	struct dstep* gstep_dev;  /* the graph's                                                 */
 	struct dstep* step_host;  /* pinned, [n_slots]                                           */
@@ -123,6 +128,19 @@ void pv_cuda_drop_windows(struct dsession* d);
  * the graph never has snapshots). */
 int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, float* snap, char* err,
                          size_t errlen);
+/* decode.cu: one decoder layer over the step's rows, the residual stream d->x in place: the
+ * input add+RMSNorm (x += delta unless first; skipped when *normed says the previous GEMV's
+ * epilogue did it), the mixer (kind PV_LAYER_LINEAR: DeltaNet layer l's state, snap as above;
+ * PV_LAYER_ATTN: attention over the KV cache kc / vc, [n_ctx][kvd] of type kvt), the add+RMSNorm,
+ * the FFN (moe: routed experts, else SwiGLU) into delta, not yet added to x. nn: the norm after
+ * the FFN, which a one-row down projection may run in its epilogue (then *normed = 1, xn holds
+ * its output). The main layers and the MTP head's layer (mtp.cu) both run it. */
+int pv_cuda_enqueue_layer(struct pv_session* s, const struct dlayer* L, int l, int kind, int moe, void* kc, void* vc,
+                          const struct dstep* step, int n, int first, const float* nn, int* normed, int* nl, float* snap,
+                          char* err, size_t errlen);
+/* mtp.cu: the MTP head, the seam's mtp call (engine/backend.h; arguments checked by the engine) */
+int pv_cuda_mtp(struct pv_session* s, int pos, const float* hidden, const int32_t* tokens, int n, int32_t* argmax,
+                float* hidden_out);
 /* decode.cu: copies back the outputs of step rows [g0, g0 + rows) whose LM rows are on the
  * device (row g0 first): logits rows in d_logits, argmax ids in d_ids, final-norm rows in d_xn */
 int pv_cuda_copy_outputs(const struct pv_step* sp, int g0, int rows, const float* d_logits, const int* d_ids, const float* d_xn,

@@ -276,6 +276,64 @@ static int add_experts(struct plan* pl, const struct pv_expert* ex, int n, int w
 static const struct pv_tensor* T(struct item* i) { return i->vdst ? &i->vec : i->ex ? &i->stk : i->t; }
 static struct dmat* D(struct item* i) { return i->vdst ? &i->vd : i->d; }
 
+/* Plans one decoder layer's weights (kind: PV_LAYER_ATTN or PV_LAYER_LINEAR; moe: routed
+ * experts or a dense SwiGLU); absent matrices get type -1. 0, or -1 with a message. */
+static int plan_layer(struct plan* pl, const struct pv_config* c, const struct pv_layer* L, struct dlayer* DL, int kind,
+                      int moe, char* err, size_t errlen)
+{
+	const int qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
+	add_vec(pl, L->attn_norm, c->hidden, &DL->attn_norm);
+	add_vec(pl, L->ffn_norm, c->hidden, &DL->ffn_norm);
+	struct dmat* all[] = { &DL->wq, &DL->wk, &DL->wv, &DL->wo, &DL->gate, &DL->up, &DL->down, &DL->in_qkv, &DL->in_z,
+		               &DL->in_b, &DL->in_a, &DL->in_qkvz, &DL->in_ba, &DL->out_proj };
+	for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) all[k]->type = -1;
+	if (kind == PV_LAYER_ATTN) {
+		add_mat(pl, &L->wq, &DL->wq, 1);
+		add_mat(pl, &L->wk, &DL->wk, 1);
+		add_mat(pl, &L->wv, &DL->wv, 1);
+		add_mat(pl, &L->wo, &DL->wo, 1);
+		add_vec(pl, L->bq, qd, &DL->bq);
+		add_vec(pl, L->bk, kvd, &DL->bk);
+		add_vec(pl, L->bv, kvd, &DL->bv);
+		add_vec(pl, L->q_norm, c->head_dim, &DL->q_norm);
+		add_vec(pl, L->k_norm, c->head_dim, &DL->k_norm);
+	} else {
+		add_mat(pl, &L->in_qkv, &DL->in_qkv, 1);
+		add_mat(pl, &L->in_z, &DL->in_z, 1);
+		add_mat(pl, &L->in_b, &DL->in_b, 1);
+		add_mat(pl, &L->in_a, &DL->in_a, 1);
+		add_mat(pl, &L->in_qkvz, &DL->in_qkvz, 1);
+		add_mat(pl, &L->in_ba, &DL->in_ba, 1);
+		add_mat(pl, &L->out_proj, &DL->out_proj, 1);
+		add_vec(pl, L->conv_w, (int64_t)pv_cfg_conv_dim(c) * c->conv_kernel, &DL->conv_w);
+		add_vec(pl, L->ssm_a, c->lin_v_heads, &DL->ssm_a);
+		add_vec(pl, L->dt_bias, c->lin_v_heads, &DL->dt_bias);
+		add_vec(pl, L->lin_norm, c->lin_v_dim, &DL->lin_norm);
+	}
+	struct dmat* moe_m[] = { &DL->router, &DL->ex_gate, &DL->ex_up, &DL->ex_down, &DL->sh_gate, &DL->sh_up, &DL->sh_down };
+	for (size_t k = 0; k < sizeof moe_m / sizeof moe_m[0]; k++) moe_m[k]->type = -1;
+	if (!moe) {
+		add_mat(pl, &L->ffn_gate, &DL->gate, 1);
+		add_mat(pl, &L->ffn_up, &DL->up, 1);
+		add_mat(pl, &L->ffn_down, &DL->down, 1);
+		return 0;
+	}
+	add_mat(pl, &L->router, &DL->router, 1);
+	if (add_experts(pl, L->experts, c->n_experts, 0, c->n_experts_used, &DL->ex_gate, err, errlen) ||
+	    add_experts(pl, L->experts, c->n_experts, 1, c->n_experts_used, &DL->ex_up, err, errlen) ||
+	    add_experts(pl, L->experts, c->n_experts, 2, c->n_experts_used, &DL->ex_down, err, errlen))
+		return -1;
+	if (L->shexp.gate.data) {
+		add_mat(pl, &L->shexp.gate, &DL->sh_gate, 1);
+		add_mat(pl, &L->shexp.up, &DL->sh_up, 1);
+		add_mat(pl, &L->shexp.down, &DL->sh_down, 1);
+		add_vec(pl, L->shexp_gate, c->hidden, &DL->sh_gate_w);
+	} else {
+		DL->sh_gate_w = NULL;
+	}
+	return 0;
+}
+
 static void model_free(struct pv_model* m)
 {
 	struct dmodel* dm = (struct dmodel*)m->dev;
@@ -314,59 +372,29 @@ int pv_cuda_model_init(struct pv_model* m, const struct pv_model_params* params,
 	add_mat(&pl, &m->w.embed, &dm->embed, 0);
 	add_vec(&pl, m->w.final_norm, c->hidden, &dm->final_norm);
 	for (int l = 0; l < c->n_layers; l++) {
-		const struct pv_layer* L = &m->w.layers[l];
-		struct dlayer* DL = &dm->layers[l];
-		int qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
-		add_vec(&pl, L->attn_norm, c->hidden, &DL->attn_norm);
-		add_vec(&pl, L->ffn_norm, c->hidden, &DL->ffn_norm);
-		struct dmat* all[] = { &DL->wq, &DL->wk, &DL->wv, &DL->wo, &DL->gate, &DL->up, &DL->down, &DL->in_qkv, &DL->in_z,
-			               &DL->in_b, &DL->in_a, &DL->in_qkvz, &DL->in_ba, &DL->out_proj };
-		for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) all[k]->type = -1;
-		if (c->layer_kind[l] == PV_LAYER_ATTN) {
-			add_mat(&pl, &L->wq, &DL->wq, 1);
-			add_mat(&pl, &L->wk, &DL->wk, 1);
-			add_mat(&pl, &L->wv, &DL->wv, 1);
-			add_mat(&pl, &L->wo, &DL->wo, 1);
-			add_vec(&pl, L->bq, qd, &DL->bq);
-			add_vec(&pl, L->bk, kvd, &DL->bk);
-			add_vec(&pl, L->bv, kvd, &DL->bv);
-			add_vec(&pl, L->q_norm, c->head_dim, &DL->q_norm);
-			add_vec(&pl, L->k_norm, c->head_dim, &DL->k_norm);
-		} else {
-			add_mat(&pl, &L->in_qkv, &DL->in_qkv, 1);
-			add_mat(&pl, &L->in_z, &DL->in_z, 1);
-			add_mat(&pl, &L->in_b, &DL->in_b, 1);
-			add_mat(&pl, &L->in_a, &DL->in_a, 1);
-			add_mat(&pl, &L->in_qkvz, &DL->in_qkvz, 1);
-			add_mat(&pl, &L->in_ba, &DL->in_ba, 1);
-			add_mat(&pl, &L->out_proj, &DL->out_proj, 1);
-			add_vec(&pl, L->conv_w, (int64_t)pv_cfg_conv_dim(c) * c->conv_kernel, &DL->conv_w);
-			add_vec(&pl, L->ssm_a, c->lin_v_heads, &DL->ssm_a);
-			add_vec(&pl, L->dt_bias, c->lin_v_heads, &DL->dt_bias);
-			add_vec(&pl, L->lin_norm, c->lin_v_dim, &DL->lin_norm);
+		if (plan_layer(&pl, c, &m->w.layers[l], &dm->layers[l], c->layer_kind[l], c->layer_moe[l], err, errlen)) {
+			rc = PV_E_UNSUPPORTED;
+			goto fail;
 		}
-		struct dmat* moe[] = { &DL->router, &DL->ex_gate, &DL->ex_up, &DL->ex_down, &DL->sh_gate, &DL->sh_up, &DL->sh_down };
-		for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++) moe[k]->type = -1;
-		if (!c->layer_moe[l]) {
-			add_mat(&pl, &L->ffn_gate, &DL->gate, 1);
-			add_mat(&pl, &L->ffn_up, &DL->up, 1);
-			add_mat(&pl, &L->ffn_down, &DL->down, 1);
-		} else {
-			add_mat(&pl, &L->router, &DL->router, 1);
-			if (add_experts(&pl, L->experts, c->n_experts, 0, c->n_experts_used, &DL->ex_gate, err, errlen) ||
-			    add_experts(&pl, L->experts, c->n_experts, 1, c->n_experts_used, &DL->ex_up, err, errlen) ||
-			    add_experts(&pl, L->experts, c->n_experts, 2, c->n_experts_used, &DL->ex_down, err, errlen)) {
-				rc = PV_E_UNSUPPORTED;
-				goto fail;
-			}
-			if (L->shexp.gate.data) {
-				add_mat(&pl, &L->shexp.gate, &DL->sh_gate, 1);
-				add_mat(&pl, &L->shexp.up, &DL->sh_up, 1);
-				add_mat(&pl, &L->shexp.down, &DL->sh_down, 1);
-				add_vec(&pl, L->shexp_gate, c->hidden, &DL->sh_gate_w);
-			} else {
-				DL->sh_gate_w = NULL;
-			}
+	}
+	/* the MTP head (mtp.cu) when the model has one: a full-attention layer with the model's FFN
+	 * kind, as the CPU runs it (cpu/mtp.c); read by draft calls only, so not in bytes_per_token */
+	if (m->w.mtp && c->n_mtp_layers > 0) {
+		const struct pv_mtp* h = m->w.mtp;
+		struct dmtp* D = &dm->mtp;
+		const int first = pl.n;
+		D->on = 1;
+		add_mat(&pl, &h->fc, &D->fc, 0);
+		add_vec(&pl, h->norm_emb, c->hidden, &D->norm_emb);
+		add_vec(&pl, h->norm_hidden, c->hidden, &D->norm_hidden);
+		add_vec(&pl, h->norm_out, c->hidden, &D->norm_out);
+		if (plan_layer(&pl, c, &h->layer, &D->layer, PV_LAYER_ATTN, c->n_experts > 0, err, errlen)) {
+			rc = PV_E_UNSUPPORTED;
+			goto fail;
+		}
+		for (int i = first; i < pl.n; i++) {
+			pl.it[i].per_token = 0;
+			pl.it[i].share = 0;
 		}
 	}
 	tied = m->w.lm_head.data == m->w.embed.data;

@@ -27,10 +27,21 @@
  *              path; outputs, exact, snapshots, prefix and bytes above rerun over the typed
  *              cache (the same memcmp claims); the session's bytes shrink by the KV share; q8_0
  *              is refused (PV_E_UNSUPPORTED)
+ *   mtp:       the MTP head (pv_session_mtp) over f32, f16 and bf16 caches, on the fixture with a
+ *              head and on tiny synth files (an MoE head, q8_0; a dense head, q4_k_m): the CUDA
+ *              head's output rows vs the CPU head's over the same inputs within TOL_CPU (typed
+ *              caches: their CUDA-vs-CPU bounds), greedy ids equal where the CPU logits' margin
+ *              is clear, over a whole sequence and over chained drafts (the drafter's calls);
+ *              batch invariance: calls of 1, 5, 7, 16 and 39 rows, in two sessions, bitwise;
+ *              truncation keeps the head's rows below n - 1 and rows written again are bitwise
+ *              the first ones; argmax without output rows; the target's rows after head calls
+ *              bitwise a session's without them; the session's bytes with the head's cache; a
+ *              model without a head and a session without mtp = 1: PV_E_UNSUPPORTED
  *
  * Every "same session" claim is a memcmp: these are the properties exact speculative decoding
  * rests on, not tolerances.
  */
+#include "convert/synth.h"
 #include "cpu/ops.h"
 #include "cuda/backend.h"
 #include "fixture.h"
@@ -629,6 +640,264 @@ static void test_cache_types(pv_model* m, pv_model* cm, const char* name)
 	free(cpu);
 }
 
+/* ---- the MTP head (PV_CUDA_API_ONLY=mtp; the list at the top, "mtp") ------------------------- */
+
+#define MTP_T 40 /* sequence rows: the head runs over history positions 0 .. MTP_T - 2 */
+
+static pv_session* mtp_session(pv_model* m, int mtp, int cache_type)
+{
+	struct pv_session_params sp = { .n_ctx = 160, .n_threads = 2, .mtp = mtp, .cache_type = cache_type,
+		                        .chunk_min_tokens = 16 };
+	pv_session* s = NULL;
+	char err[256];
+	CHECK(pv_session_new(&s, m, &sp, err, sizeof err) == PV_OK, "mtp session: %s", err);
+	return s;
+}
+
+/* The head over positions [p0, p0 + n) in calls of `step` rows: hidden rows hid (row r: history
+ * position r), the tokens after them toks[r + 1], argmax am[r], output rows oh (may be NULL). */
+static int mtp_calls(pv_session* s, int p0, int n, int step, const float* hid, const int32_t* toks, int32_t* am, float* oh,
+                     int H)
+{
+	for (int r = p0; r < p0 + n; r += step) {
+		const int k = p0 + n - r < step ? p0 + n - r : step;
+		if (pv_session_mtp(s, r, hid + (size_t)r * H, toks + r + 1, k, am + r, oh ? oh + (size_t)r * H : NULL)) {
+			fprintf(stderr, "mtp at %d (%d rows): %s\n", r, k, pv_session_error(s));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The CUDA head's rows (oh_g, am_g) against the CPU head's over the same inputs (oh_c, am_c):
+ * output rows within tol; greedy ids equal wherever the CPU logits (the LM head over oh_c) have a
+ * clear margin (10 tol of the row's largest logit: 1e-3 with the f32 cache, as tests/test_spec.c
+ * mtp_reference). Returns the largest relative error. */
+static double mtp_compare(pv_model* cm, const float* oh_g, const int32_t* am_g, const float* oh_c, const int32_t* am_c,
+                          int n, double tol, const char* what, const char* name)
+{
+	const int H = pv_model_get_info(cm)->hidden, V = pv_model_get_info(cm)->vocab;
+	const double e = rel_err(oh_g, oh_c, n, H);
+	CHECK(e <= tol, "%s: mtp %s: CUDA vs CPU output rows rel %.3g > %g", name, what, e, tol);
+	float* lg = malloc(sizeof(float) * (size_t)V * n);
+	pv_matmul(NULL, lg, V, oh_c, H, n, &cm->w.lm_head);
+	int clear = 0, ok = 1;
+	for (int r = 0; r < n; r++) {
+		const float* l = lg + (size_t)r * V;
+		int best = 0, second = -1;
+		double mx = 0;
+		for (int i = 0; i < V; i++) {
+			if (l[i] > l[best]) best = i;
+			if (fabs(l[i]) > mx) mx = fabs(l[i]);
+		}
+		for (int i = 0; i < V; i++)
+			if (i != best && (second < 0 || l[i] > l[second])) second = i;
+		if (l[best] - l[second] > 10 * tol * (mx > 1 ? mx : 1)) {
+			clear++;
+			ok &= am_g[r] == best && am_c[r] == best;
+		}
+	}
+	CHECK(ok, "%s: mtp %s: CUDA greedy ids differ from the CPU's where the margin is clear", name, what);
+	CHECK(clear > 0 || n < 8, "%s: mtp %s: no row with a clear margin", name, what);
+	printf("  %-16s mtp %s: %d rows, CUDA vs CPU rel %.3e, %d clear-margin ids equal\n", name, what, n, e, clear);
+	free(lg);
+	return e;
+}
+
+/* The head on one cache type: CUDA vs CPU, batch invariance, truncation, chained drafts, bytes. */
+static void test_mtp_cache(pv_model* m, pv_model* cm, const int32_t* toks, int T, int ct, double tol, const char* name)
+{
+	const int H = pv_model_get_info(m)->hidden, n = T - 1;
+	char what[64];
+	const char* tn = pv_cache_type_name(ct);
+	float* hid = malloc(sizeof(float) * (size_t)T * H);
+	float* oh_a = malloc(sizeof(float) * (size_t)n * H);
+	float* oh_b = malloc(sizeof(float) * (size_t)n * H);
+	float* oh_c = malloc(sizeof(float) * (size_t)n * H);
+	int32_t *am_a = malloc(sizeof(int32_t) * n), *am_b = malloc(sizeof(int32_t) * n), *am_c = malloc(sizeof(int32_t) * n);
+	pv_session* g = mtp_session(m, 1, ct);
+	pv_session* c = mtp_session(cm, 1, ct);
+	/* the target's final-norm rows of the sequence (the exact path), the inputs of both heads */
+	struct pv_eval_out o = { NULL, 0, NULL, 0, hid, 0 };
+	int ok = g && c && pv_session_run(g, toks, T, PV_EVAL_EXACT, &o) == PV_OK;
+	CHECK(ok, "%s %s: main rows: %s", name, tn, g ? pv_session_error(g) : "no session");
+	if (!ok) goto out;
+	/* every position in one call (three device steps: 16 + 16 + 7 rows), on both backends */
+	CHECK(mtp_calls(g, 0, n, n, hid, toks, am_a, oh_a, H) == 0 && pv_session_mtp_length(g) == n, "%s %s: CUDA head",
+	      name, tn);
+	CHECK(mtp_calls(c, 0, n, n, hid, toks, am_c, oh_c, H) == 0, "%s %s: CPU head", name, tn);
+	snprintf(what, sizeof what, "%s sequence", tn);
+	mtp_compare(cm, oh_a, am_a, oh_c, am_c, n, tol, what, name);
+	/* batch invariance: the same rows in calls of 1, 7 and 16 rows (rows at or above pos are
+	 * written again), then in another session in calls of 5: bitwise */
+	static const int steps[] = { 1, 7, 16 };
+	for (int i = 0; i < 3; i++) {
+		memset(oh_b, 0, sizeof(float) * (size_t)n * H);
+		CHECK(mtp_calls(g, 0, n, steps[i], hid, toks, am_b, oh_b, H) == 0 &&
+		              !memcmp(am_a, am_b, sizeof(int32_t) * n) && same(oh_a, oh_b, (size_t)n * H),
+		      "%s %s: the head's rows in calls of %d differ from one call's (batch invariance)", name, tn, steps[i]);
+	}
+	pv_session* g2 = mtp_session(m, 1, ct);
+	CHECK(g2 && mtp_calls(g2, 0, n, 5, hid, toks, am_b, oh_b, H) == 0 && !memcmp(am_a, am_b, sizeof(int32_t) * n) &&
+	              same(oh_a, oh_b, (size_t)n * H),
+	      "%s %s: another session's head rows (calls of 5) differ", name, tn);
+	/* argmax alone (no output rows): the same ids */
+	memset(am_b, 0xff, sizeof(int32_t) * n);
+	CHECK(g2 && mtp_calls(g2, 0, n, n, hid, toks, am_b, NULL, H) == 0 && !memcmp(am_a, am_b, sizeof(int32_t) * n),
+	      "%s %s: argmax without output rows differs", name, tn);
+	pv_session_free(g2);
+	/* truncation to T - 10 keeps the head's rows below T - 11; a call past them is refused, the
+	 * rows written again are bitwise the first ones */
+	CHECK(pv_session_truncate(g, T - 10) == PV_OK && pv_session_mtp_length(g) == T - 11,
+	      "%s %s: truncation left the head's length at %d (want %d): %s", name, tn, pv_session_mtp_length(g), T - 11,
+	      pv_session_error(g));
+	CHECK(pv_session_mtp(g, T - 10, hid + (size_t)(T - 10) * H, toks + T - 9, 1, am_b, oh_b) == PV_E_INVALID &&
+	              pv_session_ok(g),
+	      "%s %s: a head call past its cached rows was not refused", name, tn);
+	CHECK(mtp_calls(g, T - 11, 10, 10, hid, toks, am_b, oh_b, H) == 0 &&
+	              !memcmp(am_a + T - 11, am_b + T - 11, sizeof(int32_t) * 10) &&
+	              same(oh_a + (size_t)(T - 11) * H, oh_b + (size_t)(T - 11) * H, (size_t)10 * H),
+	      "%s %s: the head's rows after truncation differ", name, tn);
+	/* chained drafts (spec/mtp.c propose): the head's own row and its draft go in at the next
+	 * position; both heads take the CUDA chain's inputs, so errors do not compound */
+	{
+		enum { K = 4 };
+		float* in = malloc(sizeof(float) * (size_t)(K + 1) * H); /* [K + 1][H] chain inputs        */
+		float* oc = malloc(sizeof(float) * (size_t)K * H);       /* [K][H] the CPU head's rows     */
+		int32_t tk[K + 1], ac[K];
+		memcpy(in, oh_a + (size_t)(n - 1) * H, sizeof(float) * H);
+		tk[0] = am_a[n - 1];
+		int cok = 1;
+		for (int k = 0; k < K && cok; k++) { /* the CUDA row of step k is the input of step k + 1 */
+			cok = pv_session_mtp(g, n + k, in + (size_t)k * H, &tk[k], 1, &tk[k + 1], in + (size_t)(k + 1) * H) ==
+			              PV_OK &&
+			      pv_session_mtp(c, n + k, in + (size_t)k * H, &tk[k], 1, &ac[k], oc + (size_t)k * H) == PV_OK;
+		}
+		CHECK(cok && pv_session_mtp_length(g) == n + K, "%s %s: chained head calls: %s / %s", name, tn,
+		      pv_session_error(g), pv_session_error(c));
+		if (cok) {
+			snprintf(what, sizeof what, "%s chain", tn);
+			mtp_compare(cm, in + H, tk + 1, oc, ac, K, tol, what, name);
+		}
+		free(in);
+		free(oc);
+	}
+	/* the head leaves the target alone: its next rows are bitwise a session's that never ran it */
+	{
+		const int V = pv_model_get_info(m)->vocab;
+		float* la = malloc(sizeof(float) * (size_t)3 * V);
+		float* lb = malloc(sizeof(float) * (size_t)3 * V);
+		pv_session* r = mtp_session(m, 1, ct);
+		CHECK(r && run_exact(g, toks + T - 10, 3, 3, la, V) == 0 && run_exact(r, toks, T - 10, T - 10, NULL, V) == 0 &&
+		              run_exact(r, toks + T - 10, 3, 3, lb, V) == 0 && same(la, lb, (size_t)3 * V),
+		      "%s %s: the target's rows after head calls differ from a session without them", name, tn);
+		pv_session_free(r);
+		free(la);
+		free(lb);
+	}
+	/* bytes: the head's K and V at the cache's element size, its two row buffers */
+	{
+		struct pv_session_params a = { .n_ctx = 96, .chunk_min_tokens = 16, .cache_type = ct }, b = a;
+		b.mtp = 1;
+		const uint64_t kvb = (uint64_t)pv_cfg_kv_dim(&m->cfg) * 96 * (ct == PV_CACHE_F16 || ct == PV_CACHE_BF16 ? 2 : 4);
+#define R256(x) (((uint64_t)(x) + 255) / 256 * 256)
+		const uint64_t want = 2 * R256(kvb) + R256(16 * 2 * (uint64_t)H * 4) + R256(16 * (uint64_t)H * 4);
+#undef R256
+		CHECK(pv_session_bytes(m, &b) - pv_session_bytes(m, &a) == want, "%s %s: the head adds %llu bytes, want %llu",
+		      name, tn, (unsigned long long)(pv_session_bytes(m, &b) - pv_session_bytes(m, &a)),
+		      (unsigned long long)want);
+		pv_session* s = NULL;
+		char err[256];
+		CHECK(pv_session_new(&s, m, &b, err, sizeof err) == PV_OK, "%s: mtp session: %s", name, err);
+		if (s) {
+			struct pv_session_stats st;
+			pv_session_get_stats(s, &st);
+			const uint64_t host = (uint64_t)b.n_ctx * (4 + 4 * (uint64_t)m->cfg.rope_dim); /* engine/session.c */
+			if (!st.fallback)
+				CHECK(host + st.device_bytes == pv_session_bytes(m, &b), "%s %s: an mtp session holds %llu, session_bytes %llu",
+				      name, tn, (unsigned long long)(host + st.device_bytes), (unsigned long long)pv_session_bytes(m, &b));
+		}
+		pv_session_free(s);
+	}
+out:
+	pv_session_free(g);
+	pv_session_free(c);
+	free(hid);
+	free(oh_a);
+	free(oh_b);
+	free(oh_c);
+	free(am_a);
+	free(am_b);
+	free(am_c);
+}
+
+/* The head of model m (CUDA) against cm (the CPU, exact numerics) over f32, f16 and bf16 caches
+ * (tol: the f32 cache's bound); a model without a head: the documented refusal. */
+static void test_mtp(pv_model* m, pv_model* cm, const int32_t* toks, int T, double tol, const char* name)
+{
+	const int H = pv_model_get_info(m)->hidden;
+	float* h = calloc((size_t)H, sizeof(float));
+	int32_t am = -1, tk = toks[1];
+	/* a session without mtp = 1, or a model without a head: PV_E_UNSUPPORTED, the session usable */
+	pv_session* s = mtp_session(m, pv_model_get_info(m)->n_mtp_layers == 0, 0);
+	const int rc = s ? pv_session_mtp(s, 0, h, &tk, 1, &am, NULL) : PV_E_INVALID;
+	CHECK(rc == PV_E_UNSUPPORTED && s && pv_session_ok(s), "%s: mtp on a session without a head gave %s (%s)", name,
+	      pv_status_name(rc), s ? pv_session_error(s) : "");
+	CHECK(s && pv_session_run(s, toks, 2, PV_EVAL_EXACT, NULL) == PV_OK, "%s: the session after the refusal", name);
+	pv_session_free(s);
+	free(h);
+	if (!pv_model_get_info(m)->n_mtp_layers) {
+		struct pv_session_params a = { .n_ctx = 96 }, b = a;
+		b.mtp = 1;
+		CHECK(pv_session_bytes(m, &a) == pv_session_bytes(m, &b), "%s: mtp = 1 without a head changed the bytes", name);
+		return;
+	}
+	static const int types[] = { PV_CACHE_F32, PV_CACHE_F16, PV_CACHE_BF16 };
+	for (int i = 0; i < 3; i++) {
+		/* typed caches: the CUDA-vs-CPU bounds of test_cache_types */
+		const double t = types[i] == PV_CACHE_BF16 ? 2e-3 : types[i] == PV_CACHE_F16 ? 5e-4 : tol;
+		test_mtp_cache(m, cm, toks, T, types[i], t > tol ? t : tol, name);
+	}
+}
+
+/* A tiny synth file with a head (arch qwen35moe: an MoE layer; qwen35: dense), written to TMPDIR,
+ * on both backends. The tolerance is looser than the fixtures' (random quantized weights, wider
+ * rows): gross errors only; the printed figures are the measurement. */
+static void test_mtp_synth(const char* arch, enum pv_convert_type type)
+{
+	char path[512], err[512], name[64];
+	const char* tmp = getenv("TMPDIR");
+	snprintf(path, sizeof path, "%s/test_cuda_api_mtp_%d_%s.gguf", tmp ? tmp : "/tmp", (int)getpid(), arch);
+	snprintf(name, sizeof name, "synth %s", arch);
+	const struct pv_synth_preset* ps = pv_synth_find(arch, "tiny", err, sizeof err);
+	CHECK(ps != NULL, "%s: %s", name, err);
+	if (!ps) return;
+	struct pv_synth_params p = { .preset = ps, .type = type, .out_path = path, .seed = 7, .mtp = 1, .n_threads = 2 };
+	if (pv_synth_write(&p, NULL, err, sizeof err)) {
+		CHECK(0, "%s: synth: %s", name, err);
+		return;
+	}
+	pv_model *m = NULL, *cm = NULL;
+	struct pv_model_params gp = { .backend = "cuda" };
+	int rc = pv_model_open(&m, path, &gp, err, sizeof err);
+	CHECK(rc == PV_OK, "%s: open on cuda: %s", name, err);
+	if (!rc) rc = pv_model_open(&cm, path, &cpu_exact, err, sizeof err);
+	CHECK(rc == PV_OK, "%s: open: %s", name, err);
+	if (!rc) {
+		CHECK(pv_model_get_info(m)->n_mtp_layers == 1, "%s: no head", name);
+		int32_t toks[MTP_T];
+		uint32_t x = 12345;
+		for (int i = 0; i < MTP_T; i++) {
+			x = x * 1103515245u + 12345u;
+			toks[i] = (int32_t)((x >> 8) % (uint32_t)pv_model_get_info(m)->vocab);
+		}
+		test_mtp(m, cm, toks, MTP_T, 1e-3, name);
+	}
+	pv_model_close(m);
+	pv_model_close(cm);
+	unlink(path);
+}
+
 int main(void)
 {
 	struct pv_device_info di;
@@ -661,12 +930,14 @@ int main(void)
 		if (!rc) rc = pv_model_open(&cm, dir, &cpu_exact, err, sizeof err);
 		CHECK(rc == PV_OK, "%s: open: %s", names[f], err);
 		/* PV_CUDA_API_ONLY=cache: the KV cache types alone; =knobs: the knobs and the multi-row
-		 * GEMV variants alone (short device calls) */
+		 * GEMV variants alone (short device calls); =mtp: the MTP head alone */
 		const char* only = getenv("PV_CUDA_API_ONLY");
 		if (!rc && only && !strcmp(only, "cache")) {
 			test_cache_types(m, cm, names[f]);
 		} else if (!rc && only && !strcmp(only, "knobs")) {
 			test_knobs(m, dir, names[f]);
+		} else if (!rc && only && !strcmp(only, "mtp")) {
+			test_mtp(m, cm, g_toks, MTP_T, TOL_CPU, names[f]);
 		} else if (!rc) {
 			test_outputs(m, names[f]);
 			test_exact(m, names[f]);
@@ -676,11 +947,18 @@ int main(void)
 			test_bytes(m, names[f]);
 			test_cpu(m, cm, names[f]);
 			test_cache_types(m, cm, names[f]);
+			test_mtp(m, cm, g_toks, MTP_T, TOL_CPU, names[f]);
 			printf("  %-16s done (%d checks failed so far)\n", names[f], pv_t_fail);
 		}
 		pv_model_close(m);
 		pv_model_close(cm);
 		free(g_toks);
+	}
+	/* the MTP head of an MoE model and of a quantized dense one (tiny synth files) */
+	const char* only = getenv("PV_CUDA_API_ONLY");
+	if (!only || !strcmp(only, "mtp")) {
+		test_mtp_synth("qwen35moe", PV_CONVERT_Q8_0);
+		test_mtp_synth("qwen35", PV_CONVERT_Q4_K_M);
 	}
 	TEST_END("test_cuda_api");
 }

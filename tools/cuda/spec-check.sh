@@ -23,6 +23,10 @@
 #                                Nsight Compute on the shared walk
 #   tools/cuda/spec-check.sh h   the 9B shape's 16-row step per switch (under a timeout), the
 #                                precise prefill's split weights (tests, the 35B-A3B shape's error)
+#   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
+#                                invariance, truncation, chained drafts, MoE and quantized heads),
+#                                the exactness court with --draft mtp (snapshot and replay rollback,
+#                                a bf16 cache, the adaptive policy, a tiny MoE head from synth)
 #   tools/cuda/spec-check.sh b   the CUDA tests again, Nsight Compute on 1- and 16-row steps when
 #                                ncu is there, the adaptive policy with real n-gram drafts on the
 #                                8B shape, the curve and replays on Qwen3-30B-A3B and
@@ -325,6 +329,24 @@ elif [ "$PART" = h ]; then
 			say "ncu prefill 35B-A3B: rc $? ($(grep -c 'Duration' "$f") kernels)"
 			rm -f "$m"
 		fi
+	fi
+elif [ "$PART" = g ]; then
+	# the MTP head (src/cuda/mtp.cu): the API's checks, then speculative == plain with the MTP
+	# drafter, bitwise, on the fixture with a head and on a tiny MoE hybrid written by synth
+	runtest "test_cuda_api mtp" env PV_CUDA_API_ONLY=mtp $B/cuda/test_cuda_api
+	grep -E ' mtp ' "$OUT/.t" | head -40 | tee -a "$SUM" >/dev/null
+	court "qwen3_5 mtp" $FX/qwen3_5 --draft mtp --draft-fixed --max-tokens 24 --limit 40
+	court "qwen3_5 mtp replay-rollback" $FX/qwen3_5 --draft mtp --draft-fixed --rollback replay --draft-max 3 \
+		--max-tokens 24 --limit 24
+	court "qwen3_5 mtp bf16 cache" $FX/qwen3_5 --draft mtp --draft-fixed --cache-type bf16 --max-tokens 16 --limit 24
+	court "qwen3_5 mtp adaptive" $FX/qwen3_5 --draft mtp --max-tokens 24 --limit 24
+	m=$W/tiny-qwen35moe-mtp.gguf
+	if $B/proven synth --arch qwen35moe --preset tiny --mtp --type q8_0 --out "$m" --quiet >>"$LOG" 2>&1; then
+		court "tiny qwen35moe mtp (MoE head, q8_0)" "$m" --draft mtp --draft-fixed --max-tokens 16 --limit 30
+		rm -f "$m"
+	else
+		say "== synth tiny qwen35moe --mtp FAILED: $(tail -2 "$LOG" | tr '\n' ' ')"
+		status=1
 	fi
 elif [ "$PART" = c ]; then
 	# the hybrid MoE and Qwen3-Next through snapshot rollback (their n-gram courts drafted
