@@ -182,6 +182,8 @@ int cmd_bench(int argc, char** argv)
 	if (argc > 1 && !strcmp(argv[1], "spec")) return cmd_bench_spec(argc - 1, argv + 1);
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--workload")) return cmd_bench_workload(argc, argv); /* workload.c */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--parallel")) return cmd_bench_parallel(argc, argv); /* bench_parallel.c */
 	ev_receipt* rec = cli_receipt_begin("bench", argc, argv); /* hooks.c: the receipt of this run */
 	const char* dir = NULL;
 	const char* backend = "cpu";

@@ -95,6 +95,7 @@ int cmd_court(int argc, char** argv);
 int cmd_serve(int argc, char** argv);  /* serve.c: runs proven-server */
 int cmd_client(int argc, char** argv); /* client.c: the shared-memory protocol's client */
 int cmd_bench_spec(int argc, char** argv); /* bench_spec.c: `proven bench spec` */
+int cmd_bench_parallel(int argc, char** argv); /* bench_parallel.c: `proven bench --parallel N` */
 
 /* The evidence commands (receipts.c, court_ab.c, workload.c, report.c) */
 int cmd_receipts(int argc, char** argv);

@@ -69,6 +69,7 @@ static const struct {
 	{ "bench",
 	  "usage: proven bench --model PATH [--pp N] [--tg N] [--depth N] [--reps N] [--threads N] [--ctx N]\n"
 	  "                    [--backend cpu|cuda] [--profile] [--json-only] [-o md|json|jsonl|csv]\n"
+	  "       proven bench --model PATH --parallel N [--pp N] [--tg N] [--reps N] [--backend cpu|cuda] [--no-alone]\n"
 	  "       proven bench --backend cuda --membw\n"
 	  "       proven bench spec --model PATH --cases FILE.jsonl --draft D [--per-class N] [--max-tokens N]\n"
 	  "                         [--reps N] [--class C] [--trace-out T.jsonl] [--greedy] [speculation options]\n"
@@ -78,7 +79,10 @@ static const struct {
 	  "  decoding in alternating order, decode-only and end-to-end speedups, acceptance; --trace-out records\n"
 	  "  the acceptance per step, --draft replay:T.jsonl replays it on another model (a synth shape)\n"
 	  "  --cache-type f32|f16|bf16|q8_0   KV cache type (-ctk/-ctv alike; default f32)\n"
-	  "  --profile    where the time of a decode token and of a prompt goes, per op (CPU and CUDA)\n",
+	  "  --profile    where the time of a decode token and of a prompt goes, per op (CPU and CUDA)\n"
+	  "  --parallel N N sequences (1-64; prompts of --pp, default 32) decoding --tg tokens (default 64) together\n"
+	  "               (continuous batching, pv_generator_step_many) and then one after another (unless --no-alone):\n"
+	  "               aggregate and per-sequence tok/s of both, the share of rows batched, whether the ids agree\n",
 	  0 },
 	{ "template",
 	  "usage: proven template --tokenizer PATH --messages FILE.json [--tools FILE.json] [--dialect D]\n"

@@ -114,6 +114,28 @@ TEST_CASE(bench)
 	CHECK(run(cmd, out, sizeof(out)) == 0 && strstr(out, "\"build_commit\"") && strstr(out, "\"tg_tok_s\""), "bench: %s", out);
 }
 
+/* bench --parallel: N sequences decoding together (continuous batching) and alone, on the CPU:
+ * the JSON line's fields, the same ids both ways, the rows really batched (an attention-only
+ * model); a hybrid model steps alone (batched_share 0) with the same ids */
+TEST_CASE(bench_parallel)
+{
+	char cmd[2048], out[65536];
+	static const char* const fx[2] = { "qwen3", "qwen3_5" };
+	for (int f = 0; f < 2; f++) {
+		snprintf(cmd, sizeof(cmd), "%s bench --model %s/%s --parallel 3 --pp 6 --tg 5 --reps 2 --threads 2", bin,
+		         fx_root(), fx[f]);
+		int rc = run(cmd, out, sizeof(out));
+		const char* b = strstr(out, "\"batched_share\":");
+		const double share = b ? atof(b + strlen("\"batched_share\":")) : -1;
+		CHECK(rc == 0 && strstr(out, "\"test\":\"parallel\"") && strstr(out, "\"parallel\":3") &&
+		              strstr(out, "\"agg_tok_s\":") && strstr(out, "\"seq_tok_s\":") &&
+		              strstr(out, "\"alone_agg_tok_s\":") && strstr(out, "\"ids_equal\":true") &&
+		              strstr(out, "aggregate t/s"),
+		      "bench --parallel on %s: %s", fx[f], out);
+		CHECK(f ? share == 0 : share > 0.99, "bench --parallel on %s: batched_share %g", fx[f], share);
+	}
+}
+
 /* bad arguments: exit 2 with a message; bad models: nonzero with the path named */
 TEST_CASE(bad_args)
 {
@@ -133,6 +155,9 @@ TEST_CASE(bad_args)
 		{ "generate --model FX --prompt-ids 1 --ctx 100000", 1, "context" },
 		{ "info --model FX --bogus", 2, "unknown option" },
 		{ "bench --model FX --pp 0", 2, "--pp" },
+		{ "bench --model FX --parallel 0", 2, "--parallel" },
+		{ "bench --model FX --parallel 65", 2, "--parallel" },
+		{ "bench --model FX --parallel 2 --depth 4", 2, "--depth" },
 		{ "run --model FX -p hi --backend tpu", 2, "--backend must be cpu or cuda" },
 		{ "chat --model FX --backend metal", 2, "--backend must be cpu or cuda" },
 		{ "perplexity --model FX --file /dev/null --backend x", 2, "--backend must be cpu or cuda" },

@@ -27,6 +27,8 @@
  * o[d] = sum_s o_s[d] w_s in split order; o = o * (1 / L), then the output gate if any. The
  * number of splits a row combines is min(p / 64 + 1, n_split); nothing is staged in shared
  * memory (every thread recomputes the same w_s), so no index depends on the context size.
+ * The multi-session forms (continuous batching, many.cu) run the same two passes, one body each,
+ * with row t at its own position over its own session's cache (struct dmany, common.cuh).
  */
 #include "common.cuh"
 
@@ -70,25 +72,26 @@ size_t split_smem(int G, int hd, int fuse, int ve)
 
 int elem_vec(int kvt) { return kvt == PV_KV_F32 ? 4 : 8; }
 
-template <int KVT>
-__global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_constant__ attn_args a)
+/* Pass 1 for row t = blockIdx.z: the same code for either source, so a row's bits never depend
+ * on which kernel ran it. */
+template <int KVT, class SRC>
+__device__ __forceinline__ void attn_split_body(const attn_args& a, const SRC rows)
 {
 	constexpr int VE = pv_kv_vec<KVT>(); /* elements per 16-byte vector of K or V */
 	constexpr int NV = MAX_HD / (32 * VE); /* vectors of a K row per lane */
 	constexpr size_t EB = KVT == PV_KV_F32 ? 4 : 2;
-	pv_grid_sync(); /* before any global memory access (PDL) */
 	extern __shared__ float4 sm4[];
 	float* sm = reinterpret_cast<float*>(sm4);
 	const int kh = blockIdx.y, t = blockIdx.z;
-	const int pos = a.step->pos0 + t;
+	const int pos = rows.pos(t);
 	const int hd = a.hd, G = a.nh / a.nkv, kvd = a.nkv * hd, qd = a.nh * hd, ghd = G * hd;
 	const int S = a.split; /* keys per split: 32, or 16 / 64 (PV_CUDA_ATT_SPLIT); fixed per session */
 	const int hdv = hd / VE, items = ghd / VE, KG = key_slices(ghd, VE), slice = S / KG;
 	float* qs = sm;                 /* [G][hd]          */
 	float* sc = sm + ghd;           /* [G][SMAX]        */
 	float4* pv = reinterpret_cast<float4*>(sc + G * SMAX); /* [KG][items][VE / 4] (KG > 1) */
-	const char* kc = static_cast<const char*>(a.kc);
-	const char* vc = static_cast<const char*>(a.vc);
+	const char* kc = static_cast<const char*>(rows.k(t));
+	const char* vc = static_cast<const char*>(rows.v(t));
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int ns = min(pos / S + 1, a.n_split);
 	if ((int)blockIdx.x >= ns) return;
@@ -238,13 +241,32 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_consta
 	}
 }
 
-constexpr int CTHREADS = 128;
-
-__global__ void __launch_bounds__(CTHREADS) attn_combine_kernel(const __grid_constant__ attn_args a)
+template <int KVT>
+__global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_constant__ attn_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
+	attn_split_body<KVT>(a, pv_rows_one<attn_args>{ a });
+}
+
+/* The multi-session form (forward_many, many.cu): row t is session t's one-row step, at its own
+ * position m->pos[t], over its own cache of this layer (m->kt[t][layer], m->vt[t][layer]); q,
+ * part_o and part_ml are the host session's scratch rows t. Never fused (qkv_post_many ran). */
+template <int KVT>
+__global__ void __launch_bounds__(THREADS) attn_split_many_kernel(const __grid_constant__ attn_args a, const struct dmany* m,
+                                                                  int layer)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	attn_split_body<KVT>(a, pv_rows_many{ m, layer });
+}
+
+constexpr int CTHREADS = 128;
+
+/* Pass 2 for row t = blockIdx.y (see attn_split_body) */
+template <class SRC>
+__device__ __forceinline__ void attn_combine_body(const attn_args& a, const SRC rows)
+{
 	const int h = blockIdx.x, t = blockIdx.y;
-	const int pos = a.step->pos0 + t;
+	const int pos = rows.pos(t);
 	const int ns = min(pos / a.split + 1, a.n_split), hd = a.hd, qd = a.nh * hd;
 	const int lane = threadIdx.x & 31;
 	const size_t base = ((size_t)t * a.nh + h) * a.n_split;
@@ -272,6 +294,18 @@ __global__ void __launch_bounds__(CTHREADS) attn_combine_kernel(const __grid_con
 	}
 }
 
+__global__ void __launch_bounds__(CTHREADS) attn_combine_kernel(const __grid_constant__ attn_args a)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	attn_combine_body(a, pv_rows_one<attn_args>{ a });
+}
+
+__global__ void __launch_bounds__(CTHREADS) attn_combine_many_kernel(const __grid_constant__ attn_args a, const struct dmany* m)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	attn_combine_body(a, pv_rows_many{ m, 0 });
+}
+
 } // namespace
 
 
@@ -293,14 +327,21 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, int kvt, char*
 	return 0;
 }
 
-int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err,
-                      size_t errlen)
+/* the checks of both launchers */
+static int attention_args_check(const struct attn_args* a, int n, char* err, size_t errlen)
 {
 	if (pv_cuda_attention_check(a->nh, a->nkv, a->hd, a->n_split, a->kvt, err, errlen)) return -1;
 	if (a->fuse && a->pa.kvt != a->kvt) return pv_errf(err, errlen, "CUDA backend: fused attention with two cache types");
 	if (a->split != 16 && a->split != 32 && a->split != 64) return pv_errf(err, errlen, "CUDA backend: attention split of %d keys", a->split);
 	if (a->fuse && (n != 1 || a->pa.hd > MAX_HD || a->pa.R > a->pa.hd))
 		return pv_errf(err, errlen, "CUDA backend: fused attention input stage with %d rows", n);
+	return 0;
+}
+
+int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err,
+                      size_t errlen)
+{
+	if (attention_args_check(a, n, err, errlen)) return -1;
 	const int G = a->nh / a->nkv;
 	const unsigned gx = (unsigned)(a->n_split < MAX_GRID_X ? a->n_split : MAX_GRID_X);
 	void (*kern)(attn_args) = a->kvt == PV_KV_F16    ? attn_split_kernel<PV_KV_F16>
@@ -310,5 +351,24 @@ int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const st
 	          split_smem(G, a->hd, a->fuse, elem_vec(a->kvt)), st, *a);
 	PV_LAUNCH("attention combine", tu, err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS),
 	          0, st, *a);
+	return 0;
+}
+
+int pv_cuda_attention_many(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, const struct dmany* m,
+                           int layer, int n, char* err, size_t errlen)
+{
+	if (attention_args_check(a, n, err, errlen)) return -1;
+	if (a->fuse || n > PV_CUDA_ROWS) return pv_errf(err, errlen, "CUDA backend: multi-session attention of %d rows (fused %d)", n, a->fuse);
+	const int G = a->nh / a->nkv;
+	/* the grid only decides which block computes a split, never how: n_split is the host
+	 * session's, and every row's position is below its context (many.cu checks) */
+	const unsigned gx = (unsigned)(a->n_split < MAX_GRID_X ? a->n_split : MAX_GRID_X);
+	void (*kern)(attn_args, const struct dmany*, int) = a->kvt == PV_KV_F16    ? attn_split_many_kernel<PV_KV_F16>
+	                                                    : a->kvt == PV_KV_BF16 ? attn_split_many_kernel<PV_KV_BF16>
+	                                                                           : attn_split_many_kernel<PV_KV_F32>;
+	PV_LAUNCH("attention (many)", tu, err, errlen, kern, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
+	          split_smem(G, a->hd, 0, elem_vec(a->kvt)), st, *a, m, layer);
+	PV_LAUNCH("attention combine (many)", tu, err, errlen, attn_combine_many_kernel, dim3((unsigned)a->nh, (unsigned)n),
+	          dim3(CTHREADS), 0, st, *a, m);
 	return 0;
 }

@@ -101,6 +101,14 @@ struct pv_cuda_session_stats {
 	uint64_t prefill_kernels;  /* kernels it launched (also counted in direct_kernels)      */
 	uint64_t prefill_gemms;    /* cuBLAS GEMM calls                                         */
 	double prefill_gpu_ms;     /* GPU time of those calls (CUDA events around each call)     */
+	/* continuous batching (the seam's forward_many, many.cu): one-row steps of several sessions
+	 * evaluated together, over the scratch of one of them (the host: the largest context) */
+	uint64_t many_rows;        /* this session's rows evaluated in such steps                */
+	uint64_t many_steps;       /* device steps (up to 16 rows) this session hosted           */
+	uint64_t many_hosted_rows; /* the rows of those steps, every session's                   */
+	uint64_t many_launches;    /* ... of which launches of a multi-session graph             */
+	uint64_t many_captures;    /* multi-session graphs captured (one per row count)          */
+	uint64_t many_kernels;     /* kernels those graph launches ran                           */
 };
 int pv_cuda_session_stats(const struct pv_session* s, struct pv_cuda_session_stats* st);
 

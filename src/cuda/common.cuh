@@ -257,6 +257,45 @@ struct dstep {
 	int tokens[PV_CUDA_ROWS];
 };
 
+/*
+ * A multi-session step (forward_many, many.cu): row t < step.n is session t's one-row step (a
+ * decode token of one of up to 16 sessions of one model), the rows evaluated together over the
+ * host session's scratch. Everything per row that a one-session step takes from the step's pos0
+ * or from its session is read from here at run time, so one captured graph per row count serves
+ * any set of sessions:
+ *   step.tokens[t]  row t's token (the embedding reads step as for one session; pos0 unused)
+ *   pos[t]          row t's position (RoPE, the KV row written, the keys attended)
+ *   kt[t], vt[t]    row t's session's table of per-layer cache pointers (dsession.kvtab, device
+ *                   memory): layer l's K is kt[t][l] ([n_ctx][kvd] elements of the cache type),
+ *                   V vt[t][l]; NULL for layers without a KV cache
+ * step comes first so a struct dmany* is also the struct dstep* the embedding reads.
+ */
+struct dmany {
+	struct dstep step;
+	int pos[PV_CUDA_ROWS];
+	void* const* kt[PV_CUDA_ROWS];
+	void* const* vt[PV_CUDA_ROWS];
+};
+
+/* Where a kernel's row t takes its position and this layer's K/V cache from: the step struct and
+ * the launch arguments (one session), or struct dmany (one row per session, forward_many). The
+ * kernels that serve both (qkv_post, attention) run one body templated on this source and ask
+ * at the points the one-session kernels always read them, so those keep their code (PTX). */
+template <class A> /* struct qkv_post_args or struct attn_args */
+struct pv_rows_one {
+	const A& a;
+	__device__ __forceinline__ int pos(int t) const { return a.step->pos0 + t; }
+	__device__ __forceinline__ auto k(int) const { return a.kc; }
+	__device__ __forceinline__ auto v(int) const { return a.vc; }
+};
+struct pv_rows_many {
+	const struct dmany* m;
+	int layer;
+	__device__ __forceinline__ int pos(int t) const { return m->pos[t]; }
+	__device__ __forceinline__ void* k(int t) const { return m->kt[t][layer]; }
+	__device__ __forceinline__ void* v(int t) const { return m->vt[t][layer]; }
+};
+
 /* ---- kernel launchers (each returns 0 or -1 with a message) -------------------------------- */
 
 /* gemv.cu: y_s[t*ldy_s + o] = sum_i xin[t][i] * W_s[o][i] (+ bias_s[o]) for every output s, t < T.
@@ -330,6 +369,10 @@ struct qkv_post_args {
 };
 int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct qkv_post_args* a, int n, char* err,
                      size_t errlen);
+/* The same input stage for a multi-session step: row t at m->pos[t] into its session's cache of
+ * this layer (m->kt[t][layer], m->vt[t][layer]); a->kc, a->vc and a->step are not read. */
+int pv_cuda_qkv_post_many(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct qkv_post_args* a, const struct dmany* m,
+                          int layer, int n, char* err, size_t errlen);
 /* ids[t] = argmax of logits[t][0..V) (lowest index on ties), t < n */
 int pv_cuda_argmax(cudaStream_t st, const struct pv_cuda_tuning* tu, const float* logits, int V, int n, int* ids, char* err,
                    size_t errlen);
@@ -444,6 +487,11 @@ struct attn_args {
 };
 int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err,
                       size_t errlen);
+/* The same attention for a multi-session step (not fused): row t at m->pos[t] over its session's
+ * cache of this layer; a->kc, a->vc and a->step are not read. The row's arithmetic is the
+ * one-session kernel's (one device function), so its bits are what its own step gives. */
+int pv_cuda_attention_many(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, const struct dmany* m,
+                           int layer, int n, char* err, size_t errlen);
 int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, int kvt, char* err, size_t errlen);
 
 /* ---- launches: programmatic dependent launch (PDL) ------------------------------------------ */

@@ -94,9 +94,11 @@ int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n,
 
 /* One attention mixer: q/k/v projections (+ biases), q/k norm + RoPE + KV write into kc / vc
  * ([n_ctx][kvd] of the session's cache type: a main layer's or the MTP head's), attention (+ the
- * output gate), o_proj into delta. */
-int enqueue_attention(struct pv_session* s, const struct dlayer* L, void* kc, void* vc, const struct dstep* step, int n,
-                      const float* nn, int* normed, int* nl, char* err, size_t errlen)
+ * output gate), o_proj into delta. many (NULL: one session): row t is its own session's step, at
+ * many->pos[t] over that session's cache of layer l (the multi-session kernels, never the fused
+ * stage; kc / vc are then the host session's and unused). */
+int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, void* kc, void* vc, const struct dstep* step, int n,
+                      const float* nn, int* normed, int* nl, const struct dmany* many, char* err, size_t errlen)
 {
 	const struct pv_config* c = &s->m->cfg;
 	struct dsession* d = dsess(s);
@@ -111,7 +113,7 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, void* kc, vo
 		if (pv_prof_mark(d, G_QKV, *nl, err, errlen)) return -1;
 	}
 	/* one row: the attention kernel does the input stage itself (cuda.attn_fuse) */
-	const int fuse = n == 1 && d->tu.attn_fuse;
+	const int fuse = n == 1 && d->tu.attn_fuse && !many;
 	struct qkv_post_args pa;
 	{
 		struct qkv_post_args& a = pa;
@@ -136,7 +138,9 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, void* kc, vo
 		a.eps = c->rms_eps;
 		a.step = step;
 		if (!fuse) {
-			if (pv_cuda_qkv_post(st, &d->tu, &a, n, err, errlen)) return -1;
+			if (many ? pv_cuda_qkv_post_many(st, &d->tu, &a, many, l, n, err, errlen)
+			         : pv_cuda_qkv_post(st, &d->tu, &a, n, err, errlen))
+				return -1;
 			++*nl;
 			if (pv_prof_mark(d, G_ROPE, *nl, err, errlen)) return -1;
 		}
@@ -162,7 +166,9 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, void* kc, vo
 		a.n_split = d->n_split;
 		a.split = d->tu.att_split;
 		a.step = step;
-		if (pv_cuda_attention(st, &d->tu, &a, n, err, errlen)) return -1;
+		if (many ? pv_cuda_attention_many(st, &d->tu, &a, many, l, n, err, errlen)
+		         : pv_cuda_attention(st, &d->tu, &a, n, err, errlen))
+			return -1;
 		*nl += 2;
 		if (pv_prof_mark(d, G_ATTN, *nl, err, errlen)) return -1;
 	}
@@ -297,7 +303,7 @@ void fail_outputs(const struct pv_session* s, const struct pv_step* sp)
 /* One decoder layer over the step's rows (see session.cuh). */
 int pv_cuda_enqueue_layer(struct pv_session* s, const struct dlayer* L, int l, int kind, int moe, void* kc, void* vc,
                           const struct dstep* step, int n, int first, const float* nn, int* normed, int* nl, float* snap,
-                          char* err, size_t errlen)
+                          char* err, size_t errlen, const struct dmany* many)
 {
 	const struct pv_config* c = &s->m->cfg;
 	struct dsession* d = dsess(s);
@@ -313,7 +319,7 @@ int pv_cuda_enqueue_layer(struct pv_session* s, const struct dlayer* L, int l, i
 	*normed = 0;
 	if (kind == PV_LAYER_LINEAR) {
 		if (enqueue_deltanet(s, L, l, n, L->ffn_norm, normed, nl, snap, err, errlen)) return -1;
-	} else if (enqueue_attention(s, L, kc, vc, step, n, L->ffn_norm, normed, nl, err, errlen)) {
+	} else if (enqueue_attention(s, L, l, kc, vc, step, n, L->ffn_norm, normed, nl, many, err, errlen)) {
 		return -1;
 	}
 	if (!*normed) {
@@ -328,9 +334,9 @@ int pv_cuda_enqueue_layer(struct pv_session* s, const struct dlayer* L, int l, i
 }
 
 /* Rows [0, n) of one step at step->pos0: every layer, then (lm) the final norm, the LM head and
- * the argmax for rows [lr0, n); snap: see session.cuh. */
+ * the argmax for rows [lr0, n); snap, many: see session.cuh. */
 int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, float* snap, char* err,
-                         size_t errlen)
+                         size_t errlen, const struct dmany* many)
 {
 	const struct pv_config* c = &s->m->cfg;
 	const struct dmodel* dm = dmod(s);
@@ -350,7 +356,7 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 		/* the norm after this FFN: the next layer's input norm, or the final norm before the LM head */
 		const float* nn = l + 1 < c->n_layers ? dm->layers[l + 1].attn_norm : lm && lr0 == 0 ? dm->final_norm : NULL;
 		if (pv_cuda_enqueue_layer(s, &dm->layers[l], l, c->layer_kind[l], c->layer_moe[l], d->kc[l], d->vc[l], step, n,
-		                          l == 0, nn, &normed, &nl, snap, err, errlen))
+		                          l == 0, nn, &normed, &nl, snap, err, errlen, many))
 			goto out;
 	}
 	if (lm) {
@@ -376,20 +382,22 @@ out:
 	return rc;
 }
 
-namespace {
-
-/* Captures the step of n rows with LM rows [lr0, n): copy in the graph's step struct, the
- * kernels, copy out the argmax ids of the LM rows (ids_host[0 .. n - lr0)). */
-int capture_step(struct pv_session* s, int n, int lr0, float* snap, cudaGraph_t* graph, cudaGraphExec_t* exec,
-                 uint64_t* kernels, char* err, size_t errlen)
+/* Captures the step of n rows with LM rows [lr0, n): copy in the graph's step struct (many: the
+ * multi-session one, many_host to many_dev), the kernels, copy out the argmax ids of the LM rows
+ * (ids_host[0 .. n - lr0)). */
+int pv_cuda_capture_step(struct pv_session* s, int n, int lr0, float* snap, int many, cudaGraph_t* graph,
+                         cudaGraphExec_t* exec, uint64_t* kernels, char* err, size_t errlen)
 {
 	struct dsession* d = dsess(s);
 	CU(cudaStreamBeginCapture(d->st, cudaStreamCaptureModeThreadLocal), err, errlen);
 	uint64_t before = d->stats.direct_kernels;
 	int rc = 0;
-	cudaError_t e = cudaMemcpyAsync(d->gstep_dev, d->gstep_host, sizeof(struct dstep), cudaMemcpyHostToDevice, d->st);
+	cudaError_t e = many ? cudaMemcpyAsync(d->many_dev, d->many_host, sizeof(struct dmany), cudaMemcpyHostToDevice, d->st)
+	                     : cudaMemcpyAsync(d->gstep_dev, d->gstep_host, sizeof(struct dstep), cudaMemcpyHostToDevice, d->st);
 	if (e != cudaSuccess) rc = pv_cuda_fail(err, errlen, "graph step copy", e);
-	if (!rc) rc = pv_cuda_enqueue_step(s, d->gstep_dev, n, 1, lr0, snap, err, errlen);
+	if (!rc)
+		rc = many ? pv_cuda_enqueue_step(s, &d->many_dev->step, n, 1, lr0, snap, err, errlen, d->many_dev)
+		          : pv_cuda_enqueue_step(s, d->gstep_dev, n, 1, lr0, snap, err, errlen);
 	if (!rc) {
 		e = cudaMemcpyAsync(d->ids_host, d->ids, sizeof(int) * (size_t)(n - lr0), cudaMemcpyDeviceToHost, d->st);
 		if (e != cudaSuccess) rc = pv_cuda_fail(err, errlen, "graph id copy", e);
@@ -408,19 +416,23 @@ int capture_step(struct pv_session* s, int n, int lr0, float* snap, cudaGraph_t*
 	return 0;
 }
 
-} // namespace
-
 /* Captures the one-row step. */
 int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen)
 {
 	struct dsession* d = dsess(s);
-	if (capture_step(s, 1, 0, NULL, &d->graph, &d->gexec, &d->stats.graph_kernels, err, errlen)) return -1;
+	if (pv_cuda_capture_step(s, 1, 0, NULL, 0, &d->graph, &d->gexec, &d->stats.graph_kernels, err, errlen)) return -1;
 	d->stats.graph_captures++;
 	return 0;
 }
 
 void pv_cuda_drop_windows(struct dsession* d)
 {
+	for (int n = 0; n <= PV_CUDA_ROWS; n++) {
+		if (d->mexec[n]) cudaGraphExecDestroy(d->mexec[n]);
+		if (d->mgraph[n]) cudaGraphDestroy(d->mgraph[n]);
+		d->mexec[n] = NULL;
+		d->mgraph[n] = NULL;
+	}
 	for (int n = 0; n <= PV_CUDA_ROWS; n++)
 		for (int r = 0; r < PV_CUDA_ROWS; r++)
 			for (int k = 0; k < 2; k++) {
@@ -443,8 +455,8 @@ int window_step(struct pv_session* s, const struct pv_step* sp, int lr0, int sna
 	struct dsession* d = dsess(s);
 	const int n = sp->n;
 	if (!d->wexec[n][lr0][snap]) {
-		if (capture_step(s, n, lr0, snap ? d->snap : NULL, &d->wgraph[n][lr0][snap], &d->wexec[n][lr0][snap],
-		                 &d->wkernels[n][lr0][snap], err, errlen))
+		if (pv_cuda_capture_step(s, n, lr0, snap ? d->snap : NULL, 0, &d->wgraph[n][lr0][snap], &d->wexec[n][lr0][snap],
+		                         &d->wkernels[n][lr0][snap], err, errlen))
 			return -1;
 		d->stats.window_captures++;
 	}

@@ -1,7 +1,8 @@
 /*
  * norm_rope.cu: the small per-row kernels: embedding lookup (exact dequantization of one row),
  * residual add fused with RMSNorm, the attention input stage (q/k RMSNorm, RoPE, the output
- * gate split, the KV-cache write), and the argmax of logits rows.
+ * gate split, the KV-cache write; also in the multi-session form of many.cu, each row at its own
+ * position into its own session's cache), and the argmax of logits rows.
  *
  * Each kernel works on one row (or one head of one row) per block or warp, with a fixed thread
  * count, so every reduction has an order set by its length alone. The elementwise arithmetic is
@@ -64,22 +65,22 @@ __global__ void __launch_bounds__(NORM4_THREADS) add_rmsnorm4_kernel(float* x, c
  * into the cache as elements of type KVT (common.cuh, "KV cache element types"). */
 constexpr int POST_WARPS = 8;
 
-template <int KVT>
-__global__ void __launch_bounds__(POST_WARPS * 32) qkv_post_kernel(const __grid_constant__ qkv_post_args a)
+/* Row t = blockIdx.y, its K and V into its cache (rows: common.cuh pv_rows_one / pv_rows_many):
+ * the same code for either source. buf: the kernel's shared [POST_WARPS][256]. */
+template <int KVT, class SRC>
+__device__ __forceinline__ void qkv_post_body(const qkv_post_args& a, const SRC rows, float (*buf)[256])
 {
-	pv_grid_sync(); /* before any global memory access (PDL) */
-	__shared__ float buf[POST_WARPS][256];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int item = blockIdx.x * POST_WARPS + warp, t = blockIdx.y;
 	const int hd = a.hd, kvd = a.nkv * hd, qd = a.nh * hd;
 	if (item >= a.nh + 2 * a.nkv) return;
-	const int pos = a.step->pos0 + t;
+	const int pos = rows.pos(t);
 	float* v = buf[warp];
 
 	if (item >= a.nh + a.nkv) { /* v: copy into the cache */
 		const int h = item - a.nh - a.nkv;
 		for (int d = lane; d < hd; d += 32)
-			pv_kv_put<KVT>(a.vc, (size_t)pos * kvd + (size_t)h * hd + d, a.vraw[(size_t)t * kvd + (size_t)h * hd + d]);
+			pv_kv_put<KVT>(rows.v(t), (size_t)pos * kvd + (size_t)h * hd + d, a.vraw[(size_t)t * kvd + (size_t)h * hd + d]);
 		return;
 	}
 	const int isq = item < a.nh, h = isq ? item : item - a.nh;
@@ -94,8 +95,27 @@ __global__ void __launch_bounds__(POST_WARPS * 32) qkv_post_kernel(const __grid_
 	if (isq)
 		pv_head_post(src, v, a.q + (size_t)t * qd + (size_t)h * hd, nw, hd, a.R, a.eps, cs, sn);
 	else
-		pv_head_post<KVT>(src, v, static_cast<char*>(a.kc) + ((size_t)pos * kvd + (size_t)h * hd) * pv_kv_elem_bytes(KVT),
+		pv_head_post<KVT>(src, v, static_cast<char*>(rows.k(t)) + ((size_t)pos * kvd + (size_t)h * hd) * pv_kv_elem_bytes(KVT),
 		                  nw, hd, a.R, a.eps, cs, sn);
+}
+
+template <int KVT>
+__global__ void __launch_bounds__(POST_WARPS * 32) qkv_post_kernel(const __grid_constant__ qkv_post_args a)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	__shared__ float buf[POST_WARPS][256];
+	qkv_post_body<KVT>(a, pv_rows_one<qkv_post_args>{ a }, buf);
+}
+
+/* The multi-session form (forward_many, many.cu): row t is session t's one-row step, at its own
+ * position over its own cache of this layer. */
+template <int KVT>
+__global__ void __launch_bounds__(POST_WARPS * 32) qkv_post_many_kernel(const __grid_constant__ qkv_post_args a,
+                                                                        const struct dmany* m, int layer)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	__shared__ float buf[POST_WARPS][256];
+	qkv_post_body<KVT>(a, pv_rows_many{ m, layer }, buf);
 }
 
 constexpr int ARGMAX_THREADS = 1024;
@@ -168,6 +188,22 @@ int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const str
 	                                                     : NULL;
 	if (!kern) return pv_errf(err, errlen, "CUDA backend: KV cache element type %d", a->kvt);
 	PV_LAUNCH("qkv_post", tu, err, errlen, kern, grid, dim3(POST_WARPS * 32), 0, st, *a);
+	return 0;
+}
+
+int pv_cuda_qkv_post_many(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct qkv_post_args* a, const struct dmany* m,
+                          int layer, int n, char* err, size_t errlen)
+{
+	if (a->hd > 256 || a->R > a->hd) return pv_errf(err, errlen, "CUDA backend: head dim %d (rope %d) above 256", a->hd, a->R);
+	if (n > PV_CUDA_ROWS) return pv_errf(err, errlen, "CUDA backend: multi-session step of %d rows", n);
+	const int items = a->nh + 2 * a->nkv;
+	dim3 grid((unsigned)((items + POST_WARPS - 1) / POST_WARPS), (unsigned)n);
+	void (*kern)(qkv_post_args, const struct dmany*, int) = a->kvt == PV_KV_F16    ? qkv_post_many_kernel<PV_KV_F16>
+	                                                        : a->kvt == PV_KV_BF16 ? qkv_post_many_kernel<PV_KV_BF16>
+	                                                        : a->kvt == PV_KV_F32  ? qkv_post_many_kernel<PV_KV_F32>
+	                                                                               : NULL;
+	if (!kern) return pv_errf(err, errlen, "CUDA backend: KV cache element type %d", a->kvt);
+	PV_LAUNCH("qkv_post (many)", tu, err, errlen, kern, grid, dim3(POST_WARPS * 32), 0, st, *a, m, layer);
 	return 0;
 }
 

@@ -133,6 +133,8 @@ void layout(struct pv_session* s, struct carve* cv)
 	}
 	d->step_dev = take<struct dstep>(cv, 1);
 	d->gstep_dev = take<struct dstep>(cv, 1);
+	d->kvtab = take<void*>(cv, 2 * (size_t)c->n_layers);
+	d->many_dev = take<struct dmany>(cv, 1);
 }
 
 /* The session's dimensions (what layout() needs), from the config and the session parameters. */
@@ -203,12 +205,28 @@ int session_init(struct pv_session* s, int* code, char* err, size_t errlen)
 	cv = (struct carve){ 0, d->mem };
 	layout(s, &cv);
 	CU(cudaMemsetAsync(d->mem, 0, d->mem_bytes, d->st), err, errlen);
-	/* pinned: step slots for direct launches, the graph's step, the ids */
-	size_t hb = sizeof(struct dstep) * (size_t)(d->n_slots + 1) + sizeof(int) * PV_CUDA_ROWS;
+	/* pinned: step slots for direct launches, the graph's step, the ids, the multi-session step */
+	const size_t ids_off = sizeof(struct dstep) * (size_t)(d->n_slots + 1);
+	const size_t many_off = (ids_off + sizeof(int) * PV_CUDA_ROWS + 15) / 16 * 16;
+	const size_t hb = many_off + sizeof(struct dmany);
 	CU(cudaHostAlloc((void**)&d->step_host, hb, cudaHostAllocDefault), err, errlen);
 	memset(d->step_host, 0, hb);
 	d->gstep_host = d->step_host + d->n_slots;
-	d->ids_host = (int*)(d->gstep_host + 1);
+	d->ids_host = (int*)((unsigned char*)d->step_host + ids_off);
+	d->many_host = (struct dmany*)((unsigned char*)d->step_host + many_off);
+	/* the table of this session's cache pointers, for the multi-session steps other sessions host */
+	{
+		const size_t nl = (size_t)c->n_layers;
+		void** tab = (void**)pv_xcalloc(2 * nl, sizeof(void*));
+		for (size_t l = 0; l < nl; l++) {
+			tab[l] = d->kc[l];
+			tab[nl + l] = d->vc[l];
+		}
+		cudaError_t te = cudaMemcpyAsync(d->kvtab, tab, 2 * nl * sizeof(void*), cudaMemcpyHostToDevice, d->st);
+		if (te == cudaSuccess) te = cudaStreamSynchronize(d->st); /* tab is pageable and freed next */
+		free(tab);
+		if (te != cudaSuccess) return pv_cuda_fail(err, errlen, "KV table copy", te);
+	}
 
 	/* rope tables: the engine's (engine/rope.c), the CPU's bits; on the session's stream, after
 	 * the memset (a non-blocking stream does not wait for the legacy default stream) */
@@ -342,8 +360,8 @@ void stats(const struct pv_session* s, struct pv_session_stats* st)
 {
 	const struct dsession* d = dsess(s);
 	const struct pv_cuda_session_stats* c = &d->stats;
-	st->graph_launches = c->graph_launches + c->window_launches;
-	st->kernels = c->direct_kernels + c->graph_launches * c->graph_kernels + c->window_kernels;
+	st->graph_launches = c->graph_launches + c->window_launches + c->many_launches;
+	st->kernels = c->direct_kernels + c->graph_launches * c->graph_kernels + c->window_kernels + c->many_kernels;
 	st->syncs = c->syncs;
 	st->memcpys = c->memcpys;
 	st->device_bytes = d->mem_bytes + pv_prefill_device_bytes(d->pre);
@@ -532,7 +550,7 @@ const struct pv_backend cuda_backend = {
 	session_init_be,
 	session_free,
 	pv_cuda_forward,
-	NULL, /* forward_many: rows of several sessions in one forward are not written for CUDA yet */
+	pv_cuda_forward_many, /* many.cu: attention-only models (Qwen2/2.5, Qwen3, Qwen3-MoE); 1 for the rest */
 	state_save,
 	state_load,
 	snapshot_load,

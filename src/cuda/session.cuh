@@ -1,9 +1,10 @@
 /*
  * session.cuh: a CUDA session (s->be_state) as the backend's host files see it: session.cu
  * (memory, the state copies, the backend table), decode.cu (the exact steps and the decode
- * graph), profile.cu (the timing marks) and the prefill files (prefill.cuh). Shapes: B =
- * PV_CUDA_ROWS (16) rows per device step, H hidden, V vocab, qd = heads x head dim, kvd = kv heads
- * x head dim, cd the DeltaNet conv width, vd = Hv x dv.
+ * graph), many.cu (several sessions' one-row steps as one step), profile.cu (the timing marks)
+ * and the prefill files (prefill.cuh). Shapes: B = PV_CUDA_ROWS (16) rows per device step, H
+ * hidden, V vocab, qd = heads x head dim, kvd = kv heads x head dim, cd the DeltaNet conv width,
+ * vd = Hv x dv.
  */
 #ifndef PV_CUDA_SESSION_CUH
 #define PV_CUDA_SESSION_CUH
@@ -56,6 +57,11 @@ struct dsession {
 	 * their norms) and the caller's hidden rows [B][H] */
 	void *mtp_kc, *mtp_vc;
 	float *mtp_cat, *mtp_hid;
+	/* the cache pointers of every layer, [2][n_layers] (K then V; NULL: no KV), device memory: a
+	 * multi-session step (struct dmany) reads another session's cache through this table */
+	void** kvtab;
+	struct dmany* many_dev;   /* a multi-session step hosted here (many.cu): graph and direct  */
+	struct dmany* many_host;  /* pinned                                                      */
 	struct dstep* step_dev;   /* direct launches                                             */
 	struct dstep* gstep_dev;  /* the graph's                                                 */
 	struct dstep* step_host;  /* pinned, [n_slots]                                           */
@@ -71,6 +77,11 @@ struct dsession {
 	cudaGraph_t wgraph[PV_CUDA_ROWS + 1][PV_CUDA_ROWS][2];
 	cudaGraphExec_t wexec[PV_CUDA_ROWS + 1][PV_CUDA_ROWS][2];
 	uint64_t wkernels[PV_CUDA_ROWS + 1][PV_CUDA_ROWS][2];
+	/* multi-session graphs (forward_many, many.cu; cuda.batch_graphs): the step of n = 1..16
+	 * sessions' rows hosted by this session, captured at its first use, and their kernel counts */
+	cudaGraph_t mgraph[PV_CUDA_ROWS + 1];
+	cudaGraphExec_t mexec[PV_CUDA_ROWS + 1];
+	uint64_t mkernels[PV_CUDA_ROWS + 1];
 	/* the model's tuning switches (tuning.cuh), this session's copy: pv_cuda_set_graphs and
 	 * pv_cuda_set_prefill change graphs and prefill / prefill_chunk here only */
 	struct pv_cuda_tuning tu;
@@ -120,27 +131,38 @@ void pv_cuda_fail_session(struct pv_session* s);
 /* decode.cu: the backend's forward call (engine/backend.h); the one-row graph's capture */
 int pv_cuda_forward(struct pv_session* s, const struct pv_step* sp);
 int pv_cuda_capture(struct pv_session* s, char* err, size_t errlen);
-/* decode.cu: frees the window graphs (session end, a change of the decode switches) */
+/* decode.cu: frees the window graphs and the multi-session graphs (session end, a change of the
+ * decode switches) */
 void pv_cuda_drop_windows(struct dsession* d);
 /* decode.cu: rows [0, n) of one step at step->pos0: every layer, then (lm) the final norm, the
  * LM head and the argmax for rows [lr0, n). snap (NULL: none): the snapshot slot that receives
  * the recurrent state after row 0; row t's goes to the slot t after it (direct launches only:
- * the graph never has snapshots). */
+ * the graph never has snapshots). many (NULL: one session): a multi-session step (step is
+ * &many->step): row t at many->pos[t] over its own session's KV cache, s's scratch for the rest
+ * (attention-only models; no snapshots). */
 int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, float* snap, char* err,
-                         size_t errlen);
+                         size_t errlen, const struct dmany* many = NULL);
 /* decode.cu: one decoder layer over the step's rows, the residual stream d->x in place: the
  * input add+RMSNorm (x += delta unless first; skipped when *normed says the previous GEMV's
  * epilogue did it), the mixer (kind PV_LAYER_LINEAR: DeltaNet layer l's state, snap as above;
  * PV_LAYER_ATTN: attention over the KV cache kc / vc, [n_ctx][kvd] of type kvt), the add+RMSNorm,
  * the FFN (moe: routed experts, else SwiGLU) into delta, not yet added to x. nn: the norm after
  * the FFN, which a one-row down projection may run in its epilogue (then *normed = 1, xn holds
- * its output). The main layers and the MTP head's layer (mtp.cu) both run it. */
+ * its output). many: a multi-session step (enqueue_step). The main layers and the MTP head's
+ * layer (mtp.cu) both run it. */
 int pv_cuda_enqueue_layer(struct pv_session* s, const struct dlayer* L, int l, int kind, int moe, void* kc, void* vc,
                           const struct dstep* step, int n, int first, const float* nn, int* normed, int* nl, float* snap,
-                          char* err, size_t errlen);
+                          char* err, size_t errlen, const struct dmany* many = NULL);
 /* mtp.cu: the MTP head, the seam's mtp call (engine/backend.h; arguments checked by the engine) */
 int pv_cuda_mtp(struct pv_session* s, int pos, const float* hidden, const int32_t* tokens, int n, int32_t* argmax,
                 float* hidden_out);
+/* decode.cu: captures that step of n rows, LM rows [lr0, n), with the copy of its step struct in
+ * front (many: d->many_host to d->many_dev, the multi-session step; else the one-session graph
+ * step) and the copy of the argmax ids to ids_host behind; the kernel nodes into *kernels */
+int pv_cuda_capture_step(struct pv_session* s, int n, int lr0, float* snap, int many, cudaGraph_t* graph,
+                         cudaGraphExec_t* exec, uint64_t* kernels, char* err, size_t errlen);
+/* many.cu: the seam's forward_many (continuous batching) */
+int pv_cuda_forward_many(struct pv_session** ss, const struct pv_step* sp, int count);
 /* decode.cu: copies back the outputs of step rows [g0, g0 + rows) whose LM rows are on the
  * device (row g0 first): logits rows in d_logits, argmax ids in d_ids, final-norm rows in d_xn */
 int pv_cuda_copy_outputs(const struct pv_step* sp, int g0, int rows, const float* d_logits, const int* d_ids, const float* d_xn,

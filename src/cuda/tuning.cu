@@ -74,6 +74,10 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "exact calls of 2-16 rows (verify windows) replay a graph per row count, with cuda.graphs (0: direct launches;"
 	  " 2: also calls that keep DeltaNet snapshots, not yet run on a GPU)",
 	  F(window_graphs) },
+	{ "cuda.batch_graphs", "PV_CUDA_BATCH_GRAPHS", 1, 0, 1, NULL, 0,
+	  "continuous batching: the one-row steps of up to 16 sessions evaluated together replay a graph per row count,"
+	  " with cuda.graphs (0: direct launches, the same bits)",
+	  F(batch_graphs) },
 };
 #undef F
 static_assert(sizeof(struct pv_cuda_tuning) == PV_CUDA_N_KNOBS * sizeof(int),

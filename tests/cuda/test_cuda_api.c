@@ -21,6 +21,15 @@
  *              again, the same bits), refuses cuda.att_split
  *   bytes:     pv_session_bytes == the engine's host part + the session's device_bytes
  *   cpu:       the CUDA logits vs the CPU backend's within TOL_CPU (tests/cuda/test_cuda.c's)
+ *   many:      continuous batching (the seam's forward_many, src/cuda/many.cu): k = 2, 3, 5, 16, 17
+ *              sessions (17: two groups) of different contexts and prompt lengths, stepped 8 times
+ *              together (pv_session_run_many, as pv_generator_step_many does) == the same sessions
+ *              stepped alone: every row's logits, final-norm row (memcmp) and argmax; the rows
+ *              really went together on the models it covers (batched_rows, the CUDA counters:
+ *              graphs, or direct launches with cuda.graphs=0 / cuda.batch_graphs=0), and on the
+ *              others (DeltaNet, output gate) the engine steps them alone with the same bits;
+ *              greedy generators through pv_generator_step_many == alone; f16 and bf16 caches;
+ *              the knobs cuda.gemv_shared=1|2, graphs off; a batch mixing cache types falls back
  *   cache:     KV cache types f16 and bf16: the CUDA logits vs the CPU backend's over the same
  *              cache type within TOL_CPU, not the f32 cache's bits; a prefill call over the typed
  *              cache and the decode rows after it within the prefill tolerance of the exact
@@ -44,11 +53,13 @@
 #include "convert/synth.h"
 #include "cpu/ops.h"
 #include "cuda/backend.h"
+#include "engine/session.h"
 #include "fixture.h"
 #include "harness.h"
 #include "model/model.h"
 #include "proven.h"
 #include "proven_dev.h"
+#include "proven_spec.h"
 
 /* The CPU reference in its exact numerics (f32 activations): the CUDA kernels compute f32
  * activations too, and TOL_CPU is that comparison's bound (the fast numerics' cost is measured
@@ -357,7 +368,7 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		                            "cuda.moe_side",     "cuda.norm_fuse",     "cuda.graphs",       "cuda.att_split",
 		                            "cuda.prefill",      "cuda.prefill_chunk", "cuda.prefill_attn", "cuda.prefill_moe",
 		                            "cuda.prefill_delta", "cuda.gemv_rows_multi", "cuda.gemv_shared",
-		                            "cuda.window_graphs" };
+		                            "cuda.window_graphs", "cuda.batch_graphs" };
 	const int nw = (int)(sizeof want / sizeof want[0]);
 	CHECK(n == nw && k, "%s: %d knobs listed, want %d", name, n, nw);
 	for (int i = 0; i < nw; i++) {
@@ -471,6 +482,214 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 	CHECK(pv_model_open(&m2, dir, &bad, err, sizeof err) == PV_E_INVALID && !m2 && strstr(err, "no_such_switch"),
 	      "%s: an unknown knob: %s", name, err);
 	pv_model_close(m2);
+}
+
+/* ---- many: continuous batching ------------------------------------------------------------- */
+
+/* 1 when the CUDA backend batches this model's rows (many.cu: attention-only, no output gate) */
+static int many_covered(const pv_model* m)
+{
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		if (m->cfg.layer_kind[l] != PV_LAYER_ATTN) return 0;
+	return !m->cfg.attn_gate;
+}
+
+/* k sessions of model m (contexts 96 / 128 / 160 by turns unless same_ctx, cache types cache[i]),
+ * prompt i of 3 + (7 i) % 37 tokens starting at token i % 5 of the fixture's prompt; then `steps`
+ * steps of every session together (pv_session_run_many) and, on a twin set, alone (one-row exact
+ * calls, the engine's own fallback): logits, hidden rows (memcmp) and argmax each step. Returns the
+ * batched rows and, through *st_out (may be NULL), the sum of the batch sessions' CUDA counters. */
+static uint64_t many_run(pv_model* m, const char* name, const char* what, int k, int steps, const int* cache, int same_ctx,
+                         struct pv_cuda_session_stats* st_out)
+{
+	enum { KMAX = 17 };
+	const int V = pv_model_get_info(m)->vocab, H = pv_model_get_info(m)->hidden;
+	pv_session *bs[KMAX] = { 0 }, *as[KMAX] = { 0 };
+	int32_t tok_b[KMAX], tok_a[KMAX], am_b[KMAX], am_a[KMAX];
+	float* lg_b = malloc(sizeof(float) * (size_t)V * k);
+	float* lg_a = malloc(sizeof(float) * (size_t)V * k);
+	float* hd_b = malloc(sizeof(float) * (size_t)H * k);
+	float* hd_a = malloc(sizeof(float) * (size_t)H * k);
+	struct pv_eval_out ob[KMAX];
+	int rc[KMAX], ok = 1;
+	char err[256];
+	uint64_t batched = 0;
+	for (int i = 0; i < k && ok; i++) {
+		struct pv_session_params sp = { .n_ctx = same_ctx ? 160 : 96 + 32 * (i % 3),
+			                        .max_batch = 16, /* no prefill set-up: cheap sessions */
+			                        .chunk_min_tokens = 16,
+			                        .cache_type = cache[i] };
+		ok = pv_session_new(&bs[i], m, &sp, err, sizeof err) == PV_OK &&
+		     pv_session_new(&as[i], m, &sp, err, sizeof err) == PV_OK;
+		CHECK(ok, "%s many %s: session %d: %s", name, what, i, err);
+		const int plen = 3 + (7 * i) % 37, off = i % 5;
+		ok = ok && run_exact(bs[i], g_toks + off, plen, plen, NULL, V) == 0 &&
+		     run_exact(as[i], g_toks + off, plen, plen, NULL, V) == 0;
+		tok_b[i] = tok_a[i] = g_toks[off + plen];
+	}
+	CHECK(ok, "%s many %s: prompts", name, what);
+	for (int j = 0; j < steps && ok; j++) {
+		for (int i = 0; i < k; i++)
+			ob[i] = (struct pv_eval_out){ lg_b + (size_t)i * V, 0, &am_b[i], 0, hd_b + (size_t)i * H, 0 };
+		ok = pv_session_run_many(bs, tok_b, k, ob, rc) == PV_OK;
+		CHECK(ok, "%s many %s k=%d step %d: run_many: %s", name, what, k, j, pv_session_error(bs[0]));
+		for (int i = 0; i < k && ok; i++) {
+			struct pv_eval_out oa = { lg_a + (size_t)i * V, 0, &am_a[i], 0, hd_a + (size_t)i * H, 0 };
+			ok = pv_session_run(as[i], &tok_a[i], 1, PV_EVAL_EXACT, &oa) == PV_OK;
+		}
+		CHECK(ok, "%s many %s k=%d step %d: alone", name, what, k, j);
+		if (!ok) break;
+		int bad = -1;
+		for (int i = 0; i < k && bad < 0; i++)
+			if (am_b[i] != am_a[i] || !same(lg_b + (size_t)i * V, lg_a + (size_t)i * V, (size_t)V) ||
+			    !same(hd_b + (size_t)i * H, hd_a + (size_t)i * H, (size_t)H) ||
+			    am_b[i] != pv_argmax(lg_b + (size_t)i * V, V))
+				bad = i;
+		CHECK(bad < 0, "%s many %s k=%d step %d: session %d's row differs from its own step (argmax %d vs %d)", name,
+		      what, k, j, bad, bad < 0 ? 0 : am_b[bad], bad < 0 ? 0 : am_a[bad]);
+		ok = bad < 0;
+		for (int i = 0; i < k; i++) {
+			tok_b[i] = am_b[i];
+			tok_a[i] = am_a[i];
+		}
+	}
+	if (st_out) memset(st_out, 0, sizeof *st_out);
+	for (int i = 0; i < k; i++) {
+		struct pv_session_stats st;
+		struct pv_cuda_session_stats cs;
+		if (bs[i] && !pv_session_get_stats(bs[i], &st)) batched += st.batched_rows;
+		if (st_out && bs[i] && !pv_cuda_session_stats(bs[i], &cs)) {
+			st_out->many_rows += cs.many_rows;
+			st_out->many_steps += cs.many_steps;
+			st_out->many_hosted_rows += cs.many_hosted_rows;
+			st_out->many_launches += cs.many_launches;
+			st_out->many_captures += cs.many_captures;
+			st_out->many_kernels += cs.many_kernels;
+		}
+		pv_session_free(bs[i]);
+		pv_session_free(as[i]);
+	}
+	free(lg_b);
+	free(lg_a);
+	free(hd_b);
+	free(hd_a);
+	return ok ? batched : (uint64_t)-1;
+}
+
+/* greedy generators on k sessions: pv_generator_step_many (the server's call) == each alone */
+static void many_generators(pv_model* m, const char* name, int k)
+{
+	enum { G = 5, N = 10 };
+	int32_t ids[2][G][N];
+	uint64_t batched = 0;
+	char err[256];
+	for (int pass = 0; pass < 2; pass++) {
+		pv_session* s[G] = { 0 };
+		pv_generator* g[G] = { 0 };
+		int have[G], ok = 1;
+		for (int i = 0; i < k; i++) {
+			struct pv_session_params sp = { .n_ctx = 128, .max_batch = 16, .chunk_min_tokens = 16, .cache_type = g_cache };
+			ok = ok && !pv_session_new(&s[i], m, &sp, err, sizeof err) &&
+			     !pv_generator_new(&g[i], s[i], NULL, NULL, err, sizeof err) &&
+			     !pv_generator_prompt(g[i], g_toks + i, 4 + 6 * i, &ids[pass][i][0]);
+			have[i] = 1;
+		}
+		CHECK(ok, "%s many generators: set-up: %s", name, err);
+		for (int round = 0; ok && round < N; round++) {
+			pv_generator* gs[G];
+			int32_t* outs[G];
+			int max[G], got[G], rc[G], idx[G], live = 0;
+			for (int i = 0; i < k; i++)
+				if (have[i] < N) {
+					gs[live] = g[i];
+					outs[live] = &ids[pass][i][have[i]];
+					max[live] = N - have[i];
+					idx[live++] = i;
+				}
+			if (!live) break;
+			if (pass)
+				ok = pv_generator_step_many(gs, live, outs, max, got, rc) == PV_OK;
+			else
+				for (int q = 0; q < live && ok; q++)
+					ok = pv_generator_step(gs[q], outs[q], max[q], &got[q]) == PV_OK;
+			for (int q = 0; q < live; q++) have[idx[q]] += got[q];
+		}
+		CHECK(ok, "%s many generators: pass %d", name, pass);
+		for (int i = 0; i < k; i++) {
+			struct pv_session_stats st;
+			if (pass && s[i] && !pv_session_get_stats(s[i], &st)) batched += st.batched_rows;
+			pv_generator_free(g[i]);
+			pv_session_free(s[i]);
+		}
+	}
+	for (int i = 0; i < k; i++)
+		CHECK(!memcmp(ids[0][i], ids[1][i], sizeof ids[0][i]), "%s many generators: generator %d: together != alone",
+		      name, i);
+	if (many_covered(m))
+		CHECK(batched >= (uint64_t)(N - 1) * k - 2, "%s many generators: %llu rows batched", name,
+		      (unsigned long long)batched);
+	else
+		CHECK(batched == 0, "%s many generators: %llu rows batched on an uncovered model", name,
+		      (unsigned long long)batched);
+}
+
+static void test_many(pv_model* m, const char* dir, const char* name)
+{
+	enum { STEPS = 8 };
+	const int cov = many_covered(m);
+	int cache[17];
+	char err[256];
+	for (int i = 0; i < 17; i++) cache[i] = g_cache;
+	static const int ks[] = { 2, 3, 5, 16, 17 };
+	for (int q = 0; q < 5; q++) {
+		const int k = ks[q];
+		struct pv_cuda_session_stats cs;
+		const uint64_t b = many_run(m, name, "default", k, STEPS, cache, k == 2, &cs);
+		const uint64_t want = cov ? (uint64_t)k * STEPS : 0;
+		CHECK(b == want && cs.many_rows == want && cs.many_hosted_rows == want,
+		      "%s many k=%d: %llu rows batched (CUDA: %llu), want %llu", name, k, (unsigned long long)b,
+		      (unsigned long long)cs.many_rows, (unsigned long long)want);
+		/* graphs on (the default): one launch per group of 16, one capture per row count */
+		const uint64_t groups = cov ? (uint64_t)STEPS * ((k + 15) / 16) : 0;
+		if (!getenv("PV_CUDA_GRAPHS") && !getenv("PV_CUDA_BATCH_GRAPHS"))
+			CHECK(cs.many_steps == groups && cs.many_launches == groups &&
+			              cs.many_captures == (cov ? (k > 16 ? 2u : 1u) : 0u),
+			      "%s many k=%d: %llu steps, %llu graph launches, %llu captures", name, k,
+			      (unsigned long long)cs.many_steps, (unsigned long long)cs.many_launches,
+			      (unsigned long long)cs.many_captures);
+		printf("  %-16s many k=%-2d %s: %llu rows batched in %llu steps\n", name, k, cov ? "covered" : "alone  ",
+		       (unsigned long long)b, (unsigned long long)cs.many_steps);
+	}
+	many_generators(m, name, 5);
+	/* typed caches (the rows stored into each session's f16 / bf16 cache) */
+	for (int t = PV_CACHE_F16; t <= PV_CACHE_BF16; t++) {
+		for (int i = 0; i < 17; i++) cache[i] = t;
+		const uint64_t b = many_run(m, name, pv_cache_type_name(t), 5, STEPS, cache, 0, NULL);
+		CHECK(b == (cov ? 5u * STEPS : 0u), "%s many %s cache: %llu rows batched", name, pv_cache_type_name(t),
+		      (unsigned long long)b);
+	}
+	/* one cache type per batch: a mixed batch is stepped alone, with the same bits */
+	for (int i = 0; i < 17; i++) cache[i] = i == 1 ? PV_CACHE_F16 : g_cache;
+	CHECK(many_run(m, name, "mixed caches", 3, 3, cache, 0, NULL) == 0, "%s many: a mixed-cache batch was batched", name);
+	for (int i = 0; i < 17; i++) cache[i] = g_cache;
+	/* knobs: the shared GEMV walks, graphs off (direct launches), the multi-session graphs off */
+	static const char* const kn[] = { "cuda.gemv_shared=1", "cuda.gemv_shared=2", "cuda.graphs=0", "cuda.batch_graphs=0",
+		                          "cuda.gemv_shared=2,cuda.gemv_rows_multi=2,cuda.batch_graphs=0" };
+	for (int v = 0; v < 5; v++) {
+		pv_model* m2 = NULL;
+		struct pv_model_params p = { .backend = "cuda", .knobs = kn[v] };
+		CHECK(pv_model_open(&m2, dir, &p, err, sizeof err) == PV_OK, "%s many: open with %s: %s", name, kn[v], err);
+		if (!m2) continue;
+		struct pv_cuda_session_stats cs;
+		const uint64_t b = many_run(m2, name, kn[v], v < 2 ? 17 : 5, 4, cache, 0, &cs);
+		const uint64_t want = cov ? (uint64_t)(v < 2 ? 17 : 5) * 4 : 0;
+		CHECK(b == want, "%s many %s: %llu rows batched, want %llu", name, kn[v], (unsigned long long)b,
+		      (unsigned long long)want);
+		if (v >= 2)
+			CHECK(cs.many_launches == 0 && cs.many_captures == 0, "%s many %s: %llu graph launches", name, kn[v],
+			      (unsigned long long)cs.many_launches);
+		pv_model_close(m2);
+	}
 }
 
 /* session_bytes: what the session says it holds on the device, plus the engine's host part */
@@ -930,7 +1149,8 @@ int main(void)
 		if (!rc) rc = pv_model_open(&cm, dir, &cpu_exact, err, sizeof err);
 		CHECK(rc == PV_OK, "%s: open: %s", names[f], err);
 		/* PV_CUDA_API_ONLY=cache: the KV cache types alone; =knobs: the knobs and the multi-row
-		 * GEMV variants alone (short device calls); =mtp: the MTP head alone */
+		 * GEMV variants alone (short device calls); =mtp: the MTP head alone; =many: continuous
+		 * batching alone */
 		const char* only = getenv("PV_CUDA_API_ONLY");
 		if (!rc && only && !strcmp(only, "cache")) {
 			test_cache_types(m, cm, names[f]);
@@ -938,6 +1158,8 @@ int main(void)
 			test_knobs(m, dir, names[f]);
 		} else if (!rc && only && !strcmp(only, "mtp")) {
 			test_mtp(m, cm, g_toks, MTP_T, TOL_CPU, names[f]);
+		} else if (!rc && only && !strcmp(only, "many")) {
+			test_many(m, dir, names[f]);
 		} else if (!rc) {
 			test_outputs(m, names[f]);
 			test_exact(m, names[f]);
@@ -948,6 +1170,7 @@ int main(void)
 			test_cpu(m, cm, names[f]);
 			test_cache_types(m, cm, names[f]);
 			test_mtp(m, cm, g_toks, MTP_T, TOL_CPU, names[f]);
+			test_many(m, dir, names[f]);
 			printf("  %-16s done (%d checks failed so far)\n", names[f], pv_t_fail);
 		}
 		pv_model_close(m);
