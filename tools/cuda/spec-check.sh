@@ -21,6 +21,8 @@
 #   tools/cuda/spec-check.sh f   the KV cache types (the API's cache section, tg at depth 4096 f32 /
 #                                f16 / bf16), the 35B-A3B prefill disagreement by weight type,
 #                                Nsight Compute on the shared walk
+#   tools/cuda/spec-check.sh i   the 9B shape's 16-row step per switch, the batching and MTP
+#                                API checks, the split-weight prefill tests, two MTP courts
 #   tools/cuda/spec-check.sh h   the 9B shape's 16-row step per switch (under a timeout), the
 #                                precise prefill's split weights (tests, the 35B-A3B shape's error)
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
@@ -280,6 +282,30 @@ elif [ "$PART" = f ]; then
 			rm -f "$m"
 		fi
 	fi
+elif [ "$PART" = i ]; then
+	# the first run of this session's new CUDA code, each test under a timeout so that one stuck
+	# part cannot eat the call: the 9B shape's 16-row step per switch, continuous batching's and
+	# the MTP head's API checks, the prefill's split weights; then the courts of both
+	m=$W/qwen3.5-9b-bf16.gguf
+	if synth qwen3.5-9b bf16 "$m"; then
+		for v in "PV_CUDA_GEMV_SHARED=2 PV_CUDA_WINDOW_GRAPHS=1" "PV_CUDA_GEMV_SHARED=2 PV_CUDA_WINDOW_GRAPHS=0" \
+			"PV_CUDA_GEMV_SHARED=1 PV_CUDA_WINDOW_GRAPHS=1" "PV_CUDA_GEMV_SHARED=2 PV_CUDA_PDL=0"; do
+			t=$(date +%s)
+			env $v timeout ${HANG_S:-15} $B/proven bench --backend cuda --model "$m" --pp 16 --tg 4 --depth 512 --reps 1 \
+				--json-only >"$OUT/.b" 2>>"$LOG"
+			rc=$?
+			say "9B rows 16 $v: rc $rc ($(($(date +%s) - t)) s) $(grep -o '"pp_tok_s":[0-9.]*' "$OUT/.b" | tail -1)"
+		done
+		rm -f "$m"
+	fi
+	runtest "test_cuda_api many" timeout 120 env PV_CUDA_API_ONLY=many $B/cuda/test_cuda_api
+	runtest "test_cuda_api mtp" timeout 90 env PV_CUDA_API_ONLY=mtp $B/cuda/test_cuda_api
+	grep -E ' mtp ' "$OUT/.t" | head -20 | tee -a "$SUM" >/dev/null
+	runtest "test_cuda prefill (split weights)" timeout 90 $B/cuda/test_cuda prefill
+	grep -E 'prefill dequant|worst prefill' "$OUT/.t" | head -5 | tee -a "$SUM" >/dev/null
+	court "qwen3_5 mtp" $FX/qwen3_5 --draft mtp --draft-fixed --max-tokens 24 --limit 24
+	court "qwen3_5 mtp replay-rollback" $FX/qwen3_5 --draft mtp --draft-fixed --rollback replay --draft-max 3 \
+		--max-tokens 24 --limit 16
 elif [ "$PART" = h ]; then
 	# first the 16-row step on the Qwen3.5-9B shape, which did not finish in a bench on
 	# 2026-12-02 (gemv_shared=2, window graphs 1): each variant alone under a timeout (rc 124:
