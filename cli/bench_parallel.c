@@ -223,15 +223,7 @@ int cmd_bench_parallel(int argc, char** argv)
 				ids_equal &= !memcmp(first + (size_t)i * (tg + 1), p.ids[i], sizeof(int32_t) * (tg + 1));
 		}
 	}
-	if (!ok) {
-		par_free(&p);
-		if (pool) pv_pool_free(pool);
-		pv_model_close(m);
-		free(first);
-		free(tog);
-		free(alo);
-		return 1;
-	}
+	if (!ok) goto done;
 	/* tok/s per rep: aggregate (n tg / s) and per sequence (tg / s) */
 	double agg[100], agg_a[100];
 	for (int r = 0; r < reps; r++) {
@@ -289,11 +281,12 @@ int cmd_bench_parallel(int argc, char** argv)
 		ev_receipt_extra(rec, "parallel", json_integer(n));
 		cli_receipt_end(rec, "ok");
 	}
+done:
 	par_free(&p);
 	if (pool) pv_pool_free(pool);
 	pv_model_close(m);
 	free(first);
 	free(tog);
 	free(alo);
-	return 0;
+	return ok ? 0 : 1;
 }
