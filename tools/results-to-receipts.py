@@ -3,7 +3,9 @@
 
     tools/results-to-receipts.py h200   > docs/results/receipts-h200-2026-12.jsonl   (its head)
     tools/results-to-receipts.py cpu    > docs/results/receipts-cpu-tables-2026-12.jsonl
+    tools/results-to-receipts.py h200-s3 > docs/results/receipts-h200-2026-12-02-s3.jsonl
     tools/results-to-receipts.py --check h200 docs/results/receipts-h200-2026-12.jsonl
+    tools/results-to-receipts.py --check h200-s3 docs/results/receipts-h200-2026-12-02-s3.jsonl
 
 Each receipt (schema proven.receipt/1, docs/receipts.md) is one row of a committed file under
 docs/results: `imported` is true and `source` names the file, its sha256 and the line, so every
@@ -16,6 +18,12 @@ each curve point is named only by its .txt line (the environment, e.g. PV_CUDA_G
 the replays' knob only by g's header: those receipts cite the JSON line as source, carry the
 record's own knobs plus env.* from the .txt line, and copy the .txt line's ms per step as printed
 (extra.printed names that line); the script asserts that both lines are the same run.
+
+The 12-02 third H200 session (h200-s3, h200-2026-12-02-s3.md): the 8B curve of call 1 the same
+way (h200-2026-12-02-s3-e.{txt,jsonl}); the 9B curve of call 2 has JSON lines only
+(h200-2026-12-02-s3-9b-curve.jsonl): its knobs are the record's, env.PV_CUDA_GEMV_SHARED=2 from the
+record's cuda.gemv_shared=2 (the knob's only setting) and section 2, and its ms per step is copied
+from section 2's table (extra.printed), asserted to be the record's 1000 r / pp_tok_s.
 
 The h200 output is only the head of receipts-h200-2026-12.jsonl: H200 receipts measured later are
 appended below it (`proven receipts export` lines); --check compares the head with this output.
@@ -246,7 +254,13 @@ def shared_curves(part):
     """the verify-window curve of spec-check e (378108f) and f (45f6753): one exact step of r rows
     (`proven bench --backend cuda --pp r --tg 16 --depth 512 --reps 5`), the variant given by the
     environment its .txt line names ("default": none)"""
-    txt, jl = RESULTS + "h200-2026-12-02-shared-%s.txt" % part, RESULTS + "h200-2026-12-02-shared-%s.jsonl" % part
+    return txt_curves(RESULTS + "h200-2026-12-02-shared-%s.txt" % part, RESULTS + "h200-2026-12-02-shared-%s.jsonl" % part,
+                      "h200-2026-12-02-shared-walk.md section 3")
+
+
+def txt_curves(txt, jl, cite):
+    """a curve whose .txt lines name each point's variant and whose JSON lines hold the records
+    (spec-check's `curve` lines): one receipt per point, cite: the results file's section"""
     rows = lines(txt)
     commit = re.search(r"\| proven (\w+)$", rows[0]).group(1)
     curve = re.compile(r"curve (\S+) (.+) rows (\d+): ([\d.]+) ms per step, ([\d.]+) ms per row "
@@ -274,7 +288,7 @@ def shared_curves(part):
                    "decode_depth": int(c.group(6)), "gpu_line": rows[0],
                    "note": "one exact step of r rows (the verify call of r - 1 drafts) at depth 512, the variant named by the "
                            "environment on the .txt line (default: cuda.gemv_shared=1); step_ms and row_ms as the .txt line "
-                           "prints them (1000 r / pp_tok_s); h200-2026-12-02-shared-walk.md section 3"}))
+                           "prints them (1000 r / pp_tok_s); " + cite}))
     return out
 
 
@@ -365,6 +379,51 @@ def shared_g():
 
 def shared_walk():
     return shared_courts() + shared_curves("e") + shared_curves("f") + shared_g()
+
+
+# ---- H200, 2026-12-02, third session: the curves with the in-place walk (h200-2026-12-02-s3.md) ----
+
+def s3_curve_8b():
+    """call 1 (2d21270, spec-check e): the 8B BF16 curve under PV_CUDA_GEMV_SHARED=2, its variant
+    named by the .txt lines as in the second session"""
+    return txt_curves(RESULTS + "h200-2026-12-02-s3-e.txt", RESULTS + "h200-2026-12-02-s3-e.jsonl",
+                      "h200-2026-12-02-s3.md section 1")
+
+
+def s3_curve_9b():
+    """call 2 (2d21270): the Qwen3.5-9B BF16 curve with gemv_shared=2 and window graphs on. Its JSON
+    lines have no .txt lines; the results file's section 2 prints ms per step per row count, copied
+    as printed (extra.printed names that line); the script asserts it is 1000 r / pp_tok_s of the
+    record, i.e. the same run"""
+    md, jl = RESULTS + "h200-2026-12-02-s3.md", RESULTS + "h200-2026-12-02-s3-9b-curve.jsonl"
+    rows = lines(md)
+    sec = next(i for i, r in enumerate(rows) if r.startswith("## 2. "))
+    hi = next(i for i in range(sec, len(rows)) if rows[i].startswith("| rows |"))
+    pi = next(i for i in range(hi, len(rows)) if rows[i].startswith("| ms per step, this call |"))
+    head, cellrow = cells(rows[hi]), cells(rows[pi])
+    step = {int(h): v for h, v in zip(head[1:], cellrow[1:]) if re.match(r"[\d.]+$", v)}
+    out = []
+    for bi, rec in jsonl_at(jl):
+        r = int(rec["pp"])
+        kn = rec["knobs"]
+        assert rec["build_commit"].startswith("2d21270") and kn["cuda.gemv_shared"] == 2 and kn["cuda.window_graphs"] == 1
+        assert "%.3f" % (1000.0 * r / rec["pp_tok_s"]) == step[r], (jl, bi)
+        variant = "PV_CUDA_GEMV_SHARED=2"
+        out.append(bench_json(
+            rec, jl, bi, "verify curve Qwen3.5-9B_BF16 %s rows %d" % (variant, r), {"env.PV_CUDA_GEMV_SHARED": 2},
+            printed=(md, pi + 1, rows[pi], [fig("step_ms", "observed", "ms per verify step", step[r])]),
+            extra={"run": "Qwen3.5-9B_BF16-rows%d-%s" % (r, variant), "rows": r, "variant": variant,
+                   "note": "one exact step of r rows (the verify call of r - 1 drafts) at depth 512 on the Qwen3.5-9B BF16 "
+                           "shape (random weights), call 2 of h200-2026-12-02-s3.md: cuda.gemv_shared=2 (its only setting "
+                           "is PV_CUDA_GEMV_SHARED, src/cuda/tuning.cu) with window graphs on (cuda.window_graphs=1, the "
+                           "default), section 2; step_ms as section 2's table prints it (1000 r / pp_tok_s); no .txt line; "
+                           "the 16-row step did not finish (section 4)"}))
+    assert sorted(step) == sorted(int(rec["pp"]) for _, rec in jsonl_at(jl))
+    return out
+
+
+def s3_curves():
+    return s3_curve_8b() + s3_curve_9b()
 
 
 # ---- CPU (this project's 2-vCPU machine) -------------------------------------------------------
@@ -478,7 +537,8 @@ def cpu_spec():
     return out
 
 
-PARTS = {"h200": [v5_peer, v5b_splits, spec_d, shared_walk], "cpu": [cpu_peer, cpu_kv_quality, cpu_spec]}
+PARTS = {"h200": [v5_peer, v5b_splits, spec_d, shared_walk], "cpu": [cpu_peer, cpu_kv_quality, cpu_spec],
+         "h200-s3": [s3_curves]}
 
 
 def render(part):
