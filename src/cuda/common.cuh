@@ -508,10 +508,25 @@ __device__ __forceinline__ void pv_grid_sync(void)
 	asm volatile("griddepcontrol.launch_dependents;" :::); /* the next kernel may be scheduled */
 }
 
+/* PV_CUDA_TRACE=<seconds> (a diagnostic, off by default): after every direct launch (not while a
+ * stream is captured) the launcher waits for the stream; a kernel still running after that many
+ * seconds is named on stderr with its grid and the launches before it, and the process exits
+ * (status 3), so a hang says which kernel it is. Launches are serialized (no PDL overlap). */
+struct pv_launch_rec {
+	dim3 grid, block;
+	size_t smem;
+	cudaStream_t st;
+	int pdl;
+};
+extern thread_local struct pv_launch_rec pv_last_launch;
+int pv_cuda_trace_seconds(void);
+int pv_cuda_trace(const char* what, char* err, size_t errlen);
+
 template <typename... KArgs, typename... Args>
 static inline cudaError_t pv_launch(int pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
                                     Args... args)
 {
+	if (pv_cuda_trace_seconds()) pv_last_launch = pv_launch_rec{ grid, block, smem, st, pdl };
 	cudaLaunchConfig_t cfg = {};
 	cfg.gridDim = grid;
 	cfg.blockDim = block;
@@ -527,7 +542,11 @@ static inline cudaError_t pv_launch(int pdl, void (*kernel)(KArgs...), dim3 grid
 
 /* PV_LAUNCH(what, tu, err, errlen, kernel, grid, block, smem, stream, args...) inside a launcher
  * returning int: tu (const struct pv_cuda_tuning*) says whether to use PDL */
-#define PV_LAUNCH(what, tu, err, errlen, ...) CU(pv_launch((tu)->pdl, __VA_ARGS__), err, errlen)
+#define PV_LAUNCH(what, tu, err, errlen, ...)                                        \
+	do {                                                                         \
+		CU(pv_launch((tu)->pdl, __VA_ARGS__), err, errlen);                  \
+		if (pv_cuda_trace_seconds() && pv_cuda_trace(what, err, errlen)) return -1; \
+	} while (0)
 
 /* ---- fixed reduction trees ------------------------------------------------------------------ */
 

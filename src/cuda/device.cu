@@ -4,8 +4,54 @@
  */
 #include "common.cuh"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+thread_local struct pv_launch_rec pv_last_launch;
+
+int pv_cuda_trace_seconds(void)
+{
+	static int v = -1; /* read once; a benign race between threads reads the same value */
+	if (v < 0) {
+		const char* e = getenv("PV_CUDA_TRACE");
+		const int t = e ? atoi(e) : 0;
+		v = t > 0 ? t : 0;
+	}
+	return v;
+}
+
+int pv_cuda_trace(const char* what, char* err, size_t errlen)
+{
+	enum { RING = 8 };
+	static thread_local const char* names[RING];
+	static thread_local unsigned long long count;
+	const struct pv_launch_rec r = pv_last_launch;
+	const unsigned long long n = ++count;
+	names[n % RING] = what;
+	cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+	if (cudaStreamIsCapturing(r.st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return 0;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		const cudaError_t e = cudaStreamQuery(r.st);
+		if (e == cudaSuccess) return 0;
+		if (e != cudaErrorNotReady) return pv_cuda_fail(err, errlen, what, e);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (t1.tv_sec - t0.tv_sec >= pv_cuda_trace_seconds()) break;
+		usleep(200);
+	}
+	fprintf(stderr,
+	        "PV_CUDA_TRACE: launch %llu (%s, grid %u x %u x %u, block %u, dynamic smem %zu, pdl %d) still running after %d s; "
+	        "launches before it:",
+	        n, what, r.grid.x, r.grid.y, r.grid.z, r.block.x, r.smem, r.pdl, pv_cuda_trace_seconds());
+	for (unsigned long long i = n > RING ? n - RING + 1 : 1; i < n; i++) fprintf(stderr, " %s", names[i % RING]);
+	fprintf(stderr, "\n");
+	fflush(stderr);
+	_exit(3);
+}
 
 int pv_cuda_device_info(struct pv_cuda_device* d, char* err, size_t errlen)
 {
