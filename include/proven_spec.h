@@ -95,9 +95,10 @@ void pv_generator_stats(const pv_generator* g, struct pv_gen_stats* st);
 /* Several generators (one session each, any models) stepped together: the same tokens as
  * stepping each alone, bit for bit (each row keeps its own KV cache, state and arithmetic);
  * where the backend can, their rows share one forward pass (continuous batching: on the CPU,
- * generators without a drafter on sessions of one attention-only model and one pool; on CUDA,
- * the same on sessions of one model, cache type and knobs, up to 16 rows per device step; the
- * others are stepped one after another, with the same results). out[i] has
+ * generators without a drafter on sessions of one model (any architecture, hybrids included),
+ * one cache type and one pool; on CUDA, the same on sessions of one attention-only model, cache
+ * type and knobs, up to 16 rows per device step; the others are stepped one after another, with
+ * the same results). out[i] has
  * room for max[i] tokens; rc[i] is each one's status. Returns PV_OK when every one succeeded. */
 int pv_generator_step_many(pv_generator** g, int count, int32_t** out, const int* max, int* n_out, int* rc);
 

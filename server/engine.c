@@ -3,9 +3,10 @@
  *
  * One thread runs every session: the library's sessions are single-threaded, and one thread
  * stepping all decoding slots together (pv_generator_step_many) is what lets their rows share
- * a forward pass: the slots without speculation on an attention-only model (dense or MoE) go
- * through one forward per step (continuous batching: on the CPU, and on CUDA in device steps of
- * up to 16 rows, src/cuda/many.cu); hybrid models and drafting slots step one slot after another.
+ * a forward pass: the slots without speculation go through one forward per step (continuous
+ * batching: on the CPU for every architecture, hybrids included, src/cpu/forward_many.c; on CUDA
+ * for attention-only models, in device steps of up to 16 rows, src/cuda/many.cu); drafting slots
+ * (and hybrid models on CUDA) step one slot after another.
  * The tokens are the same either way. Each iteration admits queued jobs into idle slots (the
  * slot whose session shares the longest prefix with the prompt: its KV cache, and for hybrid
  * models the checkpoint the generator took at the end of the previous prompt, are reused),

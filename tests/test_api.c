@@ -2,7 +2,8 @@
  * test_api.c: the engine API that speculation and serving build on, on every fixture
  * architecture (CPU): per-row outputs (logits, argmax, hidden), the exact-path flag, per-row
  * snapshots and truncation, prefix copies, sync, shared pools, stats, status codes, the model
- * digest (against sha256sum), the log callback and knobs.
+ * digest (against sha256sum), the log callback and knobs, continuous batching (pv_session_run_many:
+ * every architecture's rows batched, bitwise their own steps).
  *
  * Every "same session" claim is checked bitwise (memcmp of logits): these are the properties
  * exact speculative decoding rests on, not tolerances.
@@ -515,6 +516,139 @@ static void test_cache_types(pv_model* m, const char* name)
 	free(got);
 }
 
+/*
+ * Continuous batching (the seam's forward_many, cpu/forward_many.c): k sessions of one model on
+ * one pool (contexts 96 / 128 / 160 by turns, cache types cache[i], max_batch mb), prompt i of
+ * 3 + (7 i) % 37 tokens starting at token i % 5 of the fixture's prompt (different positions);
+ * then `steps` steps of every session together (pv_session_run_many, as pv_generator_step_many
+ * does) and, on a twin set, alone (one-row exact calls): every row's logits, final-norm row
+ * (memcmp) and argmax each step. Returns the rows that went together (batched_rows), or -1.
+ */
+static uint64_t many_run(pv_model* m, const char* name, const char* what, int k, int steps, const int* cache, int mb)
+{
+	enum { KMAX = 9 };
+	const int V = pv_model_get_info(m)->vocab, H = pv_model_get_info(m)->hidden;
+	pv_session *bs[KMAX] = { 0 }, *as[KMAX] = { 0 };
+	int32_t tok_b[KMAX], tok_a[KMAX], am_b[KMAX], am_a[KMAX];
+	float* lg_b = malloc(sizeof(float) * (size_t)V * k);
+	float* lg_a = malloc(sizeof(float) * (size_t)V * k);
+	float* hd_b = malloc(sizeof(float) * (size_t)H * k);
+	float* hd_a = malloc(sizeof(float) * (size_t)H * k);
+	struct pv_eval_out ob[KMAX];
+	int rc[KMAX], ok = 1;
+	char err[256];
+	uint64_t batched = 0;
+	pv_pool* pool = pv_pool_new(2);
+	for (int i = 0; i < k && ok; i++) {
+		struct pv_session_params sp = { .n_ctx = 96 + 32 * (i % 3), .max_batch = mb, .chunk_min_tokens = 16,
+			                        .cache_type = cache[i], .pool = pool };
+		ok = pv_session_new(&bs[i], m, &sp, err, sizeof err) == PV_OK && pv_session_new(&as[i], m, &sp, err, sizeof err) == PV_OK;
+		CHECK(ok, "%s many %s: session %d: %s", name, what, i, err);
+		const int plen = 3 + (7 * i) % 37, off = i % 5;
+		ok = ok && run_exact(bs[i], g_toks + off, plen, plen, NULL, V) == 0 && run_exact(as[i], g_toks + off, plen, plen, NULL, V) == 0;
+		tok_b[i] = tok_a[i] = g_toks[off + plen];
+	}
+	CHECK(ok, "%s many %s: prompts", name, what);
+	for (int j = 0; j < steps && ok; j++) {
+		for (int i = 0; i < k; i++) ob[i] = (struct pv_eval_out){ lg_b + (size_t)i * V, 0, &am_b[i], 0, hd_b + (size_t)i * H, 0 };
+		ok = pv_session_run_many(bs, tok_b, k, ob, rc) == PV_OK;
+		CHECK(ok, "%s many %s k=%d step %d: run_many: %s", name, what, k, j, pv_session_error(bs[0]));
+		for (int i = 0; i < k && ok; i++) {
+			struct pv_eval_out oa = { lg_a + (size_t)i * V, 0, &am_a[i], 0, hd_a + (size_t)i * H, 0 };
+			ok = pv_session_run(as[i], &tok_a[i], 1, PV_EVAL_EXACT, &oa) == PV_OK;
+		}
+		CHECK(ok, "%s many %s k=%d step %d: alone", name, what, k, j);
+		if (!ok) break;
+		int bad = -1;
+		for (int i = 0; i < k && bad < 0; i++)
+			if (am_b[i] != am_a[i] || !same(lg_b + (size_t)i * V, lg_a + (size_t)i * V, (size_t)V) ||
+			    !same(hd_b + (size_t)i * H, hd_a + (size_t)i * H, (size_t)H) || am_b[i] != pv_argmax(lg_b + (size_t)i * V, V) ||
+			    pv_session_length(bs[i]) != pv_session_length(as[i]))
+				bad = i;
+		CHECK(bad < 0, "%s many %s k=%d step %d: session %d's row differs from its own step (argmax %d vs %d)", name, what,
+		      k, j, bad, bad < 0 ? 0 : am_b[bad], bad < 0 ? 0 : am_a[bad]);
+		ok = bad < 0;
+		for (int i = 0; i < k; i++) {
+			tok_b[i] = am_b[i];
+			tok_a[i] = am_a[i];
+		}
+	}
+	for (int i = 0; i < k; i++) {
+		struct pv_session_stats st;
+		if (bs[i] && !pv_session_get_stats(bs[i], &st)) batched += st.batched_rows;
+		pv_session_free(bs[i]);
+		pv_session_free(as[i]);
+	}
+	pv_pool_free(pool);
+	free(lg_b);
+	free(lg_a);
+	free(hd_b);
+	free(hd_a);
+	return ok ? batched : (uint64_t)-1;
+}
+
+/* Every fixture architecture is covered on the CPU (attention with or without the output gate,
+ * Gated DeltaNet, MoE): k = 2, 3, 5 rows batched and bitwise their own steps; 9 sessions of
+ * max_batch 4 (groups of 4, 4, 1 rows in the host's scratch); q8_0 caches; uncovered batches
+ * fall back with the same bits (mixed cache types; a session twice: its rows one after the
+ * other); a non-finite row fails its session as its own step would, its history untouched. */
+static void test_many(pv_model* m, const char* name)
+{
+	enum { STEPS = 6 };
+	int f32[9] = { 0 }, q8[3] = { PV_CACHE_Q8_0, PV_CACHE_Q8_0, PV_CACHE_Q8_0 }, mixed[3] = { 0, PV_CACHE_F16, 0 };
+	static const int ks[3] = { 2, 3, 5 };
+	for (int i = 0; i < 3; i++)
+		CHECK(many_run(m, name, "f32", ks[i], STEPS, f32, 16) == (uint64_t)ks[i] * STEPS, "%s many k=%d: not every row batched",
+		      name, ks[i]);
+	CHECK(many_run(m, name, "groups", 9, STEPS, f32, 4) == 9 * STEPS, "%s many: 9 rows in groups of 4", name);
+	CHECK(many_run(m, name, "q8_0", 3, STEPS, q8, 16) == 3 * STEPS, "%s many q8_0: not every row batched", name);
+	CHECK(many_run(m, name, "mixed", 3, STEPS, mixed, 16) == 0, "%s many: mixed cache types batched", name);
+
+	/* one session twice in a batch: stepped one row after the other, as two calls would */
+	const int V = pv_model_get_info(m)->vocab;
+	float* lg = malloc(sizeof(float) * (size_t)V * 4);
+	pv_pool* pool = pv_pool_new(2);
+	struct pv_session_params sp = { .n_ctx = 96, .max_batch = 16, .pool = pool };
+	pv_session *a = NULL, *b = NULL, *c = NULL;
+	char err[256];
+	CHECK(!pv_session_new(&a, m, &sp, err, sizeof err) && !pv_session_new(&b, m, &sp, err, sizeof err) &&
+	              !pv_session_new(&c, m, &sp, err, sizeof err),
+	      "%s many: sessions: %s", name, err);
+	CHECK(run_exact(a, g_toks, 5, 5, NULL, V) == 0 && run_exact(b, g_toks, 5, 5, NULL, V) == 0 &&
+	              run_exact(c, g_toks, 5, 5, NULL, V) == 0,
+	      "%s many: prompts", name);
+	pv_session* twice[2] = { a, a };
+	struct pv_eval_out o2[2] = { { lg, 0, NULL, 0, NULL, 0 }, { lg + V, 0, NULL, 0, NULL, 0 } };
+	int rc[3];
+	CHECK(pv_session_run_many(twice, g_toks + 5, 2, o2, rc) == PV_OK && pv_session_length(a) == 7, "%s many: a session twice",
+	      name);
+	CHECK(run_exact(b, g_toks + 5, 2, 1, lg + 2 * (size_t)V, V) == 0 && same(lg, lg + 2 * (size_t)V, 2 * (size_t)V),
+	      "%s many: a session twice differs from its two steps", name);
+	struct pv_session_stats st;
+	CHECK(!pv_session_get_stats(a, &st) && st.batched_rows == 0, "%s many: a session twice was batched", name);
+
+	/* non-finite rows (a NaN in a norm weight): each session fails, PV_E_NUMERIC, length kept */
+	float* w = m->w.layers[0].attn_norm;
+	const float keep = w[0];
+	w[0] = NAN;
+	pv_session* three[3] = { a, b, c };
+	int32_t am[3];
+	struct pv_eval_out o3[3] = { { lg, 0, NULL, 0, NULL, 0 }, { NULL, 0, &am[1], 0, NULL, 0 }, { lg + V, 0, &am[2], 0, NULL, 0 } };
+	const int la = pv_session_length(a), lb = pv_session_length(b);
+	CHECK(pv_session_run_many(three, g_toks, 3, o3, rc) == PV_E_NUMERIC, "%s many: NaN rows succeeded", name);
+	for (int i = 0; i < 3; i++)
+		CHECK(rc[i] == PV_E_NUMERIC && !pv_session_ok(three[i]) && strstr(pv_session_error(three[i]), "NaN"),
+		      "%s many: NaN row %d gave %s: %s", name, i, pv_status_name(rc[i]), pv_session_error(three[i]));
+	CHECK(pv_session_length(a) == la && pv_session_length(b) == lb && pv_session_length(c) == 5,
+	      "%s many: a failed row changed the history", name);
+	w[0] = keep;
+	pv_session_free(a);
+	pv_session_free(b);
+	pv_session_free(c);
+	pv_pool_free(pool);
+	free(lg);
+}
+
 #define FIXTURE_CASE(id, call)                                                               \
 	static void id##_fx(pv_model* m, const char* dir, const char* name) { (void)dir; call; } \
 	TEST_CASE(id) { each_fixture(id##_fx); }
@@ -530,6 +664,7 @@ FIXTURE_CASE(session_bytes, test_bytes(m, name))
 FIXTURE_CASE(digest, test_digest(m, dir, name))
 FIXTURE_CASE(config_check, test_config_check(m, name))
 FIXTURE_CASE(cache_types, test_cache_types(m, name))
+FIXTURE_CASE(many, test_many(m, name))
 
 /* non-finite logits fail the call (corrupt weights must not decode as token 0), for every
  * output kind, and the session stays failed */

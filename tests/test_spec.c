@@ -380,15 +380,20 @@ TEST_CASE(step_many)
 
 /* Continuous batching: generators without a drafter on sessions of one model (one shared pool)
  * step one row each in one forward; the ids (greedy, sampled, with log-probabilities) are those
- * of stepping each alone, at different positions, on a dense, an MoE and a biased-QKV model; the
- * rows really went together (batched_rows), and a hybrid model steps alone with the same ids;
- * the dense model again with a q8_0 KV cache (rows stored into each session's typed cache). */
+ * of stepping each alone, at different positions, on a dense, an MoE and a biased-QKV model and
+ * on every hybrid (gated attention + Gated DeltaNet: Qwen3.5 dense and MoE, Qwen3-Next's
+ * key-group-major projections); the rows really went together (batched_rows); the dense model
+ * and a hybrid again with a q8_0 KV cache (rows stored into each session's typed cache); a
+ * hybrid whose sessions mix cache types is not covered: it steps alone with the same ids. */
 TEST_CASE(step_many_batched)
 {
-	const char* fx[5] = { "qwen3", "qwen3_moe", "qwen2", "qwen3_5", "qwen3" };
-	enum { G = 4, N = 24 };
+	enum { NF = 11, G = 4, N = 24 };
+	static const char* const fx[NF] = { "qwen3",       "qwen3_moe",    "qwen2",      "qwen3_5", "qwen3",  "qwen3_5_moe",
+		                            "qwen3_5_r3", "qwen3_5_text", "qwen3_next", "qwen3_5", "qwen3_5" };
+	/* the sessions' cache types: 0 f32, 1 q8_0, 2 f32 and f16 by turns (not covered) */
+	static const int cache[NF] = { 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 2 };
 	char err[256];
-	for (int f = 0; f < 5; f++) {
+	for (int f = 0; f < NF; f++) {
 		int32_t *toks, ids[2][G][N];
 		int nt;
 		pv_model* m = open_fixture(fx[f], &toks, &nt);
@@ -400,7 +405,8 @@ TEST_CASE(step_many_batched)
 			pv_generator* g[G] = { 0 };
 			int have[G], ok = 1;
 			for (int i = 0; i < G; i++) {
-				struct pv_session_params sp = { .n_ctx = 128, .pool = pool, .cache_type = f == 4 ? PV_CACHE_Q8_0 : 0 };
+				const int ct = cache[f] == 1 ? PV_CACHE_Q8_0 : cache[f] == 2 && i % 2 ? PV_CACHE_F16 : 0;
+				struct pv_session_params sp = { .n_ctx = 128, .pool = pool, .cache_type = ct };
 				struct pv_sampling smp = { i == 1 ? 0.9f : 0.0f, i == 1 ? 40 : 0, 1.0f, 0, 7u + (unsigned)i, 0 };
 				const int plen = 4 + 5 * i < nt ? 4 + 5 * i : nt; /* different positions */
 				ok &= !pv_session_new(&s[i], m, &sp, err, sizeof err) && !pv_generator_new(&g[i], s[i], &smp, NULL, err, sizeof err);
@@ -436,8 +442,9 @@ TEST_CASE(step_many_batched)
 		}
 		for (int i = 0; i < G; i++)
 			CHECK(!memcmp(ids[0][i], ids[1][i], sizeof ids[0][i]), "%s: generator %d: batched ids = alone", fx[f], i);
-		if (f != 3) CHECK(batched[0] == 0 && batched[1] >= (N - 1) * G - 4, "%s: %llu rows batched", fx[f], (unsigned long long)batched[1]);
-		else CHECK(batched[1] == 0, "%s (hybrid): steps alone", fx[f]);
+		if (cache[f] != 2)
+			CHECK(batched[0] == 0 && batched[1] >= (N - 1) * G - 4, "%s: %llu rows batched", fx[f], (unsigned long long)batched[1]);
+		else CHECK(batched[1] == 0, "%s (mixed cache types): steps alone", fx[f]);
 		pv_pool_free(pool);
 		pv_model_close(m);
 		free(toks);

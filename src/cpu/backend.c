@@ -304,13 +304,27 @@ static int cpu_copy_prefix(struct pv_session* dst, const struct pv_session* src,
 	return PV_OK;
 }
 
+/* A step whose output rows are not finite: the session fails (sticky), with the same message
+ * whether it ran alone or in a batch. */
+static int fail_numeric(struct pv_session* s, const struct pv_step* st)
+{
+	return pv_session_fail(s, PV_E_NUMERIC,
+	                       "the model computed NaN or infinite values at positions %d..%d (corrupt weights? "
+	                       "proven info --check scans them)",
+	                       st->pos0, st->pos0 + st->n - 1);
+}
+
 static int cpu_forward_many(struct pv_session** s, const struct pv_step* st, int count)
 {
+	int bad[count];
 	if (!s[0]->own_pool) pv_pool_lock(s[0]->pool);
-	int rc = pv_cpu_forward_many(s, st, count);
+	int rc = pv_cpu_forward_many(s, st, count, bad);
 	if (!s[0]->own_pool) pv_pool_unlock(s[0]->pool);
-	/* a row that is not finite: each session alone again, so that the one at fault says so */
-	return rc < 0 ? 1 : rc;
+	/* a row that is not finite fails its own session, as its one-row step would (stepping it
+	 * again alone is no option: its recurrent state has advanced); the others keep their rows */
+	for (int i = 0; i < count && rc == 0; i++)
+		if (bad[i]) fail_numeric(s[i], &st[i]);
+	return rc;
 }
 
 static const char* const prof_names[PV_PROF_COUNT] = {
@@ -358,12 +372,7 @@ static int cpu_forward(struct pv_session* s, const struct pv_step* st)
 	if (!s->own_pool) pv_pool_lock(s->pool);
 	int bad = pv_cpu_forward(s, st);
 	if (!s->own_pool) pv_pool_unlock(s->pool);
-	if (bad)
-		return pv_session_fail(s, PV_E_NUMERIC,
-		                       "the model computed NaN or infinite values at positions %d..%d (corrupt weights? "
-		                       "proven info --check scans them)",
-		                       st->pos0, st->pos0 + st->n - 1);
-	return PV_OK;
+	return bad ? fail_numeric(s, st) : PV_OK;
 }
 
 /* ---- the model: kernel choice (knobs) and repacked weights ------------------------------- */

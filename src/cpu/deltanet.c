@@ -13,6 +13,10 @@
  * short call, and bitwise the same whatever the number of rows) and the chunked one (chunks of
  * C = 64 rows through a triangular solve; used for long prompts). They agree within float
  * rounding; tests check both against each other and against transformers.
+ *
+ * pv_deltanet_layer_many runs the layer for one row of each of several sessions (continuous
+ * batching, forward_many.c): the projections over all rows at once, then each row's conv and
+ * recurrent step on its own session's conv window and S, the one-row decode arithmetic.
  */
 #include "cpu/state.h"
 #include "cpu/kern.h"
@@ -40,48 +44,51 @@ static inline int key_head(const struct pv_config* c, int h)
 	return c->v_head_tiled ? h % c->lin_k_heads : h / (c->lin_v_heads / c->lin_k_heads);
 }
 
+/* One row of the recurrent form for value head h: S [dk, dv] (the head's state, updated in
+ * place) from row u [conv_dim] (l2-normed q, k; v), decay exp(g) and beta; o [dv] = S^T q.
+ * The decode arithmetic, shared by the one-session rows and the batched sessions' rows. */
+static void delta_step(const struct pv_cpu_state* st, const struct pv_config* c, float* S, const float* u, float decay,
+                       float beta, float* o, int h, int thread)
+{
+	const int dk = c->lin_k_dim, dv = c->lin_v_dim, cd = pv_cfg_conv_dim(c), kd = pv_cfg_key_dim(c), kh = key_head(c, h);
+	const float* q = u + (size_t)kh * dk;
+	const float* k = u + kd + (size_t)kh * dk;
+	const float* v = u + 2 * kd + (size_t)h * dv;
+	const int isa = st->mm.k->isa, avx2 = isa >= PV_ISA_AVX2;
+	if (isa >= PV_ISA_AVX512 && pv_delta_avx512_ok(dv, cd, c->conv_kernel)) {
+		/* the same per-element operations as below with the AVX2 axpy, passes fused */
+		pv_delta_step_avx512(S, dk, dv, q, k, v, decay, beta, o);
+		return;
+	}
+	float* m = st->ts[thread].chunk; /* [dv] */
+	float* d = m + dv;              /* [dv] */
+	memset(m, 0, sizeof(float) * dv);
+	for (int i = 0; i < dk; i++) {
+		float* Si = S + (size_t)i * dv;
+		for (int j = 0; j < dv; j++) Si[j] *= decay;
+		pv_axpy_f32_set(avx2, m, k[i], Si, dv);
+	}
+	for (int j = 0; j < dv; j++) d[j] = beta * (v[j] - m[j]);
+	memset(o, 0, sizeof(float) * dv);
+	for (int i = 0; i < dk; i++) {
+		float* Si = S + (size_t)i * dv;
+		pv_axpy_f32_set(avx2, Si, k[i], d, dv);
+		pv_axpy_f32_set(avx2, o, q[i], Si, dv);
+	}
+}
+
 /* Recurrent form over rows 0..n-1 for one value head. */
 static void delta_recurrent(void* ctx, int h, int thread)
 {
 	struct delta_task* dt = ctx;
-	struct pv_session* s = dt->s;
-	struct pv_cpu_state* st = pv_cpu(s);
-	const struct pv_config* c = &s->m->cfg;
-	int dk = c->lin_k_dim, dv = c->lin_v_dim, cd = pv_cfg_conv_dim(c), kd = pv_cfg_key_dim(c);
-	int vd = pv_cfg_value_dim(c), Hv = c->lin_v_heads, kh = key_head(c, h);
+	struct pv_cpu_state* st = pv_cpu(dt->s);
+	const struct pv_config* c = &dt->s->m->cfg;
+	const int dk = c->lin_k_dim, dv = c->lin_v_dim, cd = pv_cfg_conv_dim(c), vd = pv_cfg_value_dim(c);
+	const int Hv = c->lin_v_heads;
 	float* S = st->ssm[dt->layer] + (size_t)h * dk * dv;
-	float* m = st->ts[thread].chunk; /* [dv] */
-	float* d = m + dv;              /* [dv] */
-
-	const int isa = st->mm.k->isa, avx2 = isa >= PV_ISA_AVX2;
-	const int avx512 = isa >= PV_ISA_AVX512 && pv_delta_avx512_ok(dv, cd, c->conv_kernel);
 	for (int t = 0; t < dt->n; t++) {
-		const float* u = st->mix2 + (size_t)t * cd;
-		const float* q = u + (size_t)kh * dk;
-		const float* k = u + kd + (size_t)kh * dk;
-		const float* v = u + 2 * kd + (size_t)h * dv;
-		float decay = expf(st->lg[(size_t)t * Hv + h]), beta = st->lb[(size_t)t * Hv + h];
-		if (avx512) {
-			/* the same per-element operations as below with the AVX2 axpy, passes fused */
-			pv_delta_step_avx512(S, dk, dv, q, k, v, decay, beta, st->o + (size_t)t * vd + (size_t)h * dv);
-			if (dt->snap_row0 >= 0)
-				memcpy(st->snap_buf[dt->snap_row0 + t] + dt->snap_off + (size_t)h * dk * dv, S, sizeof(float) * dk * dv);
-			continue;
-		}
-		memset(m, 0, sizeof(float) * dv);
-		for (int i = 0; i < dk; i++) {
-			float* Si = S + (size_t)i * dv;
-			for (int j = 0; j < dv; j++) Si[j] *= decay;
-			pv_axpy_f32_set(avx2, m, k[i], Si, dv);
-		}
-		for (int j = 0; j < dv; j++) d[j] = beta * (v[j] - m[j]);
-		float* o = st->o + (size_t)t * vd + (size_t)h * dv;
-		memset(o, 0, sizeof(float) * dv);
-		for (int i = 0; i < dk; i++) {
-			float* Si = S + (size_t)i * dv;
-			pv_axpy_f32_set(avx2, Si, k[i], d, dv);
-			pv_axpy_f32_set(avx2, o, q[i], Si, dv);
-		}
+		delta_step(st, c, S, st->mix2 + (size_t)t * cd, expf(st->lg[(size_t)t * Hv + h]), st->lb[(size_t)t * Hv + h],
+		           st->o + (size_t)t * vd + (size_t)h * dv, h, thread);
 		if (dt->snap_row0 >= 0)
 			memcpy(st->snap_buf[dt->snap_row0 + t] + dt->snap_off + (size_t)h * dk * dv, S, sizeof(float) * dk * dv);
 	}
@@ -222,11 +229,11 @@ static void l2norm_scale(float* x, int n, float scale)
 	for (int i = 0; i < n; i++) x[i] *= r;
 }
 
-void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* out, int n, int chunked, int snap_row0)
+/* The input projections of rows xn [n, H] into st's scratch: mix [n, conv_dim] (the conv's
+ * input, q | k | v), z [n, vd] (the output gate), lb / lg [n, Hv] (b and a, before their
+ * activations). One product per weight over all n rows (batch-invariant, ops.h). */
+static void delta_in(struct pv_cpu_state* st, const struct pv_config* c, const struct pv_layer* L, const float* xn, int n)
 {
-	struct pv_cpu_state* st = pv_cpu(s);
-	const struct pv_config* c = &s->m->cfg;
-	const struct pv_layer* L = &s->m->w.layers[layer];
 	int H = c->hidden, Hk = c->lin_k_heads, Hv = c->lin_v_heads, dk = c->lin_k_dim, dv = c->lin_v_dim;
 	int kd = pv_cfg_key_dim(c), vd = pv_cfg_value_dim(c), cd = pv_cfg_conv_dim(c), r = Hv / Hk;
 
@@ -272,17 +279,14 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 					}
 		}
 	}
-
 	pv_prof_mark(st, PV_PROF_MM_DIN);
-	/* snapshots: this layer's S, then its conv window, inside every slot (the checkpoint layout) */
-	const size_t S_floats = (size_t)Hv * dk * dv;
-	const size_t snap_off = (size_t)st->lin_index[layer] * pv_state_floats_per_layer(c);
-	const int snap = snap_row0 >= 0 && !chunked;
-	const int avx512 = st->mm.k->isa >= PV_ISA_AVX512 && pv_delta_avx512_ok(dv, cd, c->conv_kernel);
-	conv_silu(c, st->conv[layer], L->conv_w, st->mix, st->mix2, n, snap ? st->snap_buf + snap_row0 : NULL,
-	          snap_off + S_floats, avx512);
-	pv_prof_mark(st, PV_PROF_DCONV);
+}
 
+/* After the conv, per row of st's scratch (rows independent): q, k [Hk, dk] of mix2 l2-normed
+ * (q also scaled by 1/sqrt(dk)), beta = sigmoid(b) into lb, g = A softplus(a + dt_bias) into lg. */
+static void delta_gates(struct pv_cpu_state* st, const struct pv_config* c, const struct pv_layer* L, int n)
+{
+	const int Hk = c->lin_k_heads, Hv = c->lin_v_heads, dk = c->lin_k_dim, kd = pv_cfg_key_dim(c), cd = pv_cfg_conv_dim(c);
 	float qscale = 1.0f / sqrtf((float)dk);
 	for (int t = 0; t < n; t++) {
 		float* u = st->mix2 + (size_t)t * cd;
@@ -297,12 +301,15 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 			*a = L->ssm_a[h] * softplus(*a + L->dt_bias[h]);
 		}
 	}
-
 	pv_prof_mark(st, PV_PROF_DOTHER);
-	struct delta_task dt = { s, layer, n, snap ? snap_row0 : -1, snap_off };
-	pv_pool_run(s->pool, chunked ? delta_chunked : delta_recurrent, &dt, Hv);
-	pv_prof_mark(st, PV_PROF_DELTA);
+}
 
+/* The gated output norm of rows o [n, Hv, dv] (per head: w_n * rmsnorm(o) * silu(z)), then
+ * out [n, H] = o W_out^T, one product over all n rows. */
+static void delta_out(struct pv_cpu_state* st, const struct pv_config* c, const struct pv_layer* L, float* out, int n)
+{
+	const int H = c->hidden, Hv = c->lin_v_heads, dv = c->lin_v_dim, vd = pv_cfg_value_dim(c);
+	const int avx512 = st->mm.k->isa >= PV_ISA_AVX512 && pv_delta_avx512_ok(dv, pv_cfg_conv_dim(c), c->conv_kernel);
 	for (int t = 0; t < n; t++)
 		for (int h = 0; h < Hv; h++) {
 			float* o = st->o + (size_t)t * vd + (size_t)h * dv;
@@ -315,4 +322,70 @@ void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* 
 	pv_prof_mark(st, PV_PROF_DOTHER);
 	pv_mm(&st->mm, out, H, st->o, vd, n, &L->out_proj);
 	pv_prof_mark(st, PV_PROF_MM_DOUT);
+}
+
+void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* out, int n, int chunked, int snap_row0)
+{
+	struct pv_cpu_state* st = pv_cpu(s);
+	const struct pv_config* c = &s->m->cfg;
+	const struct pv_layer* L = &s->m->w.layers[layer];
+	const int Hv = c->lin_v_heads, dk = c->lin_k_dim, dv = c->lin_v_dim, cd = pv_cfg_conv_dim(c);
+
+	delta_in(st, c, L, xn, n);
+	/* snapshots: this layer's S, then its conv window, inside every slot (the checkpoint layout) */
+	const size_t S_floats = (size_t)Hv * dk * dv;
+	const size_t snap_off = (size_t)st->lin_index[layer] * pv_state_floats_per_layer(c);
+	const int snap = snap_row0 >= 0 && !chunked;
+	const int avx512 = st->mm.k->isa >= PV_ISA_AVX512 && pv_delta_avx512_ok(dv, cd, c->conv_kernel);
+	conv_silu(c, st->conv[layer], L->conv_w, st->mix, st->mix2, n, snap ? st->snap_buf + snap_row0 : NULL,
+	          snap_off + S_floats, avx512);
+	pv_prof_mark(st, PV_PROF_DCONV);
+	delta_gates(st, c, L, n);
+	struct delta_task dt = { s, layer, n, snap ? snap_row0 : -1, snap_off };
+	pv_pool_run(s->pool, chunked ? delta_chunked : delta_recurrent, &dt, Hv);
+	pv_prof_mark(st, PV_PROF_DELTA);
+	delta_out(st, c, L, out, n);
+}
+
+/* ---------------------------------------------- one row of several sessions --- */
+
+struct delta_many {
+	struct pv_session* host;      /* its scratch holds the rows */
+	struct pv_session* const* ss; /* row i's session */
+	int layer;
+};
+
+/* Task i * Hv + h: value head h of row i, on session i's own S (the one-row recurrent step). */
+static void delta_recurrent_many(void* ctx, int task, int thread)
+{
+	struct delta_many* dm = ctx;
+	const struct pv_session* s0 = dm->host;
+	const struct pv_cpu_state* st = pv_cpu(s0);
+	const struct pv_config* c = &s0->m->cfg;
+	const int Hv = c->lin_v_heads, i = task / Hv, h = task % Hv, dk = c->lin_k_dim, dv = c->lin_v_dim;
+	float* S = pv_cpu(dm->ss[i])->ssm[dm->layer] + (size_t)h * dk * dv;
+	delta_step(st, c, S, st->mix2 + (size_t)i * pv_cfg_conv_dim(c), expf(st->lg[(size_t)i * Hv + h]),
+	           st->lb[(size_t)i * Hv + h], st->o + (size_t)i * pv_cfg_value_dim(c) + (size_t)h * dv, h, thread);
+}
+
+void pv_deltanet_layer_many(struct pv_session* s0, struct pv_session* const* ss, int count, int layer, const float* xn,
+                            float* out)
+{
+	struct pv_cpu_state* st = pv_cpu(s0);
+	const struct pv_config* c = &s0->m->cfg;
+	const struct pv_layer* L = &s0->m->w.layers[layer];
+	const int dv = c->lin_v_dim, cd = pv_cfg_conv_dim(c);
+	const int avx512 = st->mm.k->isa >= PV_ISA_AVX512 && pv_delta_avx512_ok(dv, cd, c->conv_kernel);
+
+	delta_in(st, c, L, xn, count);
+	/* row i through session i's conv window: a one-row call's conv (mix row i -> mix2 row i) */
+	for (int i = 0; i < count; i++)
+		conv_silu(c, pv_cpu(ss[i])->conv[layer], L->conv_w, st->mix + (size_t)i * cd, st->mix2 + (size_t)i * cd, 1, NULL, 0,
+		          avx512);
+	pv_prof_mark(st, PV_PROF_DCONV);
+	delta_gates(st, c, L, count);
+	struct delta_many dm = { s0, ss, layer };
+	pv_pool_run(s0->pool, delta_recurrent_many, &dm, count * c->lin_v_heads);
+	pv_prof_mark(st, PV_PROF_DELTA);
+	delta_out(st, c, L, out, count);
 }

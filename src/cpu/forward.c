@@ -26,12 +26,12 @@ void pv_rmsnorm(float* y, const float* x, const float* w, int n, float eps)
 	for (int i = 0; i < n; i++) y[i] = (x[i] * r) * w[i];
 }
 
-static void rmsnorm_rows(float* y, const float* x, const float* w, int rows, int n, float eps)
+void pv_rmsnorm_rows(float* y, const float* x, const float* w, int rows, int n, float eps)
 {
 	for (int t = 0; t < rows; t++) pv_rmsnorm(y + (size_t)t * n, x + (size_t)t * n, w, n, eps);
 }
 
-static void add_rows(float* x, const float* d, size_t count)
+void pv_add_rows(float* x, const float* d, size_t count)
 {
 	for (size_t i = 0; i < count; i++) x[i] += d[i];
 }
@@ -58,18 +58,15 @@ struct attn_task {
 /* One (row, head) pair: softmax(q k^T / sqrt(hd)) v over keys 0..pos, causal. A non-f32 cache's
  * key and value slices are converted to f32 (exactly, kvcache.c) one position at a time into
  * the thread's [2, hd] buffer; the arithmetic and its order are the f32 cache's. */
-static void attn_row_head(void* ctx, int task, int thread)
+void pv_cpu_attn_row_head(struct pv_session* s, const unsigned char* kc, const unsigned char* vc, int t, int pos, int h,
+                          int thread)
 {
-	struct attn_task* a = ctx;
-	struct pv_session* s = a->s;
 	struct pv_cpu_state* st = pv_cpu(s);
 	const struct pv_config* c = &s->m->cfg;
-	int hd = c->head_dim, nh = c->n_heads;
-	int t = task / nh, h = task % nh, kh = h / (nh / c->n_kv_heads);
-	int pos = a->pos0 + t;
+	int hd = c->head_dim, nh = c->n_heads, kh = h / (nh / c->n_kv_heads);
 	const float* q = st->q + (size_t)t * pv_cfg_q_dim(c) + (size_t)h * hd;
-	const unsigned char* K = a->kc + (size_t)kh * st->kv_head;
-	const unsigned char* V = a->vc + (size_t)kh * st->kv_head;
+	const unsigned char* K = kc + (size_t)kh * st->kv_head;
+	const unsigned char* V = vc + (size_t)kh * st->kv_head;
 	const size_t rb = st->kv_row;
 	const int f32 = st->kv_dtype == PV_F32;
 	float* kbuf = st->ts[thread].kv;
@@ -102,6 +99,13 @@ static void attn_row_head(void* ctx, int task, int thread)
 	}
 }
 
+static void attn_row_head(void* ctx, int task, int thread)
+{
+	struct attn_task* a = ctx;
+	const int nh = a->s->m->cfg.n_heads, t = task / nh;
+	pv_cpu_attn_row_head(a->s, a->kc, a->vc, t, a->pos0 + t, task % nh, thread);
+}
+
 /* The AVX-512 kernel set's attention (attn_avx512.c): tasks of up to ATT_ROWS query rows x one
  * key/value head; per-thread scratch from the pool. */
 #define ATT_ROWS 16
@@ -125,7 +129,7 @@ static void attn512_task(void* ctx, int task, int thread)
 
 /* Whether the session runs the AVX-512 attention (its kernel set, a head size it handles, and
  * the pool scratch holds a task's state). */
-static int attn512(const struct pv_session* s, int* rows)
+int pv_cpu_attn512(const struct pv_session* s, int* rows)
 {
 	const struct pv_config* c = &s->m->cfg;
 	if (pv_cpu(s)->mm.k->isa < PV_ISA_AVX512 || !pv_attn_avx512_ok(c->head_dim) || !pv_pool_scratch(s->pool, 0)) return 0;
@@ -139,14 +143,14 @@ static int attn512(const struct pv_session* s, int* rows)
 /* One row's q [nh*hd], k and v [nkv*hd] after the projections, at position pos: the biases, then
  * each head's RMSNorm (Qwen3's q/k norm) and RoPE. Shared by the one-session and the batched
  * attention, so a row gets the same bits either way. */
-static void qkv_row_post(const struct pv_session* s, const struct pv_layer* L, float* q, float* k, float* v, int pos)
+void pv_cpu_qkv_post(const struct pv_session* s, const struct pv_layer* L, float* q, float* k, float* v, int pos)
 {
 	const struct pv_config* c = &s->m->cfg;
 	const int hd = c->head_dim, R = c->rope_dim, qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
 	if (L->bq) {
-		add_rows(q, L->bq, qd);
-		add_rows(k, L->bk, kvd);
-		add_rows(v, L->bv, kvd);
+		pv_add_rows(q, L->bq, qd);
+		pv_add_rows(k, L->bk, kvd);
+		pv_add_rows(v, L->bv, kvd);
 	}
 	const float* cs = s->rope_cos + (size_t)pos * (R / 2);
 	const float* sn = s->rope_sin + (size_t)pos * (R / 2);
@@ -160,6 +164,23 @@ static void qkv_row_post(const struct pv_session* s, const struct pv_layer* L, f
 		if (L->k_norm) pv_rmsnorm(kh, kh, L->k_norm, hd, c->rms_eps);
 		rope_neox(kh, cs, sn, R);
 	}
+}
+
+/* The output gate (Qwen3.5 / Qwen3-Next gated attention): q_proj's row [nh, 2, hd] (per head
+ * [q_h | gate_h]) split into q [nh*hd] and the gate ag [nh*hd]. */
+void pv_cpu_gate_split(const struct pv_config* c, const float* qg, float* q, float* ag)
+{
+	const int hd = c->head_dim;
+	for (int h = 0; h < c->n_heads; h++) {
+		memcpy(q + (size_t)h * hd, qg + (size_t)h * 2 * hd, sizeof(float) * hd);
+		memcpy(ag + (size_t)h * hd, qg + (size_t)h * 2 * hd + hd, sizeof(float) * hd);
+	}
+}
+
+/* o [count] *= sigmoid(ag): the gate on the attention output, before o_proj */
+void pv_cpu_gate_apply(float* o, const float* ag, size_t count)
+{
+	for (size_t i = 0; i < count; i++) o[i] *= pv_sigmoid(ag[i]);
 }
 
 static void attention_layer(struct pv_session* s, const struct pv_layer* L, unsigned char* kc, unsigned char* vc,
@@ -187,15 +208,8 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, unsi
 		float* q = st->q + (size_t)t * qd;
 		float* k = kdst + (size_t)t * kvd;
 		float* v = vdst + (size_t)t * kvd;
-		if (c->attn_gate) {
-			/* split [n, nh, 2, hd] into q [n, nh*hd] and the gate st->ag [n, nh*hd] */
-			const float* row = qg + (size_t)t * 2 * qd;
-			for (int h = 0; h < nh; h++) {
-				memcpy(q + (size_t)h * hd, row + (size_t)h * 2 * hd, sizeof(float) * hd);
-				memcpy(st->ag + (size_t)t * qd + (size_t)h * hd, row + (size_t)h * 2 * hd + hd, sizeof(float) * hd);
-			}
-		}
-		qkv_row_post(s, L, q, k, v, pos0 + t);
+		if (c->attn_gate) pv_cpu_gate_split(c, qg + (size_t)t * 2 * qd, q, st->ag + (size_t)t * qd);
+		pv_cpu_qkv_post(s, L, q, k, v, pos0 + t);
 		if (!f32) {
 			/* attention below reads these rows back from the cache like any earlier row */
 			pv_kv_store(st->kv_dtype, k, kc + (size_t)(pos0 + t) * st->kv_row, nkv, hd);
@@ -205,7 +219,7 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, unsi
 
 	pv_prof_mark(st, PV_PROF_ROPE);
 	int rows;
-	if (attn512(s, &rows)) {
+	if (pv_cpu_attn512(s, &rows)) {
 		struct attn512_task at = { s, kc, vc, n, pos0, rows };
 		pv_pool_run(s->pool, attn512_task, &at, (n + rows - 1) / rows * nkv);
 	} else {
@@ -213,8 +227,7 @@ static void attention_layer(struct pv_session* s, const struct pv_layer* L, unsi
 		pv_pool_run(s->pool, attn_row_head, &at, n * nh);
 	}
 
-	if (c->attn_gate)
-		for (size_t i = 0; i < (size_t)n * qd; i++) st->o[i] *= pv_sigmoid(st->ag[i]);
+	if (c->attn_gate) pv_cpu_gate_apply(st->o, st->ag, (size_t)n * qd);
 	pv_prof_mark(st, PV_PROF_ATTN);
 	pv_mm(&st->mm, out, H, st->o, qd, n, &L->wo);
 	pv_prof_mark(st, PV_PROF_MM_O);
@@ -347,6 +360,17 @@ static void moe_layer(struct pv_session* s, const struct pv_layer* L, const floa
 	}
 }
 
+/* The FFN of rows xn [n, H] -> out [n, H]: the MoE block (moe) or the dense SwiGLU. */
+void pv_cpu_ffn(struct pv_session* s, const struct pv_layer* L, int moe, const float* xn, float* out, int n)
+{
+	if (moe) {
+		moe_layer(s, L, xn, out, n);
+	} else {
+		struct pv_expert dense = { L->ffn_gate, L->ffn_up, L->ffn_down };
+		swiglu(s, &dense, xn, out, n);
+	}
+}
+
 /* -------------------------------------------------------------- the step --- */
 
 void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int kind, int moe, unsigned char* kc,
@@ -358,29 +382,24 @@ void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int
 	const int H = c->hidden;
 	float* out = st->mixer; /* [B, H]: mixer, then FFN output */
 
-	rmsnorm_rows(st->xn, st->x, L->attn_norm, n, H, c->rms_eps);
+	pv_rmsnorm_rows(st->xn, st->x, L->attn_norm, n, H, c->rms_eps);
 	pv_prof_mark(st, PV_PROF_NORM);
 	if (kind == PV_LAYER_ATTN)
 		attention_layer(s, L, kc, vc, st->xn, out, n, pos0);
 	else
 		pv_deltanet_layer(s, layer, st->xn, out, n, chunked, snap_row0);
-	add_rows(st->x, out, (size_t)n * H);
+	pv_add_rows(st->x, out, (size_t)n * H);
 
-	rmsnorm_rows(st->xn, st->x, L->ffn_norm, n, H, c->rms_eps);
+	pv_rmsnorm_rows(st->xn, st->x, L->ffn_norm, n, H, c->rms_eps);
 	pv_prof_mark(st, PV_PROF_NORM);
-	if (moe) {
-		moe_layer(s, L, st->xn, out, n);
-	} else {
-		struct pv_expert dense = { L->ffn_gate, L->ffn_up, L->ffn_down };
-		swiglu(s, &dense, st->xn, out, n);
-	}
-	add_rows(st->x, out, (size_t)n * H);
+	pv_cpu_ffn(s, L, moe, st->xn, out, n);
+	pv_add_rows(st->x, out, (size_t)n * H);
 	pv_prof_mark(st, PV_PROF_NORM);
 }
 
 /* Whether a row holds no NaN and no infinity: corrupt weights must fail the call, not decode
  * as token 0. */
-static int row_finite(const float* x, int n)
+int pv_cpu_row_finite(const float* x, int n)
 {
 	int bad = 0;
 	for (int i = 0; i < n; i++) bad |= !isfinite(x[i]);
@@ -389,9 +408,9 @@ static int row_finite(const float* x, int n)
 
 /* The argmax of a logits row (pv_argmax's answer; vectorised on the avx512 set), or -1 when the
  * row is not finite. */
-static int argmax_finite(const struct pv_cpu_state* st, const float* x, int n)
+int pv_cpu_argmax_finite(const struct pv_cpu_state* st, const float* x, int n)
 {
-	if (!row_finite(x, n)) return -1;
+	if (!pv_cpu_row_finite(x, n)) return -1;
 	return st->mm.k->isa >= PV_ISA_AVX512 ? pv_argmax_avx512(x, n) : pv_argmax(x, n);
 }
 
@@ -411,12 +430,12 @@ static int outputs(struct pv_session* s, const struct pv_step* sp, int r0)
 		pv_mm(&st->mm, sp->logits, V, xn + (size_t)(lr0 - r0) * H, H, n - lr0, &m->w.lm_head);
 		if (!sp->argmax || sp->argmax_row0 > lr0)
 			for (int t = lr0; t < n; t++)
-				if (!row_finite(sp->logits + (size_t)(t - lr0) * V, V)) return -1;
+				if (!pv_cpu_row_finite(sp->logits + (size_t)(t - lr0) * V, V)) return -1;
 	}
 	if (!sp->argmax) return 0;
 	for (int t = sp->argmax_row0; t < n;) {
 		if (t >= lr0) {
-			int a = argmax_finite(st, sp->logits + (size_t)(t - lr0) * V, V);
+			int a = pv_cpu_argmax_finite(st, sp->logits + (size_t)(t - lr0) * V, V);
 			if (a < 0) return -1;
 			sp->argmax[t - sp->argmax_row0] = a;
 			t++;
@@ -425,7 +444,7 @@ static int outputs(struct pv_session* s, const struct pv_step* sp, int r0)
 		const int rows = lr0 - t < PV_LM_ROWS ? lr0 - t : PV_LM_ROWS;
 		pv_mm(&st->mm, st->lm, V, xn + (size_t)(t - r0) * H, H, rows, &m->w.lm_head);
 		for (int i = 0; i < rows; i++) {
-			int a = argmax_finite(st, st->lm + (size_t)i * V, V);
+			int a = pv_cpu_argmax_finite(st, st->lm + (size_t)i * V, V);
 			if (a < 0) return -1;
 			sp->argmax[t + i - sp->argmax_row0] = a;
 		}
@@ -459,159 +478,12 @@ int pv_cpu_forward(struct pv_session* s, const struct pv_step* sp)
 	if (sp->argmax && sp->argmax_row0 < r0) r0 = sp->argmax_row0;
 	if (sp->hidden && sp->hidden_row0 < r0) r0 = sp->hidden_row0;
 	if (r0 >= n) return 0;
-	rmsnorm_rows(st->xn, st->x + (size_t)r0 * H, m->w.final_norm, n - r0, H, c->rms_eps);
+	pv_rmsnorm_rows(st->xn, st->x + (size_t)r0 * H, m->w.final_norm, n - r0, H, c->rms_eps);
 	pv_prof_mark(st, PV_PROF_NORM);
 	if (sp->hidden) /* hidden-only rows: the final norm's output is what is checked */
 		for (int t = sp->hidden_row0; t < n; t++)
-			if (!row_finite(st->xn + (size_t)(t - r0) * H, H)) return -1;
+			if (!pv_cpu_row_finite(st->xn + (size_t)(t - r0) * H, H)) return -1;
 	const int rc = outputs(s, sp, r0);
 	pv_prof_mark(st, PV_PROF_LM_HEAD);
 	return rc;
-}
-
-/* ------------------------------------------------ one row of several sessions --- */
-
-/* Continuous batching: one row of each of `count` sessions (one model, one pool, attention-only
- * layers) evaluated together. The rows share every weight product, which reads (and on the fast
- * numerics converts) each weight block once for all of them; attention stays per row, against
- * each session's own KV cache at its own position. Every row's arithmetic is what the one-row
- * step of its own session does (the products are batch-invariant, attention runs one row per
- * task exactly as a one-row step does), so the bits are the same; ss[0]'s scratch holds the
- * batch. */
-
-struct attn_many {
-	struct pv_session* s0;
-	struct pv_session* const* ss;
-	const int* pos;
-	int layer, rows512;
-};
-
-static void attn_many_row_head(void* ctx, int task, int thread)
-{
-	struct attn_many* a = ctx;
-	const struct pv_config* c = &a->s0->m->cfg;
-	const int nh = c->n_heads, t = task / nh;
-	struct pv_cpu_state* si = pv_cpu(a->ss[t]);
-	/* attn_row_head's own arithmetic: row t of the batch, at its session's position */
-	struct attn_task at = { a->s0, si->k_cache[a->layer], si->v_cache[a->layer], t + 1, a->pos[t] - t };
-	attn_row_head(&at, task, thread);
-}
-
-static void attn_many_512(void* ctx, int task, int thread)
-{
-	struct attn_many* a = ctx;
-	const struct pv_config* c = &a->s0->m->cfg;
-	struct pv_cpu_state* st0 = pv_cpu(a->s0);
-	const int nkv = c->n_kv_heads, t = task / nkv, hd = c->head_dim, qd = pv_cfg_q_dim(c);
-	struct pv_cpu_state* si = pv_cpu(a->ss[t]);
-	/* every session of the batch has s0's cache type (pv_cpu_forward_many checks) */
-	pv_attn_avx512(st0->q, qd, st0->o, qd, si->k_cache[a->layer], si->v_cache[a->layer], st0->kv_dtype, st0->kv_row, hd,
-	               c->n_heads / nkv, task % nkv, t, 1, a->pos[t] - t, 1.0f / sqrtf((float)hd), pv_pool_scratch(a->s0->pool, thread));
-}
-
-/* attention_layer for rows of different sessions: the same products and per-row steps, K/V
- * rows through ss[0]'s projection scratch into each session's cache */
-static void attention_many(struct pv_session* const* ss, const int* pos, int count, const struct pv_layer* L, int layer,
-                           const float* xn, float* out)
-{
-	struct pv_session* s0 = ss[0];
-	struct pv_cpu_state* st = pv_cpu(s0);
-	const struct pv_config* c = &s0->m->cfg;
-	const int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-	const int qd = pv_cfg_q_dim(c), kvd = pv_cfg_kv_dim(c);
-	/* K and V rows land in mix ([B, >= 2 qd] floats, unused by ungated attention) */
-	float* kb = st->mix;
-	float* vb = st->mix + (size_t)count * kvd;
-	const struct pv_mm_out qkv[3] = { { st->q, (int)L->wq.rows, &L->wq, 0, L->wq.rows },
-		                          { kb, kvd, &L->wk, 0, L->wk.rows },
-		                          { vb, kvd, &L->wv, 0, L->wv.rows } };
-	pv_mm_multi(&st->mm, xn, H, count, qkv, 3);
-	for (int t = 0; t < count; t++) {
-		float* q = st->q + (size_t)t * qd;
-		float* k = kb + (size_t)t * kvd; /* finished here, then stored into the session's cache */
-		float* v = vb + (size_t)t * kvd;
-		qkv_row_post(s0, L, q, k, v, pos[t]);
-		/* the one-row step's store: f32 rows as they are, other types rounded once */
-		struct pv_cpu_state* si = pv_cpu(ss[t]);
-		unsigned char* kd = si->k_cache[layer] + (size_t)pos[t] * si->kv_row;
-		unsigned char* vd = si->v_cache[layer] + (size_t)pos[t] * si->kv_row;
-		if (si->kv_dtype == PV_F32) {
-			memcpy(kd, k, sizeof(float) * kvd);
-			memcpy(vd, v, sizeof(float) * kvd);
-		} else {
-			pv_kv_store(si->kv_dtype, k, kd, nkv, hd);
-			pv_kv_store(si->kv_dtype, v, vd, nkv, hd);
-		}
-	}
-	struct attn_many am = { s0, ss, pos, layer, 0 };
-	int rows;
-	if (attn512(s0, &rows)) pv_pool_run(s0->pool, attn_many_512, &am, count * nkv);
-	else pv_pool_run(s0->pool, attn_many_row_head, &am, count * nh);
-	pv_mm(&st->mm, out, H, st->o, qd, count, &L->wo);
-}
-
-int pv_cpu_forward_many(struct pv_session** ss, const struct pv_step* sp, int count)
-{
-	struct pv_session* s0 = ss[0];
-	struct pv_cpu_state* st = pv_cpu(s0);
-	const struct pv_model* m = s0->m;
-	const struct pv_config* c = &m->cfg;
-	const int H = c->hidden, V = c->vocab;
-	/* what this path covers; anything else is stepped alone by the engine */
-	if (count < 2 || count > s0->max_batch || c->attn_gate || s0->state_floats) return 1;
-	for (int i = 1; i < count; i++)
-		if (pv_cpu(ss[i])->kv_dtype != st->kv_dtype) return 1; /* one cache type per batch */
-	int pos[count];
-	for (int i = 0; i < count; i++) {
-		const struct pv_step* p = &sp[i];
-		if (ss[i]->m != m || ss[i]->pool != s0->pool || ss[i]->n_ctx > s0->n_ctx || p->n != 1 || !p->exact || p->snap_row0 >= 0)
-			return 1;
-		pos[i] = p->pos0;
-	}
-	for (int i = 0; i < count; i++) pv_tensor_row_f32(&m->w.embed, sp[i].tokens[0], st->x + (size_t)i * H);
-	for (int l = 0; l < c->n_layers; l++) {
-		const struct pv_layer* L = &m->w.layers[l];
-		float* out = st->mixer;
-		rmsnorm_rows(st->xn, st->x, L->attn_norm, count, H, c->rms_eps);
-		attention_many(ss, pos, count, L, l, st->xn, out);
-		add_rows(st->x, out, (size_t)count * H);
-		rmsnorm_rows(st->xn, st->x, L->ffn_norm, count, H, c->rms_eps);
-		if (c->layer_moe[l]) {
-			moe_layer(s0, L, st->xn, out, count);
-		} else {
-			struct pv_expert dense = { L->ffn_gate, L->ffn_up, L->ffn_down };
-			swiglu(s0, &dense, st->xn, out, count);
-		}
-		add_rows(st->x, out, (size_t)count * H);
-	}
-	/* the final norm, and the LM head over PV_LM_ROWS rows at a time; each step takes its row's
-	 * outputs (the logits a one-row step would write, its argmax from them) */
-	rmsnorm_rows(st->xn, st->x, m->w.final_norm, count, H, c->rms_eps);
-	int bad = 0;
-	for (int g0 = 0; g0 < count; g0 += PV_LM_ROWS) {
-		const int rows = count - g0 < PV_LM_ROWS ? count - g0 : PV_LM_ROWS;
-		int need_lm = 0;
-		for (int i = g0; i < g0 + rows; i++)
-			need_lm |= (sp[i].logits && sp[i].logits_row0 < 1) || (sp[i].argmax && sp[i].argmax_row0 < 1);
-		if (need_lm) pv_mm(&st->mm, st->lm, V, st->xn + (size_t)g0 * H, H, rows, &m->w.lm_head);
-		for (int i = g0; i < g0 + rows; i++) {
-			const struct pv_step* p = &sp[i];
-			const float* xr = st->xn + (size_t)i * H;
-			const float* lr = st->lm + (size_t)(i - g0) * V;
-			if (p->hidden && p->hidden_row0 < 1) {
-				memcpy(p->hidden, xr, sizeof(float) * H);
-				bad |= !row_finite(xr, H);
-			}
-			if (p->logits && p->logits_row0 < 1) {
-				memcpy(p->logits, lr, sizeof(float) * V);
-				bad |= !row_finite(lr, V);
-			}
-			if (p->argmax && p->argmax_row0 < 1) {
-				int a = argmax_finite(st, lr, V);
-				bad |= a < 0;
-				p->argmax[0] = a;
-			}
-		}
-	}
-	return bad ? -1 : 0;
 }

@@ -119,16 +119,40 @@ static inline void pv_prof_mark(struct pv_cpu_state* st, int g)
  * asked. Appends K/V and advances the recurrent state; does not change s->len. Returns 0, or -1
  * when an output row holds a NaN or an infinity. */
 int pv_cpu_forward(struct pv_session* s, const struct pv_step* st);
-/* forward.c: one row of each of count sessions evaluated together (engine/backend.h
- * forward_many): 0, -1 when an output row is not finite, 1 when this path does not cover the
- * call (the engine then steps each session alone). */
-int pv_cpu_forward_many(struct pv_session** ss, const struct pv_step* st, int count);
+/* forward_many.c: one row of each of count sessions evaluated together (engine/backend.h
+ * forward_many): 0 (bad[i] = 1 where row i's outputs are not finite: that session's own step
+ * would have failed), or 1 when this path does not cover the call (nothing was touched; the
+ * engine then steps each session alone). */
+int pv_cpu_forward_many(struct pv_session** ss, const struct pv_step* st, int count, int* bad);
 /* forward.c: one decoder layer over rows x [n, H] in place (the residual stream), at positions
  * pos0..: the loop body of the forward pass, and what the MTP head runs with its own layer and
  * KV cache (kc, vc: [n_ctx] rows of st->kv_row bytes, NULL for a linear layer). */
 void pv_cpu_layer(struct pv_session* s, const struct pv_layer* L, int layer, int kind, int moe, unsigned char* kc,
                   unsigned char* vc,
                   int n, int pos0, int chunked, int snap_row0);
+
+/* forward.c: the pieces of a layer the batched step (forward_many.c) shares with the one-session
+ * step, so that a row gets the same bits either way. The attention ones work in s's scratch
+ * (q, o, ag: [B, nh*hd]). */
+/* rows [rows, n]: y = pv_rmsnorm(x) per row; x [count] += d */
+void pv_rmsnorm_rows(float* y, const float* x, const float* w, int rows, int n, float eps);
+void pv_add_rows(float* x, const float* d, size_t count);
+/* one row's q [nh*hd], k, v [nkv*hd] after the projections, at position pos: biases, q/k norms, RoPE */
+void pv_cpu_qkv_post(const struct pv_session* s, const struct pv_layer* L, float* q, float* k, float* v, int pos);
+/* the output gate: q_proj's row [nh, 2, hd] -> q [nh*hd], ag [nh*hd]; o [count] *= sigmoid(ag) */
+void pv_cpu_gate_split(const struct pv_config* c, const float* qg, float* q, float* ag);
+void pv_cpu_gate_apply(float* o, const float* ag, size_t count);
+/* attention of query row t (s's q row t -> o row t), head h, at position pos, over a cache kc/vc
+ * ([n_ctx] rows of kv_row bytes, s's cache type): the portable / AVX2 kernel */
+void pv_cpu_attn_row_head(struct pv_session* s, const unsigned char* kc, const unsigned char* vc, int t, int pos, int h,
+                          int thread);
+/* whether s runs the AVX-512 attention (pv_attn_avx512), and its rows per task */
+int pv_cpu_attn512(const struct pv_session* s, int* rows);
+/* the FFN of rows xn [n, H] -> out [n, H]: MoE (moe) or dense SwiGLU */
+void pv_cpu_ffn(struct pv_session* s, const struct pv_layer* L, int moe, const float* xn, float* out, int n);
+/* whether a row is finite; a logits row's argmax, -1 when it is not finite */
+int pv_cpu_row_finite(const float* x, int n);
+int pv_cpu_argmax_finite(const struct pv_cpu_state* st, const float* x, int n);
 
 /* mtp.c: the MTP head (proven.h pv_session_mtp), arguments checked by the engine */
 int pv_cpu_mtp(struct pv_session* s, int pos, const float* hidden, const int32_t* tokens, int n, int32_t* argmax,
@@ -137,6 +161,11 @@ int pv_cpu_mtp(struct pv_session* s, int pos, const float* hidden, const int32_t
 /* deltanet.c: one Gated DeltaNet layer over n rows: xn [n, H] -> out [n, H]; snap_row0 >= 0:
  * the state after row t is also written to snapshot slot snap_row0 + t */
 void pv_deltanet_layer(struct pv_session* s, int layer, const float* xn, float* out, int n, int chunked, int snap_row0);
+/* deltanet.c: the layer for one row of each of count sessions (ss[i], forward_many.c): xn
+ * [count, H] -> out [count, H] in host's scratch; row i's conv window and S are session i's,
+ * advanced by the one-row recurrent step */
+void pv_deltanet_layer_many(struct pv_session* host, struct pv_session* const* ss, int count, int layer, const float* xn,
+                            float* out);
 size_t pv_deltanet_chunk_floats(const struct pv_config* c);
 
 /* backend.c: the kernels a model opened on the CPU backend uses (its knobs); NULL for a model

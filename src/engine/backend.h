@@ -55,7 +55,9 @@ struct pv_backend {
 	int (*forward)(struct pv_session* s, const struct pv_step* st);
 	/* one-row steps st[i] of count sessions of one model, evaluated together (continuous
 	 * batching): each row's outputs bitwise what forward(s[i], &st[i]) gives. 0, a negative
-	 * status, or 1: not covered (the engine then calls forward for each). May be NULL. */
+	 * status, or 1: not covered (the engine then calls forward for each). With 0, a session
+	 * whose row is not finite has been failed (pv_session_fail, PV_E_NUMERIC: sticky), as its
+	 * own forward would have; the engine reports it and leaves its history alone. May be NULL. */
 	int (*forward_many)(struct pv_session** s, const struct pv_step* st, int count);
 	/* the recurrent state (every linear layer's S and conv window) to / from a checkpoint slot,
 	 * from a snapshot slot, or zeroed */

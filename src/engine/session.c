@@ -270,6 +270,11 @@ int pv_session_run_many(struct pv_session** ss, const int32_t* tokens, int count
 		/* eval's bookkeeping for a one-row exact call */
 		for (int j = 0; j < nb; j++) {
 			struct pv_session* s = b[j];
+			if (s->failed) {
+				/* the backend failed this row (not finite): as its own failing step leaves it */
+				rc[idx[j]] = PV_E_NUMERIC;
+				continue;
+			}
 			s->err[0] = 0;
 			s->tokens[s->len] = tokens[idx[j]];
 			s->len++;
