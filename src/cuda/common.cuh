@@ -268,13 +268,19 @@ struct dstep {
  *   kt[t], vt[t]    row t's session's table of per-layer cache pointers (dsession.kvtab, device
  *                   memory): layer l's K is kt[t][l] ([n_ctx][kvd] elements of the cache type),
  *                   V vt[t][l]; NULL for layers without a KV cache
- * step comes first so a struct dmany* is also the struct dstep* the embedding reads.
+ *   state[t]        row t's session's recurrent state (dsession.state; NULL for attention-only
+ *                   models): every linear layer's S [Hv][dk][dv] then its conv window
+ *                   [Kc-1][cd], pv_state_floats_per_layer floats per layer, linear layer k's at
+ *                   k times that (the layout is the model's, so the offset is a launch argument)
+ * step comes first so a struct dmany* is also the struct dstep* the embedding reads; state comes
+ * last so the fields the attention kernels read keep their offsets (and those kernels their PTX).
  */
 struct dmany {
 	struct dstep step;
 	int pos[PV_CUDA_ROWS];
 	void* const* kt[PV_CUDA_ROWS];
 	void* const* vt[PV_CUDA_ROWS];
+	float* state[PV_CUDA_ROWS];
 };
 
 /* Where a kernel's row t takes its position and this layer's K/V cache from: the step struct and
@@ -399,6 +405,14 @@ struct delta_args {
  * checkpoint layout), snap_stride the floats from one slot to the next */
 int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, float* snap,
                      size_t snap_stride, char* err, size_t errlen);
+/* The same layer for a multi-session step (forward_many, many.cu): row t < a->n is session t's
+ * one-row step over its own recurrent state, m->state[t] + lofs (this layer's S, then its window;
+ * lofs: the layer's offset within a state, a model constant); a->S and a->conv_state are not read,
+ * the row buffers are the host session's rows t. Each row runs the one-session kernels' bodies
+ * with n = 1 on its own rows and state, so its bits are what its session's own one-row step gives.
+ * No snapshots (a multi-session step keeps none). */
+int pv_cuda_deltanet_many(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, const struct dmany* m,
+                          size_t lofs, char* err, size_t errlen);
 
 /* The layer's weights, state and shapes in a (decode, deltanet.cu, and prefill, deltanet_prefill.cu):
  * S is the layer's [Hv][dk][dv] state, its conv window follows it. The caller sets the row

@@ -41,9 +41,12 @@ int fused_out(struct pv_session* s, const struct gemv_out* o, const float* x, in
 
 /* One Gated DeltaNet mixer: projections, conv + recurrence + gated norm, out_proj into delta.
  * snap (NULL: none): the step's snapshot slot of row 0 (all layers); this layer's part of every
- * row's slot is written too (deltanet.cu). */
+ * row's slot is written too (deltanet.cu). many (NULL: one session): row t is its own session's
+ * step, the conv and the recurrence over that session's state (many->state[t], this layer's part
+ * at the same offset as in s's own state); the projections, the gated norm and out_proj are per
+ * row over s's scratch as for one session. */
 int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n, const float* nn, int* normed, int* nl,
-                     float* snap, char* err, size_t errlen)
+                     float* snap, const struct dmany* many, char* err, size_t errlen)
 {
 	const struct pv_config* c = &s->m->cfg;
 	struct dsession* d = dsess(s);
@@ -83,7 +86,13 @@ int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n,
 	a.o = d->lin_o;
 	a.n = n;
 	const size_t lofs = (size_t)d->lin_index[l] * pv_state_floats_per_layer(c); /* the layer within a state */
-	if (pv_cuda_deltanet(d->st, &d->tu, &a, snap ? snap + lofs : NULL, d->state_floats, err, errlen)) return -1;
+	if (many) {
+		/* every session of the batch has this model's state layout: lofs is theirs too */
+		if (snap) return pv_errf(err, errlen, "CUDA backend: snapshots in a multi-session step");
+		if (pv_cuda_deltanet_many(d->st, &d->tu, &a, many, lofs, err, errlen)) return -1;
+	} else if (pv_cuda_deltanet(d->st, &d->tu, &a, snap ? snap + lofs : NULL, d->state_floats, err, errlen)) {
+		return -1;
+	}
 	*nl += snap ? 3 : 2;
 	if (pv_prof_mark(d, G_DREC, *nl, err, errlen)) return -1;
 	struct gemv_out o[1] = { { &L->out_proj, d->delta, H, NULL } };
@@ -318,7 +327,7 @@ int pv_cuda_enqueue_layer(struct pv_session* s, const struct dlayer* L, int l, i
 	}
 	*normed = 0;
 	if (kind == PV_LAYER_LINEAR) {
-		if (enqueue_deltanet(s, L, l, n, L->ffn_norm, normed, nl, snap, err, errlen)) return -1;
+		if (enqueue_deltanet(s, L, l, n, L->ffn_norm, normed, nl, snap, many, err, errlen)) return -1;
 	} else if (enqueue_attention(s, L, l, kc, vc, step, n, L->ffn_norm, normed, nl, many, err, errlen)) {
 		return -1;
 	}

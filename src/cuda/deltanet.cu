@@ -22,6 +22,12 @@
  * by conv_window_kernel, a copy of the rows it is made of, before the conv. Both launch only for
  * snapshot steps (pv_cuda_deltanet's snap).
  *
+ * Multi-session steps (continuous batching, many.cu): row t of the step is another session's
+ * one-row step, over that session's state (struct dmany's state[t]). conv_many_kernel and
+ * recurrent_many_kernel run the one-session bodies on a block per (channels or value head, row t)
+ * with the arguments of a one-row call: row t's scratch rows, its session's window and S, n = 1
+ * (row_args). So a row's arithmetic is its session's own one-row step's, operation for operation.
+ *
  * Qwen3-Next's in_proj_qkvz / in_proj_ba are key-group-major ([q_g | k_g | v_g | z_g] and
  * [b_g | a_g] per key head g): the kernels read them through an index map instead of unscrambling.
  */
@@ -31,28 +37,74 @@ namespace {
 
 constexpr int DK_MAX = 128;
 
+/* The conv of channel ch = blockIdx.x * blockDim.x + threadIdx.x over rows [0, a.n) and its
+ * window update, for a `const delta_args& a` (or the kernel's parameter a): conv_kernel's body, and
+ * conv_many_kernel's per row (there with n = 1 on the row's own buffers and its session's window,
+ * so a row's bits are its own one-row step's). A macro, not a function: moving the body into a
+ * device function (even __forceinline__, by reference or by value) changes conv_kernel's PTX (the
+ * loop induction variables are set up one row apart: the same arithmetic, not the same bytes),
+ * and conv_kernel's PTX must not change. */
+#define PV_CONV_BODY                                                                                          \
+	do {                                                                                                  \
+		pv_grid_sync(); /* before any global memory access (PDL) */                                   \
+		const int ch = blockIdx.x * blockDim.x + threadIdx.x;                                         \
+		const int cd = 2 * a.Hk * a.dk + a.Hv * a.dv, K = a.Kc, P = K - 1;                            \
+		if (ch >= cd) return;                                                                         \
+		const int sc = pv_delta_src_col(a, ch);                                                       \
+		const float* w = a.conv_w + (size_t)ch * K;                                                   \
+		for (int t = 0; t < a.n; t++) {                                                               \
+			float acc = 0.0f;                                                                     \
+			for (int tau = 0; tau < K; tau++) {                                                   \
+				const int src = t - P + tau; /* negative rows come from the state */          \
+				const float xv = src < 0 ? a.conv_state[(size_t)(P + src) * cd + ch]          \
+				                         : a.mix[(size_t)src * a.ld_mix + sc];                \
+				acc = acc + w[tau] * xv;                                                      \
+			}                                                                                     \
+			a.u[(size_t)t * cd + ch] = pv_d_silu(acc);                                            \
+		}                                                                                             \
+		/* the new state: rows n .. n+P-1 of [state ; mixed]; row p is written after it is read */    \
+		for (int p = 0; p < P; p++) {                                                                 \
+			const int ci = a.n + p;                                                               \
+			a.conv_state[(size_t)p * cd + ch] = ci < P ? a.conv_state[(size_t)ci * cd + ch]       \
+			                                           : a.mix[(size_t)(ci - P) * a.ld_mix + sc]; \
+		}                                                                                             \
+	} while (0)
+
 __global__ void conv_kernel(const __grid_constant__ delta_args a)
 {
-	pv_grid_sync(); /* before any global memory access (PDL) */
-	const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-	const int cd = 2 * a.Hk * a.dk + a.Hv * a.dv, K = a.Kc, P = K - 1;
-	if (ch >= cd) return;
-	const int sc = pv_delta_src_col(a, ch);
-	const float* w = a.conv_w + (size_t)ch * K;
-	for (int t = 0; t < a.n; t++) {
-		float acc = 0.0f;
-		for (int tau = 0; tau < K; tau++) {
-			const int src = t - P + tau; /* negative rows come from the state */
-			const float xv = src < 0 ? a.conv_state[(size_t)(P + src) * cd + ch] : a.mix[(size_t)src * a.ld_mix + sc];
-			acc = acc + w[tau] * xv;
-		}
-		a.u[(size_t)t * cd + ch] = pv_d_silu(acc);
-	}
-	/* the new state: rows n .. n+P-1 of [state ; mixed]; row p is written after it is read */
-	for (int p = 0; p < P; p++) {
-		const int ci = a.n + p;
-		a.conv_state[(size_t)p * cd + ch] = ci < P ? a.conv_state[(size_t)ci * cd + ch] : a.mix[(size_t)(ci - P) * a.ld_mix + sc];
-	}
+	PV_CONV_BODY;
+}
+
+/* Row t of a multi-session step (forward_many, many.cu) as a one-row call of its own: a's row
+ * buffers moved to row t (the host session's scratch rows: mix [B][ld_mix], z and o [B][vd],
+ * b and a [B][Hv], ab [B][2 Hv], u [B][cd]) and the state to row t's session's, m->state[t] +
+ * lofs (this layer's S [Hv][dk][dv], then its window [Kc-1][cd]), n = 1. Every index the bodies
+ * form is then what that session's own one-row step forms over its own buffers (row 0). */
+__device__ __forceinline__ delta_args row_args(const delta_args& a, const struct dmany* m, size_t lofs, int t)
+{
+	const int cd = 2 * a.Hk * a.dk + a.Hv * a.dv, vd = a.Hv * a.dv;
+	delta_args r = a;
+	r.S = m->state[t] + lofs;
+	r.conv_state = r.S + (size_t)a.Hv * a.dk * a.dv;
+	r.mix = a.mix + (size_t)t * a.ld_mix;
+	r.z = a.z ? a.z + (size_t)t * vd : NULL;
+	r.b = a.b ? a.b + (size_t)t * a.Hv : NULL;
+	r.a = a.a ? a.a + (size_t)t * a.Hv : NULL;
+	r.ab = a.ab ? a.ab + (size_t)t * 2 * a.Hv : NULL;
+	r.u = a.u + (size_t)t * cd;
+	r.o = a.o + (size_t)t * vd;
+	r.n = 1;
+	return r;
+}
+
+/* The multi-session conv: block (x, t = blockIdx.y) does channels of row t on its session's
+ * window (PV_CONV_BODY with n = 1; it waits for the previous kernel again, a no-op). */
+__global__ void conv_many_kernel(const __grid_constant__ delta_args g, const struct dmany* m, size_t lofs)
+{
+	pv_grid_sync(); /* m is read before the body's own wait */
+	const delta_args r = row_args(g, m, lofs, (int)blockIdx.y);
+	const delta_args& a = r;
+	PV_CONV_BODY;
 }
 
 /* Snapshots (PV_EVAL_SNAPSHOT): the conv window after each row t, rows t + 1 .. t + P of
@@ -222,6 +274,17 @@ __global__ void __launch_bounds__(RTHREADS)
 	recurrent_body<true>(a, qs, ks, red, snap, stride);
 }
 
+/* The multi-session recurrence: block (h, t = blockIdx.y) is value head h of row t, the one-row
+ * body (S loaded into registers, one row, S stored) on row t's session's S. */
+__global__ void __launch_bounds__(RTHREADS)
+        recurrent_many_kernel(const __grid_constant__ delta_args a, const struct dmany* m, size_t lofs)
+{
+	__shared__ float qs[DK_MAX], ks[DK_MAX], red[RTHREADS / 32];
+	pv_grid_sync(); /* m is read before the body's own wait */
+	const delta_args r = row_args(a, m, lofs, (int)blockIdx.y);
+	recurrent_body<false>(r, qs, ks, red, NULL, 0);
+}
+
 } // namespace
 
 int pv_cuda_delta_check(int dk, int dv, int Hk, int Hv, int Kc, char* err, size_t errlen)
@@ -255,5 +318,21 @@ int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const str
 		PV_LAUNCH("deltanet conv", tu, err, errlen, conv_kernel, cgrid, dim3(128), 0, st, *a);
 		PV_LAUNCH("deltanet recurrent", tu, err, errlen, recurrent_kernel, rgrid, dim3(RTHREADS), 0, st, *a);
 	}
+	return 0;
+}
+
+int pv_cuda_deltanet_many(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct delta_args* a, const struct dmany* m,
+                          size_t lofs, char* err, size_t errlen)
+{
+	if (pv_cuda_delta_check(a->dk, a->dv, a->Hk, a->Hv, a->Kc, err, errlen)) return -1;
+	if (a->n < 1 || a->n > PV_CUDA_ROWS)
+		return pv_errf(err, errlen, "CUDA backend: multi-session DeltaNet of %d rows", a->n);
+	const int cd = 2 * a->Hk * a->dk + a->Hv * a->dv;
+	/* the one-session grids with a row per blockIdx.y: the bodies index channels and heads by
+	 * blockIdx.x as they do there */
+	const dim3 cgrid((unsigned)((cd + 127) / 128), (unsigned)a->n), rgrid((unsigned)a->Hv, (unsigned)a->n);
+	PV_LAUNCH("deltanet conv (many)", tu, err, errlen, conv_many_kernel, cgrid, dim3(128), 0, st, *a, m, lofs);
+	PV_LAUNCH("deltanet recurrent (many)", tu, err, errlen, recurrent_many_kernel, rgrid, dim3(RTHREADS), 0, st, *a, m,
+	          lofs);
 	return 0;
 }

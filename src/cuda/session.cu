@@ -550,7 +550,7 @@ const struct pv_backend cuda_backend = {
 	session_init_be,
 	session_free,
 	pv_cuda_forward,
-	pv_cuda_forward_many, /* many.cu: attention-only models (Qwen2/2.5, Qwen3, Qwen3-MoE); 1 for the rest */
+	pv_cuda_forward_many, /* many.cu: every model; 1 for mixed cache types or switches, snapshots, ... */
 	state_save,
 	state_load,
 	snapshot_load,

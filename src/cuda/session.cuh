@@ -41,7 +41,8 @@ struct dsession {
 	unsigned* ncnt;           /* the fused add+RMSNorm's completion counter (zero between uses) */
 	/* Gated DeltaNet: every linear layer's S then conv state, contiguous (the CPU's layout);
 	 * the checkpoint slots [n_ckpt_slots] and the per-row snapshot slots [n_snapshots]
-	 * (PV_EVAL_SNAPSHOT) have the same size and layout */
+	 * (PV_EVAL_SNAPSHOT) have the same size and layout. A multi-session step that another
+	 * session hosts reads and writes state through struct dmany's state[t] */
 	float *state, *ckpt, *snap;
 	size_t state_floats;
 	int* lin_index;           /* [n_layers]: position among the linear layers, or -1          */
@@ -138,8 +139,8 @@ void pv_cuda_drop_windows(struct dsession* d);
  * LM head and the argmax for rows [lr0, n). snap (NULL: none): the snapshot slot that receives
  * the recurrent state after row 0; row t's goes to the slot t after it (direct launches only:
  * the graph never has snapshots). many (NULL: one session): a multi-session step (step is
- * &many->step): row t at many->pos[t] over its own session's KV cache, s's scratch for the rest
- * (attention-only models; no snapshots). */
+ * &many->step): row t at many->pos[t] over its own session's KV cache and recurrent state
+ * (many->kt / vt / state), s's scratch for the rest (no snapshots). */
 int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, int lm, int lr0, float* snap, char* err,
                          size_t errlen, const struct dmany* many = NULL);
 /* decode.cu: one decoder layer over the step's rows, the residual stream d->x in place: the

@@ -21,15 +21,18 @@
  *              again, the same bits), refuses cuda.att_split
  *   bytes:     pv_session_bytes == the engine's host part + the session's device_bytes
  *   cpu:       the CUDA logits vs the CPU backend's within TOL_CPU (tests/cuda/test_cuda.c's)
- *   many:      continuous batching (the seam's forward_many, src/cuda/many.cu): k = 2, 3, 5, 16, 17
- *              sessions (17: two groups) of different contexts and prompt lengths, stepped 8 times
- *              together (pv_session_run_many, as pv_generator_step_many does) == the same sessions
- *              stepped alone: every row's logits, final-norm row (memcmp) and argmax; the rows
- *              really went together on the models it covers (batched_rows, the CUDA counters:
- *              graphs, or direct launches with cuda.graphs=0 / cuda.batch_graphs=0), and on the
- *              others (DeltaNet, output gate) the engine steps them alone with the same bits;
- *              greedy generators through pv_generator_step_many == alone; f16 and bf16 caches;
- *              the knobs cuda.gemv_shared=1|2, graphs off; a batch mixing cache types falls back
+ *   many:      continuous batching (the seam's forward_many, src/cuda/many.cu) on every fixture,
+ *              the hybrids included (gated attention; DeltaNet layers, each row over its own
+ *              session's recurrent state): k = 2, 3, 5, 16, 17 sessions (17: two groups) of
+ *              different contexts and prompt lengths, stepped 8 times together
+ *              (pv_session_run_many, as pv_generator_step_many does) == the same sessions stepped
+ *              alone: every row's logits, final-norm row (memcmp) and argmax; the rows really went
+ *              together (batched_rows = k x steps, the CUDA counters: graphs, or direct launches
+ *              with cuda.graphs=0 / cuda.batch_graphs=0); batches in a new order every step with
+ *              one session stepping alone in between (other hosts, other rows, states carried
+ *              across both paths); greedy generators through pv_generator_step_many == alone; f16
+ *              and bf16 caches; the knobs cuda.gemv_shared=1|2, graphs off; a batch mixing cache
+ *              types is not covered (stepped alone, the same bits)
  *   cache:     KV cache types f16 and bf16: the CUDA logits vs the CPU backend's over the same
  *              cache type within TOL_CPU, not the f32 cache's bits; a prefill call over the typed
  *              cache and the decode rows after it within the prefill tolerance of the exact
@@ -486,21 +489,16 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 
 /* ---- many: continuous batching ------------------------------------------------------------- */
 
-/* 1 when the CUDA backend batches this model's rows (many.cu: attention-only, no output gate) */
-static int many_covered(const pv_model* m)
-{
-	for (int l = 0; l < m->cfg.n_layers; l++)
-		if (m->cfg.layer_kind[l] != PV_LAYER_ATTN) return 0;
-	return !m->cfg.attn_gate;
-}
-
 /* k sessions of model m (contexts 96 / 128 / 160 by turns unless same_ctx, cache types cache[i]),
  * prompt i of 3 + (7 i) % 37 tokens starting at token i % 5 of the fixture's prompt; then `steps`
  * steps of every session together (pv_session_run_many) and, on a twin set, alone (one-row exact
- * calls, the engine's own fallback): logits, hidden rows (memcmp) and argmax each step. Returns the
+ * calls, the engine's own fallback): logits, hidden rows (memcmp) and argmax each step. shuffle:
+ * at step j session j % k steps alone (a one-row call of its own, before the others) and the
+ * others go together in the order j + 1, j + 2, ... (mod k): the host and every session's row change
+ * from step to step, and a session's state and cache pass between the two paths. Returns the
  * batched rows and, through *st_out (may be NULL), the sum of the batch sessions' CUDA counters. */
 static uint64_t many_run(pv_model* m, const char* name, const char* what, int k, int steps, const int* cache, int same_ctx,
-                         struct pv_cuda_session_stats* st_out)
+                         int shuffle, struct pv_cuda_session_stats* st_out)
 {
 	enum { KMAX = 17 };
 	const int V = pv_model_get_info(m)->vocab, H = pv_model_get_info(m)->hidden;
@@ -531,7 +529,23 @@ static uint64_t many_run(pv_model* m, const char* name, const char* what, int k,
 	for (int j = 0; j < steps && ok; j++) {
 		for (int i = 0; i < k; i++)
 			ob[i] = (struct pv_eval_out){ lg_b + (size_t)i * V, 0, &am_b[i], 0, hd_b + (size_t)i * H, 0 };
-		ok = pv_session_run_many(bs, tok_b, k, ob, rc) == PV_OK;
+		if (shuffle) {
+			/* session j % k alone, then the rest in the order j + 1, j + 2, ... (mod k) */
+			pv_session* pb[KMAX];
+			int32_t pt[KMAX];
+			struct pv_eval_out po[KMAX];
+			const int e = j % k;
+			ok = pv_session_run(bs[e], &tok_b[e], 1, PV_EVAL_EXACT, &ob[e]) == PV_OK;
+			for (int q = 1; q < k; q++) {
+				const int i = (j + q) % k;
+				pb[q - 1] = bs[i];
+				pt[q - 1] = tok_b[i];
+				po[q - 1] = ob[i];
+			}
+			ok = ok && pv_session_run_many(pb, pt, k - 1, po, rc) == PV_OK;
+		} else {
+			ok = pv_session_run_many(bs, tok_b, k, ob, rc) == PV_OK;
+		}
 		CHECK(ok, "%s many %s k=%d step %d: run_many: %s", name, what, k, j, pv_session_error(bs[0]));
 		for (int i = 0; i < k && ok; i++) {
 			struct pv_eval_out oa = { lg_a + (size_t)i * V, 0, &am_a[i], 0, hd_a + (size_t)i * H, 0 };
@@ -625,18 +639,19 @@ static void many_generators(pv_model* m, const char* name, int k)
 	for (int i = 0; i < k; i++)
 		CHECK(!memcmp(ids[0][i], ids[1][i], sizeof ids[0][i]), "%s many generators: generator %d: together != alone",
 		      name, i);
-	if (many_covered(m))
-		CHECK(batched >= (uint64_t)(N - 1) * k - 2, "%s many generators: %llu rows batched", name,
-		      (unsigned long long)batched);
-	else
-		CHECK(batched == 0, "%s many generators: %llu rows batched on an uncovered model", name,
-		      (unsigned long long)batched);
+	/* every model is covered (many.cu): the rounds with two or more live generators go together */
+	CHECK(batched >= (uint64_t)(N - 1) * k - 2, "%s many generators: %llu rows batched", name, (unsigned long long)batched);
 }
 
+/* Every fixture is covered (many.cu takes attention-only models and the hybrids alike: the output
+ * gate, DeltaNet layers over each row's own state), so every run below must batch all its rows
+ * (k x steps) with each row bitwise its own one-row step; the mixed-cache batch is the uncovered
+ * case, stepped alone with the same bits. */
 static void test_many(pv_model* m, const char* dir, const char* name)
 {
 	enum { STEPS = 8 };
-	const int cov = many_covered(m);
+	int hybrid = m->cfg.attn_gate; /* printed: the rows took the gate or DeltaNet layers */
+	for (int l = 0; l < m->cfg.n_layers; l++) hybrid |= m->cfg.layer_kind[l] != PV_LAYER_ATTN;
 	int cache[17];
 	char err[256];
 	for (int i = 0; i < 17; i++) cache[i] = g_cache;
@@ -644,33 +659,38 @@ static void test_many(pv_model* m, const char* dir, const char* name)
 	for (int q = 0; q < 5; q++) {
 		const int k = ks[q];
 		struct pv_cuda_session_stats cs;
-		const uint64_t b = many_run(m, name, "default", k, STEPS, cache, k == 2, &cs);
-		const uint64_t want = cov ? (uint64_t)k * STEPS : 0;
+		const uint64_t b = many_run(m, name, "default", k, STEPS, cache, k == 2, 0, &cs);
+		const uint64_t want = (uint64_t)k * STEPS;
 		CHECK(b == want && cs.many_rows == want && cs.many_hosted_rows == want,
 		      "%s many k=%d: %llu rows batched (CUDA: %llu), want %llu", name, k, (unsigned long long)b,
 		      (unsigned long long)cs.many_rows, (unsigned long long)want);
 		/* graphs on (the default): one launch per group of 16, one capture per row count */
-		const uint64_t groups = cov ? (uint64_t)STEPS * ((k + 15) / 16) : 0;
+		const uint64_t groups = (uint64_t)STEPS * ((k + 15) / 16);
 		if (!getenv("PV_CUDA_GRAPHS") && !getenv("PV_CUDA_BATCH_GRAPHS"))
-			CHECK(cs.many_steps == groups && cs.many_launches == groups &&
-			              cs.many_captures == (cov ? (k > 16 ? 2u : 1u) : 0u),
+			CHECK(cs.many_steps == groups && cs.many_launches == groups && cs.many_captures == (k > 16 ? 2u : 1u),
 			      "%s many k=%d: %llu steps, %llu graph launches, %llu captures", name, k,
 			      (unsigned long long)cs.many_steps, (unsigned long long)cs.many_launches,
 			      (unsigned long long)cs.many_captures);
-		printf("  %-16s many k=%-2d %s: %llu rows batched in %llu steps\n", name, k, cov ? "covered" : "alone  ",
+		printf("  %-16s many k=%-2d %s: %llu rows batched in %llu steps\n", name, k, hybrid ? "hybrid" : "attn  ",
 		       (unsigned long long)b, (unsigned long long)cs.many_steps);
+	}
+	/* a new order every step, one session alone in between: k - 1 rows batched per step */
+	for (int k = 3; k <= 17; k += 14) {
+		const uint64_t b = many_run(m, name, "shuffled", k, STEPS, cache, 0, 1, NULL);
+		CHECK(b == (uint64_t)(k - 1) * STEPS, "%s many shuffled k=%d: %llu rows batched, want %llu", name, k,
+		      (unsigned long long)b, (unsigned long long)(k - 1) * STEPS);
 	}
 	many_generators(m, name, 5);
 	/* typed caches (the rows stored into each session's f16 / bf16 cache) */
 	for (int t = PV_CACHE_F16; t <= PV_CACHE_BF16; t++) {
 		for (int i = 0; i < 17; i++) cache[i] = t;
-		const uint64_t b = many_run(m, name, pv_cache_type_name(t), 5, STEPS, cache, 0, NULL);
-		CHECK(b == (cov ? 5u * STEPS : 0u), "%s many %s cache: %llu rows batched", name, pv_cache_type_name(t),
+		const uint64_t b = many_run(m, name, pv_cache_type_name(t), 5, STEPS, cache, 0, 0, NULL);
+		CHECK(b == 5u * STEPS, "%s many %s cache: %llu rows batched", name, pv_cache_type_name(t),
 		      (unsigned long long)b);
 	}
 	/* one cache type per batch: a mixed batch is stepped alone, with the same bits */
 	for (int i = 0; i < 17; i++) cache[i] = i == 1 ? PV_CACHE_F16 : g_cache;
-	CHECK(many_run(m, name, "mixed caches", 3, 3, cache, 0, NULL) == 0, "%s many: a mixed-cache batch was batched", name);
+	CHECK(many_run(m, name, "mixed caches", 3, 3, cache, 0, 0, NULL) == 0, "%s many: a mixed-cache batch was batched", name);
 	for (int i = 0; i < 17; i++) cache[i] = g_cache;
 	/* knobs: the shared GEMV walks, graphs off (direct launches), the multi-session graphs off */
 	static const char* const kn[] = { "cuda.gemv_shared=1", "cuda.gemv_shared=2", "cuda.graphs=0", "cuda.batch_graphs=0",
@@ -681,8 +701,8 @@ static void test_many(pv_model* m, const char* dir, const char* name)
 		CHECK(pv_model_open(&m2, dir, &p, err, sizeof err) == PV_OK, "%s many: open with %s: %s", name, kn[v], err);
 		if (!m2) continue;
 		struct pv_cuda_session_stats cs;
-		const uint64_t b = many_run(m2, name, kn[v], v < 2 ? 17 : 5, 4, cache, 0, &cs);
-		const uint64_t want = cov ? (uint64_t)(v < 2 ? 17 : 5) * 4 : 0;
+		const uint64_t b = many_run(m2, name, kn[v], v < 2 ? 17 : 5, 4, cache, 0, 0, &cs);
+		const uint64_t want = (uint64_t)(v < 2 ? 17 : 5) * 4;
 		CHECK(b == want, "%s many %s: %llu rows batched, want %llu", name, kn[v], (unsigned long long)b,
 		      (unsigned long long)want);
 		if (v >= 2)
