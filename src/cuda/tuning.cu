@@ -78,6 +78,10 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "continuous batching: the one-row steps of up to 16 sessions evaluated together replay a graph per row count,"
 	  " with cuda.graphs (0: direct launches, the same bits)",
 	  F(batch_graphs) },
+	{ "cuda.batch_hybrid", "PV_CUDA_BATCH_HYBRID", 0, 0, 1, NULL, 0,
+	  "continuous batching of the hybrid models (gated attention, DeltaNet layers over each row's own state);"
+	  " 0 until its bitwise test has run on a GPU: they step alone",
+	  F(batch_hybrid) },
 };
 #undef F
 static_assert(sizeof(struct pv_cuda_tuning) == PV_CUDA_N_KNOBS * sizeof(int),

@@ -37,8 +37,9 @@ struct pv_cuda_tuning {
 	int gemv_shared;     /* cuda.gemv_shared: multi-row GEMVs share activation reads across rows */
 	int window_graphs;   /* cuda.window_graphs: exact calls of 2-16 rows replay a graph per row count */
 	int batch_graphs;    /* cuda.batch_graphs: multi-session steps (forward_many) replay a graph per row count */
+	int batch_hybrid;    /* cuda.batch_hybrid: forward_many covers the hybrids (off until GPU-verified) */
 };
-#define PV_CUDA_N_KNOBS 21
+#define PV_CUDA_N_KNOBS 22
 
 /* The settings: every knob's default, then its environment variable when set and not empty, then
  * spec ("name=value,..." with name "cuda.pdl" or "pdl"; NULL or "": none). knobs (may be NULL)

@@ -371,7 +371,8 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		                            "cuda.moe_side",     "cuda.norm_fuse",     "cuda.graphs",       "cuda.att_split",
 		                            "cuda.prefill",      "cuda.prefill_chunk", "cuda.prefill_attn", "cuda.prefill_moe",
 		                            "cuda.prefill_delta", "cuda.gemv_rows_multi", "cuda.gemv_shared",
-		                            "cuda.window_graphs", "cuda.batch_graphs" };
+		                            "cuda.window_graphs", "cuda.batch_graphs",
+		                            "cuda.batch_hybrid" };
 	const int nw = (int)(sizeof want / sizeof want[0]);
 	CHECK(n == nw && k, "%s: %d knobs listed, want %d", name, n, nw);
 	for (int i = 0; i < nw; i++) {
@@ -643,18 +644,29 @@ static void many_generators(pv_model* m, const char* name, int k)
 	CHECK(batched >= (uint64_t)(N - 1) * k - 2, "%s many generators: %llu rows batched", name, (unsigned long long)batched);
 }
 
-/* Every fixture is covered (many.cu takes attention-only models and the hybrids alike: the output
- * gate, DeltaNet layers over each row's own state), so every run below must batch all its rows
+/* Every fixture is covered (many.cu takes attention-only models and, with cuda.batch_hybrid=1, the
+ * hybrids: the output gate, DeltaNet layers over each row's own state), so every run below must batch all its rows
  * (k x steps) with each row bitwise its own one-row step; the mixed-cache batch is the uncovered
  * case, stepped alone with the same bits. */
-static void test_many(pv_model* m, const char* dir, const char* name)
+static void test_many(pv_model* m0, const char* dir, const char* name)
 {
 	enum { STEPS = 8 };
-	int hybrid = m->cfg.attn_gate; /* printed: the rows took the gate or DeltaNet layers */
-	for (int l = 0; l < m->cfg.n_layers; l++) hybrid |= m->cfg.layer_kind[l] != PV_LAYER_ATTN;
+	int hybrid = m0->cfg.attn_gate; /* the rows take the gate or DeltaNet layers */
+	for (int l = 0; l < m0->cfg.n_layers; l++) hybrid |= m0->cfg.layer_kind[l] != PV_LAYER_ATTN;
 	int cache[17];
 	char err[256];
 	for (int i = 0; i < 17; i++) cache[i] = g_cache;
+	/* the hybrids batch only with cuda.batch_hybrid=1 (off by default until this part has run on a
+	 * GPU): by default they step alone, with the same bits; the rest of the part runs with it on */
+	pv_model* m = m0;
+	if (hybrid) {
+		CHECK(many_run(m0, name, "hybrid, batch_hybrid off", 3, 3, cache, 0, 0, NULL) == 0,
+		      "%s many: a hybrid batch was batched with cuda.batch_hybrid off", name);
+		struct pv_model_params hp = { .backend = "cuda", .knobs = "cuda.batch_hybrid=1" };
+		m = NULL;
+		CHECK(pv_model_open(&m, dir, &hp, err, sizeof err) == PV_OK, "%s many: open with batch_hybrid: %s", name, err);
+		if (!m) return;
+	}
 	static const int ks[] = { 2, 3, 5, 16, 17 };
 	for (int q = 0; q < 5; q++) {
 		const int k = ks[q];
@@ -697,7 +709,9 @@ static void test_many(pv_model* m, const char* dir, const char* name)
 		                          "cuda.gemv_shared=2,cuda.gemv_rows_multi=2,cuda.batch_graphs=0" };
 	for (int v = 0; v < 5; v++) {
 		pv_model* m2 = NULL;
-		struct pv_model_params p = { .backend = "cuda", .knobs = kn[v] };
+		char knobs[160];
+		snprintf(knobs, sizeof knobs, "%s%s", kn[v], hybrid ? ",cuda.batch_hybrid=1" : "");
+		struct pv_model_params p = { .backend = "cuda", .knobs = knobs };
 		CHECK(pv_model_open(&m2, dir, &p, err, sizeof err) == PV_OK, "%s many: open with %s: %s", name, kn[v], err);
 		if (!m2) continue;
 		struct pv_cuda_session_stats cs;
@@ -710,6 +724,7 @@ static void test_many(pv_model* m, const char* dir, const char* name)
 			      (unsigned long long)cs.many_launches);
 		pv_model_close(m2);
 	}
+	if (m != m0) pv_model_close(m);
 }
 
 /* session_bytes: what the session says it holds on the device, plus the engine's host part */
