@@ -9,6 +9,7 @@
  * exact speculative decoding rests on, not tolerances.
  */
 #include "fixture.h"
+#include "many.h"
 #include "harness.h"
 #include "proven.h"
 #include "proven_dev.h"
@@ -517,74 +518,17 @@ static void test_cache_types(pv_model* m, const char* name)
 }
 
 /*
- * Continuous batching (the seam's forward_many, cpu/forward_many.c): k sessions of one model on
- * one pool (contexts 96 / 128 / 160 by turns, cache types cache[i], max_batch mb), prompt i of
- * 3 + (7 i) % 37 tokens starting at token i % 5 of the fixture's prompt (different positions);
- * then `steps` steps of every session together (pv_session_run_many, as pv_generator_step_many
- * does) and, on a twin set, alone (one-row exact calls): every row's logits, final-norm row
- * (memcmp) and argmax each step. Returns the rows that went together (batched_rows), or -1.
+ * Continuous batching (the seam's forward_many, cpu/forward_many.c): fixture.h's fx_many_run with
+ * the k sessions on one pool of 2 threads and max_batch mb (groups of mb rows). Returns the rows
+ * that went together (batched_rows), or -1.
  */
 static uint64_t many_run(pv_model* m, const char* name, const char* what, int k, int steps, const int* cache, int mb)
 {
-	enum { KMAX = 9 };
-	const int V = pv_model_get_info(m)->vocab, H = pv_model_get_info(m)->hidden;
-	pv_session *bs[KMAX] = { 0 }, *as[KMAX] = { 0 };
-	int32_t tok_b[KMAX], tok_a[KMAX], am_b[KMAX], am_a[KMAX];
-	float* lg_b = malloc(sizeof(float) * (size_t)V * k);
-	float* lg_a = malloc(sizeof(float) * (size_t)V * k);
-	float* hd_b = malloc(sizeof(float) * (size_t)H * k);
-	float* hd_a = malloc(sizeof(float) * (size_t)H * k);
-	struct pv_eval_out ob[KMAX];
-	int rc[KMAX], ok = 1;
-	char err[256];
-	uint64_t batched = 0;
 	pv_pool* pool = pv_pool_new(2);
-	for (int i = 0; i < k && ok; i++) {
-		struct pv_session_params sp = { .n_ctx = 96 + 32 * (i % 3), .max_batch = mb, .chunk_min_tokens = 16,
-			                        .cache_type = cache[i], .pool = pool };
-		ok = pv_session_new(&bs[i], m, &sp, err, sizeof err) == PV_OK && pv_session_new(&as[i], m, &sp, err, sizeof err) == PV_OK;
-		CHECK(ok, "%s many %s: session %d: %s", name, what, i, err);
-		const int plen = 3 + (7 * i) % 37, off = i % 5;
-		ok = ok && run_exact(bs[i], g_toks + off, plen, plen, NULL, V) == 0 && run_exact(as[i], g_toks + off, plen, plen, NULL, V) == 0;
-		tok_b[i] = tok_a[i] = g_toks[off + plen];
-	}
-	CHECK(ok, "%s many %s: prompts", name, what);
-	for (int j = 0; j < steps && ok; j++) {
-		for (int i = 0; i < k; i++) ob[i] = (struct pv_eval_out){ lg_b + (size_t)i * V, 0, &am_b[i], 0, hd_b + (size_t)i * H, 0 };
-		ok = pv_session_run_many(bs, tok_b, k, ob, rc) == PV_OK;
-		CHECK(ok, "%s many %s k=%d step %d: run_many: %s", name, what, k, j, pv_session_error(bs[0]));
-		for (int i = 0; i < k && ok; i++) {
-			struct pv_eval_out oa = { lg_a + (size_t)i * V, 0, &am_a[i], 0, hd_a + (size_t)i * H, 0 };
-			ok = pv_session_run(as[i], &tok_a[i], 1, PV_EVAL_EXACT, &oa) == PV_OK;
-		}
-		CHECK(ok, "%s many %s k=%d step %d: alone", name, what, k, j);
-		if (!ok) break;
-		int bad = -1;
-		for (int i = 0; i < k && bad < 0; i++)
-			if (am_b[i] != am_a[i] || !same(lg_b + (size_t)i * V, lg_a + (size_t)i * V, (size_t)V) ||
-			    !same(hd_b + (size_t)i * H, hd_a + (size_t)i * H, (size_t)H) || am_b[i] != pv_argmax(lg_b + (size_t)i * V, V) ||
-			    pv_session_length(bs[i]) != pv_session_length(as[i]))
-				bad = i;
-		CHECK(bad < 0, "%s many %s k=%d step %d: session %d's row differs from its own step (argmax %d vs %d)", name, what,
-		      k, j, bad, bad < 0 ? 0 : am_b[bad], bad < 0 ? 0 : am_a[bad]);
-		ok = bad < 0;
-		for (int i = 0; i < k; i++) {
-			tok_b[i] = am_b[i];
-			tok_a[i] = am_a[i];
-		}
-	}
-	for (int i = 0; i < k; i++) {
-		struct pv_session_stats st;
-		if (bs[i] && !pv_session_get_stats(bs[i], &st)) batched += st.batched_rows;
-		pv_session_free(bs[i]);
-		pv_session_free(as[i]);
-	}
+	const struct fx_many o = { .max_batch = mb, .pool = pool };
+	const uint64_t b = fx_many_run(m, g_toks, name, what, k, steps, cache, &o);
 	pv_pool_free(pool);
-	free(lg_b);
-	free(lg_a);
-	free(hd_b);
-	free(hd_a);
-	return ok ? batched : (uint64_t)-1;
+	return b;
 }
 
 /* Every fixture architecture is covered on the CPU (attention with or without the output gate,

@@ -58,6 +58,7 @@
 #include "cuda/backend.h"
 #include "engine/session.h"
 #include "fixture.h"
+#include "many.h"
 #include "harness.h"
 #include "model/model.h"
 #include "proven.h"
@@ -490,105 +491,31 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 
 /* ---- many: continuous batching ------------------------------------------------------------- */
 
-/* k sessions of model m (contexts 96 / 128 / 160 by turns unless same_ctx, cache types cache[i]),
- * prompt i of 3 + (7 i) % 37 tokens starting at token i % 5 of the fixture's prompt; then `steps`
- * steps of every session together (pv_session_run_many) and, on a twin set, alone (one-row exact
- * calls, the engine's own fallback): logits, hidden rows (memcmp) and argmax each step. shuffle:
- * at step j session j % k steps alone (a one-row call of its own, before the others) and the
- * others go together in the order j + 1, j + 2, ... (mod k): the host and every session's row change
- * from step to step, and a session's state and cache pass between the two paths. Returns the
- * batched rows and, through *st_out (may be NULL), the sum of the batch sessions' CUDA counters. */
+/* the sum of the batch sessions' CUDA counters (fx_many_run's tally) */
+static void many_tally(pv_session* s, void* arg)
+{
+	struct pv_cuda_session_stats* t = arg;
+	struct pv_cuda_session_stats cs;
+	if (pv_cuda_session_stats(s, &cs)) return;
+	t->many_rows += cs.many_rows;
+	t->many_steps += cs.many_steps;
+	t->many_hosted_rows += cs.many_hosted_rows;
+	t->many_launches += cs.many_launches;
+	t->many_captures += cs.many_captures;
+	t->many_kernels += cs.many_kernels;
+}
+
+/* fixture.h's fx_many_run (batched rows bitwise each session alone; shuffle: the batch's order
+ * and host change every step, a state passing between the two paths) on sessions of max_batch
+ * 16; returns the batched rows and, through *st_out (may be NULL), the CUDA counters' sum. */
 static uint64_t many_run(pv_model* m, const char* name, const char* what, int k, int steps, const int* cache, int same_ctx,
                          int shuffle, struct pv_cuda_session_stats* st_out)
 {
-	enum { KMAX = 17 };
-	const int V = pv_model_get_info(m)->vocab, H = pv_model_get_info(m)->hidden;
-	pv_session *bs[KMAX] = { 0 }, *as[KMAX] = { 0 };
-	int32_t tok_b[KMAX], tok_a[KMAX], am_b[KMAX], am_a[KMAX];
-	float* lg_b = malloc(sizeof(float) * (size_t)V * k);
-	float* lg_a = malloc(sizeof(float) * (size_t)V * k);
-	float* hd_b = malloc(sizeof(float) * (size_t)H * k);
-	float* hd_a = malloc(sizeof(float) * (size_t)H * k);
-	struct pv_eval_out ob[KMAX];
-	int rc[KMAX], ok = 1;
-	char err[256];
-	uint64_t batched = 0;
-	for (int i = 0; i < k && ok; i++) {
-		struct pv_session_params sp = { .n_ctx = same_ctx ? 160 : 96 + 32 * (i % 3),
-			                        .max_batch = 16, /* no prefill set-up: cheap sessions */
-			                        .chunk_min_tokens = 16,
-			                        .cache_type = cache[i] };
-		ok = pv_session_new(&bs[i], m, &sp, err, sizeof err) == PV_OK &&
-		     pv_session_new(&as[i], m, &sp, err, sizeof err) == PV_OK;
-		CHECK(ok, "%s many %s: session %d: %s", name, what, i, err);
-		const int plen = 3 + (7 * i) % 37, off = i % 5;
-		ok = ok && run_exact(bs[i], g_toks + off, plen, plen, NULL, V) == 0 &&
-		     run_exact(as[i], g_toks + off, plen, plen, NULL, V) == 0;
-		tok_b[i] = tok_a[i] = g_toks[off + plen];
-	}
-	CHECK(ok, "%s many %s: prompts", name, what);
-	for (int j = 0; j < steps && ok; j++) {
-		for (int i = 0; i < k; i++)
-			ob[i] = (struct pv_eval_out){ lg_b + (size_t)i * V, 0, &am_b[i], 0, hd_b + (size_t)i * H, 0 };
-		if (shuffle) {
-			/* session j % k alone, then the rest in the order j + 1, j + 2, ... (mod k) */
-			pv_session* pb[KMAX];
-			int32_t pt[KMAX];
-			struct pv_eval_out po[KMAX];
-			const int e = j % k;
-			ok = pv_session_run(bs[e], &tok_b[e], 1, PV_EVAL_EXACT, &ob[e]) == PV_OK;
-			for (int q = 1; q < k; q++) {
-				const int i = (j + q) % k;
-				pb[q - 1] = bs[i];
-				pt[q - 1] = tok_b[i];
-				po[q - 1] = ob[i];
-			}
-			ok = ok && pv_session_run_many(pb, pt, k - 1, po, rc) == PV_OK;
-		} else {
-			ok = pv_session_run_many(bs, tok_b, k, ob, rc) == PV_OK;
-		}
-		CHECK(ok, "%s many %s k=%d step %d: run_many: %s", name, what, k, j, pv_session_error(bs[0]));
-		for (int i = 0; i < k && ok; i++) {
-			struct pv_eval_out oa = { lg_a + (size_t)i * V, 0, &am_a[i], 0, hd_a + (size_t)i * H, 0 };
-			ok = pv_session_run(as[i], &tok_a[i], 1, PV_EVAL_EXACT, &oa) == PV_OK;
-		}
-		CHECK(ok, "%s many %s k=%d step %d: alone", name, what, k, j);
-		if (!ok) break;
-		int bad = -1;
-		for (int i = 0; i < k && bad < 0; i++)
-			if (am_b[i] != am_a[i] || !same(lg_b + (size_t)i * V, lg_a + (size_t)i * V, (size_t)V) ||
-			    !same(hd_b + (size_t)i * H, hd_a + (size_t)i * H, (size_t)H) ||
-			    am_b[i] != pv_argmax(lg_b + (size_t)i * V, V))
-				bad = i;
-		CHECK(bad < 0, "%s many %s k=%d step %d: session %d's row differs from its own step (argmax %d vs %d)", name,
-		      what, k, j, bad, bad < 0 ? 0 : am_b[bad], bad < 0 ? 0 : am_a[bad]);
-		ok = bad < 0;
-		for (int i = 0; i < k; i++) {
-			tok_b[i] = am_b[i];
-			tok_a[i] = am_a[i];
-		}
-	}
 	if (st_out) memset(st_out, 0, sizeof *st_out);
-	for (int i = 0; i < k; i++) {
-		struct pv_session_stats st;
-		struct pv_cuda_session_stats cs;
-		if (bs[i] && !pv_session_get_stats(bs[i], &st)) batched += st.batched_rows;
-		if (st_out && bs[i] && !pv_cuda_session_stats(bs[i], &cs)) {
-			st_out->many_rows += cs.many_rows;
-			st_out->many_steps += cs.many_steps;
-			st_out->many_hosted_rows += cs.many_hosted_rows;
-			st_out->many_launches += cs.many_launches;
-			st_out->many_captures += cs.many_captures;
-			st_out->many_kernels += cs.many_kernels;
-		}
-		pv_session_free(bs[i]);
-		pv_session_free(as[i]);
-	}
-	free(lg_b);
-	free(lg_a);
-	free(hd_b);
-	free(hd_a);
-	return ok ? batched : (uint64_t)-1;
+	/* max_batch 16: no prefill set-up, cheap sessions */
+	const struct fx_many o = { .same_ctx = same_ctx, .max_batch = 16, .shuffle = shuffle, .tally = st_out ? many_tally : NULL,
+		                   .arg = st_out };
+	return fx_many_run(m, g_toks, name, what, k, steps, cache, &o);
 }
 
 /* greedy generators on k sessions: pv_generator_step_many (the server's call) == each alone */
