@@ -12,6 +12,7 @@
 #      warp: 104 registers, 2 blocks per SM, against 226 and 1), 6. as 1 with eager module loading
 #   7. compute-sanitizer synccheck and memcheck on the 16-row step (direct launches), if present
 #   8. the full 32-layer shape as 1 (only if 1-6 all finished)
+# Between the two: test_cuda_api's many part, whose hybrid checks (cuda.batch_hybrid) never ran.
 # Before them, while the GPU is certainly clean: continuous batching's throughput
 # (`proven bench --parallel 1|4|16`) on a small dense shape (Qwen3-1.7B BF16).
 # Runs are skipped past BUDGET seconds (540) so the call ends inside its 600 s limit.
@@ -42,9 +43,16 @@ snapshot() { # pid label: what a stuck run is doing
 		awk '{print $14, $15}' /proc/$pid/stat; sleep 1; awk '{print $14, $15}' /proc/$pid/stat
 		echo "== wchan per thread"
 		for t in /proc/$pid/task/*; do echo "$(basename $t) $(cat $t/wchan 2>/dev/null) $(cat $t/comm)"; done
+		echo "== host memory"
+		grep -E 'MemTotal|MemAvailable|Shmem:' /proc/meminfo
 		if command -v gdb >/dev/null; then
 			echo "== gdb"
 			timeout 20 gdb -batch -p "$pid" -ex 'thread apply all bt 25' 2>&1 | grep -v '^\[New LWP'
+		elif command -v cuda-gdb >/dev/null; then
+			# the image has no gdb; cuda-gdb attaches and also names the kernels still resident
+			echo "== cuda-gdb"
+			timeout 40 cuda-gdb -batch -p "$pid" -ex 'info cuda kernels' -ex 'info cuda blocks' \
+				-ex 'thread apply all bt 25' 2>&1 | grep -v '^\[New LWP' | head -150
 		elif command -v eu-stack >/dev/null; then
 			echo "== eu-stack"
 			timeout 20 eu-stack -p "$pid" 2>&1
@@ -78,6 +86,7 @@ run() { # label timeout env... -- command
 T0=$(date +%s)
 have_time() { [ $(($(date +%s) - T0 + $1)) -le ${BUDGET:-540} ] || { say "== skipped $2: $(($(date +%s) - T0)) s elapsed"; return 1; }; }
 say "== $($B/proven --version | head -1); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+say "== host: $(grep -E 'MemTotal|MemAvailable' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
 gpu_free
 m=$W/q17.gguf
 $B/proven synth --preset qwen3-1.7b --type bf16 --out "$m" --quiet >/dev/null 2>&1 || say "synth failed"
@@ -89,6 +98,10 @@ for n in 1 4 16; do
 	echo | tee -a "$OUT/summary.txt"
 done
 rm -f "$m"
+# the hybrids' multi-session kernels (cuda.batch_hybrid), first GPU run: the API's many part
+have_time 150 "test many" && run "test_cuda_api many (hybrids on)" 150 PV_CUDA_API_ONLY=many $B/cuda/test_cuda_api
+grep -E '^test_cuda_api: [0-9]+ passed|^FAIL' "$OUT/.o" "$OUT/.e" | head -8 | tee -a "$OUT/summary.txt"
+cp "$OUT/.o" "$OUT/test-many.txt"
 m=$W/q9-4l.gguf
 $B/proven synth --preset qwen3.5-9b --type bf16 --layers 4 --out "$m" --quiet >/dev/null 2>&1 || say "synth failed"
 bench() { echo $B/proven bench --backend cuda --model "$1" --pp 16 --tg 16 --depth 512 --reps 5 --json-only; }
