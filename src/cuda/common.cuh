@@ -306,7 +306,9 @@ struct pv_rows_many {
 
 /* gemv.cu: y_s[t*ldy_s + o] = sum_i xin[t][i] * W_s[o][i] (+ bias_s[o]) for every output s, t < T.
  * xin = x (xmode 0) or silu(x) * x2 (xmode 1, the SwiGLU product), elementwise, ld ldx. All
- * outputs must share cols; outputs of one weight type and kernel share one launch. */
+ * outputs must share cols; outputs of one weight type and kernel share one launch. T > 16 (not
+ * gathered): the 16-row groups side by side in one launch, each row's bits what a call of its own
+ * group gives (the MoE prompt's router). */
 struct gemv_out {
 	const struct dmat* w;
 	float* y;

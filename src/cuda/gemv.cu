@@ -1,5 +1,6 @@
 /*
- * gemv.cu: matrix-vector products for 1 to 16 activation rows over weights in their stored type
+ * gemv.cu: matrix-vector products for 1 to 16 activation rows (more: 16-row groups side by side
+ * in one launch) over weights in their stored type
  * (BF16, F16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; device layouts in common.cuh).
  *
  * Work split: a block of 8 warps owns 8*R consecutive output rows (R = 1, 2 or 4 rows per
@@ -40,7 +41,9 @@ struct Params {
 	int nseg;
 	int cols;
 	int tc;    /* staged columns per tile (a multiple of the unit and of 4) */
-	int T;     /* activation rows (<= TT) */
+	int T;     /* activation rows (<= TT; with grows, of the whole call) */
+	int grows; /* > 0: block column y takes rows y*grows .. +grows of x and y (calls of more than
+	            * 16 rows in one launch: each group is what its own 16-row call computes) */
 	int ldx;
 	int xmode;
 	int stype; /* K_SCALAR: the float type of the row */
@@ -91,6 +94,7 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 	if (!p.pair && p.nseg > 2 && b >= p.seg[2].block0) sp = &p.seg[2];
 	const Seg& s = *sp;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int T = p.grows ? min(p.grows, p.T - (int)blockIdx.y * p.grows) : p.T; /* this block's rows */
 	const int64_t row0 = (int64_t)(b - s.block0) * (WARPS * R) + (int64_t)warp * R;
 	const int nu = p.cols / UE;
 
@@ -117,6 +121,12 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 
 	const float *x = p.x, *x2 = p.x2;
 	float* y = s.y;
+	if (p.grows) {
+		const size_t t0 = (size_t)blockIdx.y * (size_t)p.grows;
+		x += t0 * (size_t)p.ldx;
+		if (x2) x2 += t0 * (size_t)p.ldx;
+		y += t0 * (size_t)s.ldy;
+	}
 	int64_t wrow = 0; /* first weight row (gathered: the selected expert's) */
 	if (p.sel) {
 		const int q = blockIdx.y, xr = p.x_by_slot ? q : q / p.sel_k;
@@ -154,7 +164,7 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 	} else if constexpr (SH == 2) {
 		/* in place: one tile, the activations read through L1 (plain rows, 16-byte aligned;
 		 * not gathered: sel is a one-row call) */
-		if (live > 0) walk_rows<K, TT, R, false>(s, p.stype, row0, live, lane, 0, nu, x, p.ldx, p.T - 1, raw, acc);
+		if (live > 0) walk_rows<K, TT, R, false>(s, p.stype, row0, live, lane, 0, nu, x, p.ldx, T - 1, raw, acc);
 	} else if constexpr (SH == 1) {
 		/* the shared walk (units.cuh): each tile's first batch of weight units is requested
 		 * before the tile is staged, the tile is staged in stage_at's layout, and the warp's R
@@ -167,7 +177,7 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 			__syncthreads(); /* the previous tile is consumed */
 			for (int e = threadIdx.x; e < TT * p.tc; e += THREADS) {
 				const int t = e / p.tc, c = e - t * p.tc;
-				xs[t * p.tc + stage_at(UE, p.tc, c)] = t < p.T && c < cn ? xin(p, x, x2, t, c0 + c) : 0.0f;
+				xs[t * p.tc + stage_at(UE, p.tc, c)] = t < T && c < cn ? xin(p, x, x2, t, c0 + c) : 0.0f;
 			}
 			__syncthreads();
 			if (live > 0) walk_rows<K, TT, R, true>(s, p.stype, wrow + row0, live, lane, u0, u1, xs, p.tc, TT - 1, tr, acc);
@@ -178,7 +188,7 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 		__syncthreads(); /* the previous tile is consumed */
 		for (int e = threadIdx.x; e < TT * p.tc; e += THREADS) {
 			const int t = e / p.tc, c = e - t * p.tc;
-			xs[e] = t < p.T && c < cn ? xin(p, x, x2, t, c0 + c) : 0.0f;
+			xs[e] = t < T && c < cn ? xin(p, x, x2, t, c0 + c) : 0.0f;
 		}
 		__syncthreads();
 		const int u0 = c0 / UE, u1 = (c0 + cn) / UE;
@@ -208,7 +218,7 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 #pragma unroll
 		for (int t = 0; t < TT; t++) {
 			const float v = pv_warp_sum(acc[r][t]);
-			if (lane == 0 && t < p.T && row < s.rows)
+			if (lane == 0 && t < T && row < s.rows)
 				y[(size_t)t * s.ldy + row] = s.bias ? v + s.bias[row] : v;
 		}
 	}
@@ -353,6 +363,7 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
            const norm_epi* ne = NULL)
 {
 	const int TT = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : 16;
+	const int groups = T > 16 ? (T + 15) / 16 : 1; /* not gathered (checked by the caller) */
 	const int r2 = tu->gemv_rows == 2;
 	const int rm = tu->gemv_rows_multi;
 	/* the shared walk in place needs plain 16-byte-aligned rows, one weight row set (no gather) */
@@ -366,6 +377,7 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	const int tc = tile_cols(UE, TT, cols, SMEM_FLOATS);
 	p.tc = tc;
 	p.T = T;
+	p.grows = groups > 1 ? 16 : 0;
 	p.ldx = ldx;
 	p.xmode = xmode;
 	p.stype = outs[0].w->type;
@@ -401,7 +413,7 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	}
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
 	const size_t smem = p.direct || (T > 1 && sh == 2) ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
-	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
+	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : (unsigned)groups);
 	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2, rm, sh), grid, dim3(THREADS), smem, st, p);
 	return 0;
 }
@@ -418,7 +430,9 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const 
                         const float* x, const float* x2, int ldx, int xmode, int T, const struct gemv_gather* ga, int* n_launch,
                         char* err, size_t errlen)
 {
-	if (T < 1 || T > PV_CUDA_ROWS || n_out < 1 || (ga && (T != 1 || ga->slots < 1 || ga->k < 1 || ga->n_experts < 1)))
+	/* more than 16 rows: one launch, 16-row groups side by side (block column y), each group's bits
+	 * those of its own call; T == 1 only when gathered */
+	if (T < 1 || T > 65535 * PV_CUDA_ROWS || n_out < 1 || (ga && (T != 1 || ga->slots < 1 || ga->k < 1 || ga->n_experts < 1)))
 		return pv_errf(err, errlen, "CUDA backend: gemv called with %d rows, %d outputs", T, n_out);
 	for (int i = 0; ga && i < n_out; i++)
 		if (outs[i].w->rows % ga->n_experts)
@@ -537,12 +551,9 @@ int pv_cuda_test_matmul(const struct pv_tensor* W, const float* x, int T, float*
 	if (pv_stager_new(&sg, st, d.bytes, err, errlen) || pv_stager_upload_mat(sg, W, &d, 0, err, errlen) ||
 	    pv_stager_finish(sg, err, errlen))
 		goto done;
-	for (int t0 = 0; t0 < T; t0 += PV_CUDA_ROWS) {
-		const int rows = T - t0 < PV_CUDA_ROWS ? T - t0 : PV_CUDA_ROWS;
-		struct gemv_out o = { &d, dy + (size_t)t0 * W->rows, (int)W->rows, NULL };
-		if (pv_cuda_gemv(st, tu, &o, 1, dx + (size_t)t0 * W->cols, NULL, (int)W->cols, PV_X_PLAIN, rows, NULL, err,
-		                 errlen))
-			goto done;
+	{ /* more than 16 rows: one launch of 16-row groups */
+		struct gemv_out o = { &d, dy, (int)W->rows, NULL };
+		if (pv_cuda_gemv(st, tu, &o, 1, dx, NULL, (int)W->cols, PV_X_PLAIN, T, NULL, err, errlen)) goto done;
 	}
 	CU_OR(cudaMemcpyAsync(y, dy, yb, cudaMemcpyDeviceToHost, st), done);
 	CU_OR(cudaStreamSynchronize(st), done);

@@ -31,8 +31,7 @@
  * device memory at run time, so it serves any set of sessions. Else direct launches (the same
  * kernels, the same bits).
  *
- * Covered: Qwen2/2.5, Qwen3, Qwen3-MoE and, with cuda.batch_hybrid=1 (opt-in until the GPU test
- * has run), the hybrids Qwen3.5 and Qwen3-Next (gated attention, DeltaNet layers), one row per session on the exact path without
+ * Covered: Qwen2/2.5, Qwen3, Qwen3-MoE and (cuda.batch_hybrid, on by default) the hybrids Qwen3.5 and Qwen3-Next (gated attention, DeltaNet layers), one row per session on the exact path without
  * snapshots, one cache type and one set of switches, no session twice (its KV row, its state);
  * anything else returns 1 and the engine steps each session alone.
  */
@@ -50,8 +49,8 @@ int pick_host(struct pv_session** ss, const struct pv_step* sp, int count)
 	const struct pv_session* s0 = ss[0];
 	if (!s0->be_state) return -1;
 	const struct dsession* d0 = dsess(s0);
-	/* the hybrids' batched path (gated attention, per-row DeltaNet state) is written but has not
-	 * run on a GPU yet: opt-in (cuda.batch_hybrid) until test_cuda_api's `many` part has */
+	/* the hybrids' batched path (gated attention, per-row DeltaNet state): cuda.batch_hybrid=0
+	 * steps them alone */
 	if ((s0->m->cfg.attn_gate || d0->state_floats) && !d0->tu.batch_hybrid) return -1;
 	int host = 0;
 	for (int i = 0; i < count; i++) {

@@ -78,9 +78,9 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "continuous batching: the one-row steps of up to 16 sessions evaluated together replay a graph per row count,"
 	  " with cuda.graphs (0: direct launches, the same bits)",
 	  F(batch_graphs) },
-	{ "cuda.batch_hybrid", "PV_CUDA_BATCH_HYBRID", 0, 0, 1, NULL, 0,
-	  "continuous batching of the hybrid models (gated attention, DeltaNet layers over each row's own state);"
-	  " 0 until its bitwise test has run on a GPU: they step alone",
+	{ "cuda.batch_hybrid", "PV_CUDA_BATCH_HYBRID", 1, 0, 1, NULL, 0,
+	  "continuous batching of the hybrid models (gated attention, DeltaNet layers over each row's own state;"
+	  " bitwise each session alone on the H200, 2026-12-02); 0: they step alone",
 	  F(batch_hybrid) },
 };
 #undef F

@@ -155,6 +155,22 @@ static void gemv_case(enum pv_dtype t, int rows, int cols)
 		CHECK(rc == 0 && !memcmp(yk, y16, sizeof(float) * (size_t)Ts[i] * rows), "%s [%d, %d]: a %d-row call differs from the 16-row call",
 		      pv_dtype_name(t), rows, cols, Ts[i]);
 	}
+	/* 37 rows in one launch (16-row groups side by side, the MoE prompt's router): row k is row
+	 * k % 16 of x, so its output must be that row's bits in the 16-row call */
+	{
+		enum { T37 = 37 };
+		float* x37 = malloc(sizeof(float) * (size_t)T37 * cols);
+		float* y37 = malloc(sizeof(float) * (size_t)T37 * rows);
+		for (int k = 0; k < T37; k++) memcpy(x37 + (size_t)k * cols, x + (size_t)(k % T) * cols, sizeof(float) * cols);
+		rc = pv_cuda_test_matmul(&W, x37, T37, y37, err, sizeof(err));
+		int bad = rc != 0;
+		for (int k = 0; k < T37 && !bad; k++)
+			bad = memcmp(y37 + (size_t)k * rows, y16 + (size_t)(k % T) * rows, sizeof(float) * rows) != 0;
+		CHECK(!bad, "%s [%d, %d]: a 37-row call (16-row groups in one launch) differs from the 16-row call: %s",
+		      pv_dtype_name(t), rows, cols, rc ? err : "bits");
+		free(x37);
+		free(y37);
+	}
 	printf("  gemv %-5s [%5d, %5d]  max |gpu - cpu| / sum|wx| %.2e\n", pv_dtype_name(t), rows, cols, worst);
 done:
 	free(w);
