@@ -32,7 +32,7 @@ gpu_free() {
 	say "   GPU still busy after 20 s: $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tr '\n' ' ')"
 }
 snapshot() { # pid label: what a stuck run is doing
-	local pid=$1 f="$OUT/stuck-$2.txt"
+	local pid=$1 f="$OUT/stuck-$2.txt" tk
 	{
 		echo "== nvidia-smi"
 		nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw,memory.used --format=csv
@@ -42,7 +42,7 @@ snapshot() { # pid label: what a stuck run is doing
 		echo "== cpu ticks (utime stime), 1 s apart"
 		awk '{print $14, $15}' /proc/$pid/stat; sleep 1; awk '{print $14, $15}' /proc/$pid/stat
 		echo "== wchan per thread"
-		for t in /proc/$pid/task/*; do echo "$(basename $t) $(cat $t/wchan 2>/dev/null) $(cat $t/comm)"; done
+		for tk in /proc/$pid/task/*; do echo "$(basename $tk) $(cat $tk/wchan 2>/dev/null) $(cat $tk/comm)"; done
 		echo "== host memory"
 		grep -E 'MemTotal|MemAvailable|Shmem:' /proc/meminfo
 		if command -v gdb >/dev/null; then
