@@ -66,7 +66,7 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "GEMVs of 2-16 activation rows (verify windows, exact steps): 1 one weight row per warp, 2 two at 8-16 rows"
 	  " (with cuda.gemv_shared), 0 up to 4",
 	  F(gemv_rows_multi) },
-	{ "cuda.gemv_shared", "PV_CUDA_GEMV_SHARED", 1, 0, 2, NULL, 0,
+	{ "cuda.gemv_shared", "PV_CUDA_GEMV_SHARED", 2, 0, 2, NULL, 0,
 	  "GEMVs of 2-16 activation rows: a warp's weight rows share each activation read; 1 staged (conflict-free"
 	  " tile), 2 in place through L1; 0 a row at a time, the old walk (same bits)",
 	  F(gemv_shared) },
