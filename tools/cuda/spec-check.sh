@@ -26,8 +26,10 @@
 #   tools/cuda/spec-check.sh h   the 9B shape's 16-row step per switch (under a timeout), the
 #                                precise prefill's split weights (tests, the 35B-A3B shape's error)
 #   tools/cuda/spec-check.sh j   the router's 16-row groups in one launch (tests, the 35B-A3B prompt), the
-#                                hybrids' batching, the q8_0 cache (Q8_TEST=<env of its test>), the 9B
-#                                16-row step, batching throughput (8B, 9B), ncu on the MoE prompt
+#                                hybrids' batching, every kernel's time over a MoE prompt (ncu), the
+#                                9B 16-row step and batching throughput on the 9B shape
+#   tools/cuda/spec-check.sh k   the q8_0 cache (Q8_TEST=<env of its test>), K_TESTS=<test_cuda parts>,
+#                                the 35B-A3B prompt, batching throughput on the 8B
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
 #                                the exactness court with --draft mtp (snapshot and replay rollback,
@@ -359,26 +361,14 @@ elif [ "$PART" = h ]; then
 			rm -f "$m"
 		fi
 	fi
-elif [ "$PART" = j ]; then
-	# session 4 (2026-12-02): the 16-row-group router launch (gemv 37-row check, prefill tests and
-	# the 35B-A3B prompt against call 2's 15479 tok/s and 422 kernels), the hybrids batching by
-	# default, the q8_0 cache when built, the 9B 16-row step with the faster digest (the earlier
-	# timeouts were the receipt's sha256 of the 18 GB file), continuous batching's throughput on
-	# the 8B and, new, the hybrid 9B shape, then Nsight Compute on the MoE prompt's kernels.
+elif [ "$PART" = j ] || [ "$PART" = k ]; then
+	# session 4 (2026-12-02), two calls. j: the 16-row-group router launch (gemv 37-row check,
+	# prefill tests, the 35B-A3B prompt against call 2's 15479 tok/s and 422 kernels), the hybrids
+	# batching by default, every kernel's time over a MoE prompt (ncu), the full 9B shape at 16
+	# rows with the faster digest (the earlier timeouts were the receipt's sha256 of the 18 GB
+	# file) and batching throughput on it. k: the q8_0 cache (Q8_TEST=<env of its test>), the
+	# prompt again, batching throughput on the 8B.
 	# PROVEN_LEDGER=off where only the JSON line is kept (no digest, no device-side receipt).
-	runtest "test_cuda gemv (37-row launch)" timeout 150 $B/cuda/test_cuda gemv
-	runtest "test_cuda prefill (router in one launch)" timeout 120 $B/cuda/test_cuda prefill
-	grep -E 'worst prefill' "$OUT/.t" | head -3 | tee -a "$SUM" >/dev/null
-	runtest "test_cuda_api many (hybrids by default)" timeout 120 env PV_CUDA_API_ONLY=many $B/cuda/test_cuda_api
-	[ -n "${Q8_TEST:-}" ] && runtest "test_cuda_api q8_0 cache" timeout 150 env $Q8_TEST $B/cuda/test_cuda_api
-	[ -n "${Q8_TEST:-}" ] && grep -E 'q8_0' "$OUT/.t" | head -12 | tee -a "$SUM" >/dev/null
-	m=$W/q35moe-8l-q8_0.gguf
-	if have_time 60 "prefill 35B-A3B" && $B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 8 --out "$m" --quiet >>"$LOG" 2>&1; then
-		PV_PREFILL_MODEL=$m timeout 120 $B/cuda/test_cuda prefill-bench >"$OUT/.t" 2>&1
-		cat "$OUT/.t" >>"$LOG"
-		say "prefill 35B-A3B 8 layers q8_0: $(grep -E 'pp512|last row' "$OUT/.t" | tr -s ' ' | tr '\n' ' ' | cut -c1-600)"
-		rm -f "$m"
-	fi
 	par() { # label model N [env]: one continuous-batching bench, its JSON line kept
 		local t=$(date +%s)
 		env PROVEN_LEDGER=off $4 timeout 150 $B/proven bench --backend cuda --model "$2" --parallel $3 --pp 32 --tg 64 \
@@ -388,42 +378,54 @@ elif [ "$PART" = j ]; then
 		sed "s/^{/{\"name\":\"$1\",/" "$OUT/.b" | grep '^{' >>"$JSON"
 		say "parallel $1 N=$3: rc $rc $(grep -o '"agg_tok_s":[0-9.]*\|"seq_tok_s":[0-9.]*\|"alone_agg_tok_s":[0-9.]*\|"speedup":[0-9.]*\|"ids_equal":[a-z]*\|"batched_share":[0-9.]*' "$OUT/.b" | tr '\n' ' ')($(($(date +%s) - t)) s)"
 	}
-	m=$W/qwen3.5-9b-bf16.gguf
-	if have_time 120 "9B" && synth qwen3.5-9b bf16 "$m"; then
-		for v in "PV_CUDA_GEMV_SHARED=2" "PV_CUDA_GEMV_SHARED=1"; do
+	prompt35() { # the 35B-A3B shape cut to 8 layers, Q8_0: the prompt path's speed and error
+		local m=$W/q35moe-8l-q8_0.gguf
+		have_time 60 "prefill 35B-A3B" || return
+		$B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 8 --out "$m" --quiet >>"$LOG" 2>&1 || return
+		PV_PREFILL_MODEL=$m timeout 120 $B/cuda/test_cuda prefill-bench >"$OUT/.t" 2>&1
+		cat "$OUT/.t" >>"$LOG"
+		say "prefill 35B-A3B 8 layers q8_0: $(grep -E 'pp512|last row' "$OUT/.t" | tr -s ' ' | tr '\n' ' ' | cut -c1-600)"
+		rm -f "$m"
+	}
+	if [ "$PART" = j ]; then
+		runtest "test_cuda gemv (37-row launch)" timeout 150 $B/cuda/test_cuda gemv
+		runtest "test_cuda prefill (router in one launch)" timeout 120 $B/cuda/test_cuda prefill
+		grep -E 'worst prefill' "$OUT/.t" | head -3 | tee -a "$SUM" >/dev/null
+		runtest "test_cuda_api many (hybrids by default)" timeout 120 env PV_CUDA_API_ONLY=many $B/cuda/test_cuda_api
+		prompt35
+		# every kernel's duration over one bench on the 35B-A3B shape cut to 4 layers (3 DeltaNet, 1
+		# attention): the warm-up steps, an untimed and a timed 512-token prompt, one decode token;
+		# summed per kernel name afterwards
+		if command -v ncu >/dev/null && have_time 90 "ncu prefill"; then
+			m=$W/q35moe-4l-q8_0.gguf
+			if $B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 4 --out "$m" --quiet >>"$LOG" 2>&1; then
+				t=$(date +%s)
+				PROVEN_LEDGER=off timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+					--print-units base --kernel-name-base function $B/proven bench --backend cuda --model "$m" --pp 512 \
+					--tg 1 --reps 1 >"$OUT/ncu-prefill-35b.csv" 2>&1
+				say "ncu durations, 35B-A3B 4 layers: rc $? ($(grep -c gpu__time_duration "$OUT/ncu-prefill-35b.csv") kernels, $(($(date +%s) - t)) s)"
+				rm -f "$m"
+			fi
+		fi
+		m=$W/qwen3.5-9b-bf16.gguf
+		if have_time 100 "9B" && synth qwen3.5-9b bf16 "$m"; then
 			t=$(date +%s)
-			env $v timeout 200 $B/proven bench --backend cuda --model "$m" --pp 16 --tg 16 --depth 512 --reps 5 \
+			timeout 200 $B/proven bench --backend cuda --model "$m" --pp 16 --tg 16 --depth 512 --reps 5 \
 				--json-only >"$OUT/.b" 2>>"$LOG"
 			rc=$?
 			grep '^{' "$OUT/.b" >>"$JSON"
-			say "9B rows 16 $v (receipt with digest): rc $rc ($(($(date +%s) - t)) s) $(grep -o '"pp_tok_s":[0-9.]*\|"upload_s":[0-9.]*' "$OUT/.b" | tr '\n' ' ')"
-		done
-		for n in 1 4 16; do have_time 40 "9B parallel $n" && par qwen3.5-9b "$m" $n; done
-		rm -f "$m"
-	fi
-	m=$W/qwen3-8b-bf16.gguf
-	if have_time 100 "8B" && synth qwen3-8b bf16 "$m"; then
-		for n in 1 4 16; do have_time 30 "8B parallel $n" && par qwen3-8b "$m" $n; done
-		have_time 30 "8B parallel 16 shared2" && par qwen3-8b-shared2 "$m" 16 PV_CUDA_GEMV_SHARED=2
-		rm -f "$m"
-	fi
-	# where the MoE prompt's time goes: every kernel's duration over one bench (4 layers: 3 DeltaNet,
-	# 1 attention; the warm-up steps, an untimed and a timed 512-token prompt, one decode token),
-	# summed per kernel name afterwards; then the detail of the top prompt kernels if time is left
-	if command -v ncu >/dev/null && have_time 90 "ncu prefill"; then
-		m=$W/q35moe-4l-q8_0.gguf
-		if $B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 4 --out "$m" --quiet >>"$LOG" 2>&1; then
-			f=$OUT/ncu-prefill-35b.csv
-			PROVEN_LEDGER=off timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
-				--kernel-name-base function $B/proven bench --backend cuda --model "$m" --pp 512 --tg 1 --reps 1 >"$f" 2>&1
-			say "ncu durations, 35B-A3B 4 layers: rc $? ($(grep -c gpu__time_duration "$f") kernels)"
-			if have_time 60 "ncu detail"; then
-				PROVEN_LEDGER=off timeout 90 ncu --clock-control none --kernel-name-base function \
-					-k "regex:ggemm|dquad|dcols|attn_mma|moe_sort" --launch-skip 8 --launch-count 8 --section SpeedOfLight \
-					--section Occupancy --section LaunchStats $B/proven bench --backend cuda --model "$m" --pp 512 --tg 1 \
-					--reps 1 >"$OUT/ncu-prefill-detail.txt" 2>&1
-				say "ncu detail: rc $? ($(grep -c 'Duration' "$OUT/ncu-prefill-detail.txt") kernels)"
-			fi
+			say "9B rows 16 (defaults; a receipt with the digest): rc $rc ($(($(date +%s) - t)) s) $(grep -o '"pp_tok_s":[0-9.]*\|"tg_tok_s":[0-9.]*\|"upload_s":[0-9.]*' "$OUT/.b" | tr '\n' ' ')"
+			for n in 1 4 16; do have_time 30 "9B parallel $n" && par qwen3.5-9b "$m" $n; done
+			rm -f "$m"
+		fi
+	else
+		[ -n "${Q8_TEST:-}" ] && runtest "test_cuda_api q8_0 cache" timeout 150 env $Q8_TEST $B/cuda/test_cuda_api
+		[ -n "${Q8_TEST:-}" ] && grep -E 'q8_0' "$OUT/.t" | head -12 | tee -a "$SUM" >/dev/null
+		[ -n "${K_TESTS:-}" ] && for t in $K_TESTS; do runtest "test_cuda $t" timeout 120 $B/cuda/test_cuda $t; done
+		prompt35
+		m=$W/qwen3-8b-bf16.gguf
+		if have_time 80 "8B" && synth qwen3-8b bf16 "$m"; then
+			for n in 1 4 16; do have_time 25 "8B parallel $n" && par qwen3-8b "$m" $n; done
 			rm -f "$m"
 		fi
 	fi
