@@ -4,6 +4,7 @@
     tools/results-to-receipts.py h200   > docs/results/receipts-h200-2026-12.jsonl   (its head)
     tools/results-to-receipts.py cpu    > docs/results/receipts-cpu-tables-2026-12.jsonl
     tools/results-to-receipts.py h200-s3 > docs/results/receipts-h200-2026-12-02-s3.jsonl
+    tools/results-to-receipts.py h200-s4 > docs/results/receipts-h200-2026-12-02-s4.jsonl
     tools/results-to-receipts.py --check h200 docs/results/receipts-h200-2026-12.jsonl
     tools/results-to-receipts.py --check h200-s3 docs/results/receipts-h200-2026-12-02-s3.jsonl
 
@@ -426,6 +427,51 @@ def s3_curves():
     return s3_curve_8b() + s3_curve_9b()
 
 
+# ---- H200, 2026-12-02, fourth session (h200-2026-12-02-s4.md) -----------------------------------
+
+def parallel_json(rec, path, line, what, cite):
+    """one `proven bench --parallel N` JSON line: N sequences decoded together (one exact step of N
+    rows per token, cuda.batch_graphs) and then one after another in the same run"""
+    gpu = {"name": rec["gpu"]}
+    rt = runtime(rec["build_commit"], rec["backend"], knobs=dict(rec.get("knobs") or {}), threads=rec["threads"], gpu=gpu)
+    n = int(rec["reps"])
+    figs = [fig("agg", "decode-only", "tok/s", rec["agg_tok_s"], rec["agg_tok_s_sd"], n),
+            fig("seq", "decode-only", "tok/s per sequence", rec["seq_tok_s"], 0, n),
+            fig("alone_agg", "decode-only", "tok/s", rec["alone_agg_tok_s"], rec["alone_agg_tok_s_sd"], n),
+            fig("speedup", "decode-only", "together / alone", rec["speedup"], 0, n)]
+    return receipt("bench", path, line, "2026-12-02T00:00:00Z", rt,
+                   {"path": rec["model"], "arch": rec["arch"], "dtype": rec["weight_dtype"]},
+                   {"class": "synthetic", "prompt_digest": "not stated", "n_prompt": int(rec["pp"]), "n_gen": int(rec["tg"]),
+                    "reps": n},
+                   figs, counts={"parallel": int(rec["parallel"]), "ids_equal": 1 if rec["ids_equal"] else 0,
+                                 "batched_share": rec["batched_share"]},
+                   extra={"record": rec, "note": "each sequence's tokens equal together and alone (ids_equal); " + cite},
+                   what=what)
+
+
+def s4_hang():
+    """call 1 (0e14275, tools/cuda/hang-check.sh): bench --parallel 1/4/16 on Qwen3-1.7B BF16, then
+    the Qwen3.5-9B shape cut to 4 layers at 16 rows per switch (the knobs are each record's own)"""
+    jl = RESULTS + "h200-2026-12-02-s4-hang.jsonl"
+    out = []
+    for bi, rec in jsonl_at(jl):
+        assert rec["build_commit"].startswith("0e14275"), (jl, bi)
+        if rec.get("test") == "parallel":
+            out.append(parallel_json(rec, jl, bi, "parallel %d Qwen3-1.7B_BF16" % rec["parallel"],
+                                     "h200-2026-12-02-s4.md section 3"))
+            continue
+        kn = rec["knobs"]
+        variant = "gemv_shared=%d rows_multi=%d pdl=%d window_graphs=%d graphs=%d" % (
+            kn["cuda.gemv_shared"], kn["cuda.gemv_rows_multi"], kn["cuda.pdl"], kn["cuda.window_graphs"], kn["cuda.graphs"])
+        out.append(bench_json(
+            rec, jl, bi, "Qwen3.5-9B_BF16 4 layers rows 16 %s" % variant, {},
+            extra={"run": "Qwen3.5-9B_BF16-4L-rows16-" + variant.replace(" ", "-"), "rows": 16, "variant": variant,
+                   "note": "one exact step of 16 rows at depth 512 on the Qwen3.5-9B BF16 shape cut to 4 layers (random "
+                           "weights), the variant the record's knobs name (the eager-loading run differs by "
+                           "CUDA_MODULE_LOADING=EAGER only, h200-2026-12-02-s4-hang.txt); h200-2026-12-02-s4.md section 1"}))
+    return out
+
+
 # ---- CPU (this project's 2-vCPU machine) -------------------------------------------------------
 
 def cpu_peer():
@@ -538,7 +584,7 @@ def cpu_spec():
 
 
 PARTS = {"h200": [v5_peer, v5b_splits, spec_d, shared_walk], "cpu": [cpu_peer, cpu_kv_quality, cpu_spec],
-         "h200-s3": [s3_curves]}
+         "h200-s3": [s3_curves], "h200-s4": [s4_hang]}
 
 
 def render(part):
