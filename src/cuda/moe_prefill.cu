@@ -16,22 +16,45 @@ namespace {
  * Sort (one block): cnt[e] = slots q (q = t k + j < nslots) with idx[q] == e; off = exclusive
  * prefix of cnt; perm[off[e] ..] = those slots in increasing q (thread e scans all slots in
  * order: deterministic, no atomics); row tiles of 64 sorted slots per expert, (e, first), in
- * expert order, and their count.
+ * expert order, and their count. The slots are staged through shared memory SORT_CHUNK at a time
+ * and read 4 per load, every thread the same address (a broadcast): the scans used to read idx
+ * from global memory, 285 us of a 512-token prompt's MoE layer (ncu, h200-2026-12-02-s4.md §5).
  */
 constexpr int SORT_THREADS = 1024;
+constexpr int SORT_CHUNK = 4096; /* slots staged per pass (16 KB) */
+
+__device__ __forceinline__ int sort_stage(const int* idx, int nslots, int base, int* chunk)
+{
+	const int len = min(SORT_CHUNK, nslots - base);
+	__syncthreads(); /* the previous chunk is consumed */
+	for (int i = threadIdx.x; i < len; i += SORT_THREADS) chunk[i] = idx[base + i];
+	for (int i = len + threadIdx.x; i < (len + 3) / 4 * 4; i += SORT_THREADS) chunk[i] = -1; /* no expert */
+	__syncthreads();
+	return len;
+}
 
 __global__ void __launch_bounds__(SORT_THREADS)
         moe_sort_kernel(const int* idx, int nslots, int E, int* off, int* perm, int2* tiles, int* ntiles)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
-	extern __shared__ int si[];
-	int* cnt = si;            /* [E]     */
-	int* soff = si + E;       /* [E + 1] */
-	int* toff = soff + E + 1; /* [E]  */
-	for (int e = threadIdx.x; e < E; e += SORT_THREADS) {
-		int n = 0;
-		for (int q = 0; q < nslots; q++) n += idx[q] == e;
-		cnt[e] = n;
+	extern __shared__ int4 si4[];
+	int* chunk = reinterpret_cast<int*>(si4); /* [SORT_CHUNK], 16-byte aligned */
+	int* cnt = chunk + SORT_CHUNK;            /* [E]     */
+	int* soff = cnt + E;                      /* [E + 1] */
+	int* toff = soff + E + 1;                 /* [E]     */
+	int* wpos = toff + E;                     /* [E]     */
+	for (int e = threadIdx.x; e < E; e += SORT_THREADS) cnt[e] = 0;
+	for (int base = 0; base < nslots; base += SORT_CHUNK) {
+		const int len = sort_stage(idx, nslots, base, chunk);
+		const int4* c4 = reinterpret_cast<const int4*>(chunk);
+		for (int e = threadIdx.x; e < E; e += SORT_THREADS) {
+			int n = 0;
+			for (int q = 0; q < (len + 3) / 4; q++) {
+				const int4 v = c4[q];
+				n += (v.x == e) + (v.y == e) + (v.z == e) + (v.w == e);
+			}
+			cnt[e] += n;
+		}
 	}
 	__syncthreads();
 	if (threadIdx.x == 0) {
@@ -49,10 +72,17 @@ __global__ void __launch_bounds__(SORT_THREADS)
 	__syncthreads();
 	for (int e = threadIdx.x; e < E; e += SORT_THREADS) {
 		off[e] = soff[e];
-		int w = soff[e];
-		for (int q = 0; q < nslots; q++)
-			if (idx[q] == e) perm[w++] = q;
+		wpos[e] = soff[e];
 		for (int i = 0; i < (cnt[e] + 63) / 64; i++) tiles[toff[e] + i] = make_int2(e, soff[e] + 64 * i);
+	}
+	for (int base = 0; base < nslots; base += SORT_CHUNK) {
+		const int len = sort_stage(idx, nslots, base, chunk);
+		for (int e = threadIdx.x; e < E; e += SORT_THREADS) {
+			int w = wpos[e];
+			for (int q = 0; q < len; q++)
+				if (chunk[q] == e) perm[w++] = base + q;
+			wpos[e] = w;
+		}
 	}
 }
 
@@ -96,7 +126,7 @@ __device__ __forceinline__ uint32_t pack_bf2(float lo, float hi)
 	return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-__global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggemm_args a)
+__global__ void __launch_bounds__(128, 5) ggemm_kernel(const __grid_constant__ ggemm_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ __align__(16) bf16 As[GM * GS];
@@ -116,10 +146,18 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 #pragma unroll
 	for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
 
-	for (int k0 = 0; k0 < K; k0 += GK) {
-		/* A: 64 rows x 32 columns, 8 bf16 per thread item */
-		for (int ch = tid; ch < GM * GK / 8; ch += 128) {
-			const int r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
+	/* Each k-step's global loads (the A rows, the Q8_0 / BF16 weight pieces) are issued into
+	 * registers before the previous step's MMAs and stored to shared memory after them, so one
+	 * step's loads are in flight while the other computes (a block waited on each step's loads:
+	 * 673 us for a 512-token prompt's gate/up on the 35B-A3B shape, ncu, h200-2026-12-02-s4.md
+	 * §5). Shared memory receives the same bits and the MMAs run in the same order. */
+	constexpr int AI = GM * GK / 8 / 128; /* A pieces of 8 bf16 per thread and step: 2 */
+	uint4 ra[AI], rb[2];
+	float rd = 0.0f;
+	auto fetch = [&](int k0) {
+#pragma unroll
+		for (int it = 0; it < AI; it++) { /* A: 64 rows x 32 columns, 8 bf16 per thread item */
+			const int ch = tid + 128 * it, r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
 			uint4 v = make_uint4(0u, 0u, 0u, 0u);
 			const int q = slot[r];
 			if (q >= 0) {
@@ -134,22 +172,45 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 					               h[4] | (uint32_t)h[5] << 16, h[6] | (uint32_t)h[7] << 16);
 				}
 			}
-			*reinterpret_cast<uint4*>(As + r * GS + cc) = v;
+			ra[it] = v;
+		}
+		if (a.wkind == W_Q8_0) { /* K % 32 == 0: one block per row and step; thread: row tid / 2, half tid % 2 */
+			const int r = tid >> 1, hh = tid & 1;
+			rb[0] = make_uint4(0u, 0u, 0u, 0u);
+			rd = 0.0f;
+			if (n0 + r < N) {
+				const int64_t row = (int64_t)e * N + n0 + r;
+				rb[0] = __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)row * W.s0 + k0 + 16 * hh));
+				rd = pv_units::f16f(pv_units::u16at(W.p1 + (size_t)row * W.s1 + (size_t)(k0 / 32) * 2));
+			}
+		} else if (a.wkind == W_BF16) { /* K % 8 == 0: 16-byte rows pieces */
+#pragma unroll
+			for (int it = 0; it < 2; it++) {
+				const int ch = tid + 128 * it, r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
+				uint4 v = make_uint4(0u, 0u, 0u, 0u);
+				if (n0 + r < N && k0 + cc < K) /* K % 8 == 0: the piece is whole */
+					v = __ldg(reinterpret_cast<const uint4*>(
+					        W.p0 + (size_t)((int64_t)e * N + n0 + r) * W.s0 + (size_t)(k0 + cc) * 2));
+				rb[it] = v;
+			}
+		}
+	};
+	fetch(0);
+	for (int k0 = 0; k0 < K; k0 += GK) {
+#pragma unroll
+		for (int it = 0; it < AI; it++) {
+			const int ch = tid + 128 * it, r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
+			*reinterpret_cast<uint4*>(As + r * GS + cc) = ra[it];
 		}
 		/* B: weight rows n0 .. n0 + 63 of expert e, columns k0 .. k0 + 31, as bf16 */
-		if (a.wkind == W_Q8_0) { /* K % 32 == 0: one block per row and step; thread: row tid / 2, half tid % 2 */
+		if (a.wkind == W_Q8_0) {
 			const int r = tid >> 1, hh = tid & 1;
 			uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
 			if (n0 + r < N) {
-				const int64_t row = (int64_t)e * N + n0 + r;
-				const uint4 qv =
-				        __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)row * W.s0 + k0 + 16 * hh));
-				const float d =
-				        pv_units::f16f(pv_units::u16at(W.p1 + (size_t)row * W.s1 + (size_t)(k0 / 32) * 2));
 				float f[16];
 				for (int i = 0; i < 16; i++) {
-					const uint32_t wd = pv_units::word(qv, i >> 2);
-					f[i] = __fmul_rn((float)(int)(signed char)((wd >> (8 * (i & 3))) & 0xffu), d);
+					const uint32_t wd = pv_units::word(rb[0], i >> 2);
+					f[i] = __fmul_rn((float)(int)(signed char)((wd >> (8 * (i & 3))) & 0xffu), rd);
 					if (a.wlo) f[i] = low_half(f[i]);
 				}
 				lo = make_uint4(pack_bf2(f[0], f[1]), pack_bf2(f[2], f[3]), pack_bf2(f[4], f[5]),
@@ -159,14 +220,11 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 			}
 			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh) = lo;
 			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh + 8) = hi;
-		} else if (a.wkind == W_BF16) { /* K % 8 == 0: 16-byte rows pieces */
-			for (int ch = tid; ch < GN * GK / 8; ch += 128) {
-				const int r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
-				uint4 v = make_uint4(0u, 0u, 0u, 0u);
-				if (n0 + r < N && k0 + cc < K) /* K % 8 == 0: the piece is whole */
-					v = __ldg(reinterpret_cast<const uint4*>(
-					        W.p0 + (size_t)((int64_t)e * N + n0 + r) * W.s0 + (size_t)(k0 + cc) * 2));
-				*reinterpret_cast<uint4*>(Bs + r * GS + cc) = v;
+		} else if (a.wkind == W_BF16) {
+#pragma unroll
+			for (int it = 0; it < 2; it++) {
+				const int ch = tid + 128 * it, r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
+				*reinterpret_cast<uint4*>(Bs + r * GS + cc) = rb[it];
 			}
 		} else {
 			for (int i = tid; i < GN * GK; i += 128) {
@@ -177,6 +235,7 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 			}
 		}
 		__syncthreads();
+		if (k0 + GK < K) fetch(k0 + GK); /* in flight during this step's MMAs */
 #pragma unroll
 		for (int kk = 0; kk < GK; kk += 16) {
 			uint32_t af[4];
@@ -297,8 +356,10 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 	a.out = p->delta;
 	if (pv_cuda_moe_route(st, &v->tu, &a, err, errlen)) return -1;
 	p->nl++;
-	PV_LAUNCH("moe sort", &k->d->tu, err, errlen, moe_sort_kernel, dim3(1), dim3(SORT_THREADS),
-	          sizeof(int) * (size_t)(3 * E + 1), st, p->tidx, nslots, E, p->eoff, p->perm, p->tiles, p->ntiles);
+	const size_t sort_smem = sizeof(int) * (size_t)(SORT_CHUNK + 4 * E + 1);
+	if (sort_smem > 48 * 1024) /* 2,047 experts; Qwen's have up to 512 */
+		return pv_errf(err, errlen, "CUDA backend: the MoE prompt path sorts at most 2047 experts (model: %d)", E);
+	PV_LAUNCH("moe sort", &k->d->tu, err, errlen, moe_sort_kernel, dim3(1), dim3(SORT_THREADS), sort_smem, st, p->tidx, nslots, E, p->eoff, p->perm, p->tiles, p->ntiles);
 	p->nl++;
 	const unsigned max_tiles = (unsigned)((nslots + GM - 1) / GM + E);
 	{

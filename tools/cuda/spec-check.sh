@@ -371,7 +371,7 @@ elif [ "$PART" = j ] || [ "$PART" = k ]; then
 	# PROVEN_LEDGER=off where only the JSON line is kept (no digest, no device-side receipt).
 	par() { # label model N [env]: one continuous-batching bench, its JSON line kept
 		local t=$(date +%s)
-		env PROVEN_LEDGER=off $4 timeout 150 $B/proven bench --backend cuda --model "$2" --parallel $3 --pp 32 --tg 64 \
+		env PROVEN_LEDGER=off ${4:-} timeout 150 $B/proven bench --backend cuda --model "$2" --parallel $3 --pp 32 --tg 64 \
 			--json-only >"$OUT/.b" 2>>"$LOG"
 		local rc=$?
 		[ $rc = 0 ] || status=1
@@ -422,7 +422,12 @@ elif [ "$PART" = j ] || [ "$PART" = k ]; then
 		[ -n "${Q8_TEST:-}" ] && runtest "test_cuda_api q8_0 cache" timeout 150 env $Q8_TEST $B/cuda/test_cuda_api
 		[ -n "${Q8_TEST:-}" ] && grep -E 'q8_0' "$OUT/.t" | head -12 | tee -a "$SUM" >/dev/null
 		[ -n "${K_TESTS:-}" ] && for t in $K_TESTS; do runtest "test_cuda $t" timeout 120 $B/cuda/test_cuda $t; done
-		prompt35
+		[ -z "${K_SKIP_PROMPT:-}" ] && prompt35
+		m=$W/qwen3.5-9b-bf16.gguf
+		if [ -n "${K_9B:-}" ] && have_time 80 "9B" && synth qwen3.5-9b bf16 "$m"; then
+			for n in 1 4 16; do have_time 25 "9B parallel $n" && par qwen3.5-9b "$m" $n; done
+			rm -f "$m"
+		fi
 		m=$W/qwen3-8b-bf16.gguf
 		if have_time 80 "8B" && synth qwen3-8b bf16 "$m"; then
 			for n in 1 4 16; do have_time 25 "8B parallel $n" && par qwen3-8b "$m" $n; done
