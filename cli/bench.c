@@ -375,9 +375,12 @@ int cmd_bench(int argc, char** argv)
 	unsigned long long tg_kernels = (unsigned long long)((cs1.kernels - cs0.kernels) / (uint64_t)tg);
 	if (cuda) {
 		pv_model_device_stats(m, &ms);
-		/* bytes per cached element: the CUDA backend runs f32, f16 and bf16 caches (q8_0 is refused) */
-		const double eb = pv_session_cache_type(s) == PV_CACHE_F32 ? 4.0 : 2.0;
-		kv_tok = 2.0 * in->n_attn_layers * (double)in->n_kv_heads * in->head_dim * eb * (depth + pp + (tg + 1) / 2.0);
+		/* bytes of a cached head slice: f32, f16 and bf16 elements; q8_0 the device's slice of hd
+		 * codes and ceil(hd / 32) f16 scales padded to 8 bytes (src/cuda/common.cuh) */
+		const int ct = pv_session_cache_type(s), hd = in->head_dim;
+		const double hb = ct == PV_CACHE_Q8_0 ? (double)((hd + 2 * ((hd + 31) / 32) + 7) / 8 * 8)
+		                                      : (double)hd * (ct == PV_CACHE_F32 ? 4.0 : 2.0);
+		kv_tok = 2.0 * in->n_attn_layers * (double)in->n_kv_heads * hb * (depth + pp + (tg + 1) / 2.0);
 		gbs = (ms.bytes_per_token + kv_tok) * tgm / 1e9;
 		share = d2d > 0 ? gbs / d2d : 0;
 		double n_tok = (double)tg;

@@ -123,7 +123,8 @@ struct pv_session_params {
  * copies behave as with f32. f16/bf16: round to nearest even per element (half the bytes);
  * q8_0: each head's slice in blocks of 32 (the last zero-padded), an f16 scale per block and
  * 8-bit codes, ggml's Q8_0 rounding (34 bytes per 32 elements). Their quality cost is measured
- * in docs/results/. The CUDA backend runs f32, f16 and bf16 (q8_0: PV_E_UNSUPPORTED). */
+ * in docs/results/. The CUDA backend runs all four (the same stored values; q8_0 in its own
+ * per-head layout, src/cuda/common.cuh), for head dims a multiple of 8 (f32: 4) up to 256. */
 enum pv_cache_type {
 	PV_CACHE_DEFAULT = 0, /* f32 (README "KV cache types": why not f16)                     */
 	PV_CACHE_F32 = 1,

@@ -1,6 +1,6 @@
 /*
- * attention.cu: causal decode/verify attention over the KV cache (f32, f16 or bf16 elements,
- * common.cuh "KV cache element types"), split-KV.
+ * attention.cu: causal decode/verify attention over the KV cache (f32, f16, bf16 or q8_0
+ * elements, common.cuh "KV cache element types"), split-KV.
  *
  * Row t (position p = pos0 + t) attends to keys 0..p. The keys are cut into splits of S = 32
  * positions (a session constant, cuda.att_split: 16, 32 or 64; why 32, PERF.md "Tuning
@@ -10,13 +10,13 @@
  * Pass 1 (attn_split_kernel; a block of 8 warps per (split, kv head, row), the group of G query
  * heads sharing the kv head done together so K and V are read once; blocks loop over splits with
  * a stride of the grid width, which only decides who computes a split, never how):
- *   - scores: warp w takes keys w, w+8, ... of the split; lane l holds K[d] for the 16-byte
- *     vectors d/VE = l, l+32 (VE = 4 f32 or 8 f16/bf16 elements, widened to f32 on load; head
+ *   - scores: warp w takes keys w, w+8, ... of the split; lane l holds K[d] for the vectors
+ *     d/VE = l, l+32 (VE = 4 f32 or 8 f16/bf16/q8_0 elements, widened to f32 on load; head
  *     dims up to 256, a multiple of VE), each score is the lane's fmaf chain over its elements
  *     in increasing order, then the xor butterfly, times 1/sqrt(hd);
  *   - per head g (one warp each): the split's max m, e_j = exp(score_j - m), l = sum e_j (lane
  *     l sums keys l, l+32 in order, then the butterfly);
- *   - o_s[g][d] = sum_j e_j v_j[d]: a thread owns VE consecutive d of one head (one 16-byte load
+ *   - o_s[g][d] = sum_j e_j v_j[d]: a thread owns VE consecutive d of one head (one vector load
  *     of V per key) and one of KG key slices (KG = 8 / 4 / 2 / 1, fixed by G*hd and the cache
  *     type alone), the keys of its slice in increasing order with one fmaf each; the KG slice
  *     sums are then added in slice order.
@@ -77,14 +77,14 @@ int elem_vec(int kvt) { return kvt == PV_KV_F32 ? 4 : 8; }
 template <int KVT, class SRC>
 __device__ __forceinline__ void attn_split_body(const attn_args& a, const SRC rows)
 {
-	constexpr int VE = pv_kv_vec<KVT>(); /* elements per 16-byte vector of K or V */
+	constexpr int VE = pv_kv_vec<KVT>(); /* elements per vector of K or V */
 	constexpr int NV = MAX_HD / (32 * VE); /* vectors of a K row per lane */
-	constexpr size_t EB = KVT == PV_KV_F32 ? 4 : 2;
 	extern __shared__ float4 sm4[];
 	float* sm = reinterpret_cast<float*>(sm4);
 	const int kh = blockIdx.y, t = blockIdx.z;
 	const int pos = rows.pos(t);
 	const int hd = a.hd, G = a.nh / a.nkv, kvd = a.nkv * hd, qd = a.nh * hd, ghd = G * hd;
+	const size_t HB = pv_kv_hbytes(KVT, hd), RB = (size_t)a.nkv * HB; /* bytes of a head slice, a cache row */
 	const int S = a.split; /* keys per split: 32, or 16 / 64 (PV_CUDA_ATT_SPLIT); fixed per session */
 	const int hdv = hd / VE, items = ghd / VE, KG = key_slices(ghd, VE), slice = S / KG;
 	float* qs = sm;                 /* [G][hd]          */
@@ -114,12 +114,11 @@ __device__ __forceinline__ void attn_split_body(const attn_args& a, const SRC ro
 				             hd, pa.R, pa.eps, cs, sn);
 			} else if (it == G) {
 				pv_head_post<KVT>(pa.kraw + (size_t)t * kvd + (size_t)kh * hd, buf,
-				                  static_cast<char*>(pa.kc) + ((size_t)pos * kvd + (size_t)kh * hd) * EB, pa.k_norm, hd,
-				                  pa.R, pa.eps, cs, sn);
+				                  static_cast<char*>(pa.kc) + (size_t)pos * RB + (size_t)kh * HB, pa.k_norm, hd, pa.R,
+				                  pa.eps, cs, sn);
 			} else {
-				for (int d = lane; d < hd; d += 32)
-					pv_kv_put<KVT>(pa.vc, (size_t)pos * kvd + (size_t)kh * hd + d,
-					               pa.vraw[(size_t)t * kvd + (size_t)kh * hd + d]);
+				pv_kv_put_head<KVT>(static_cast<char*>(pa.vc) + (size_t)pos * RB + (size_t)kh * HB,
+				                    pa.vraw + (size_t)t * kvd + (size_t)kh * hd, hd);
 			}
 		}
 	} else {
@@ -138,13 +137,13 @@ __device__ __forceinline__ void attn_split_body(const attn_args& a, const SRC ro
 #pragma unroll
 			for (int u = 0; u < KEY_UNROLL; u++) {
 				const int jj = jb + WARPS * u;
-				const char* K = kc + ((size_t)(j0 + jj) * kvd + (size_t)kh * hd) * EB;
+				const char* K = kc + (size_t)(j0 + jj) * RB + (size_t)kh * HB;
 #pragma unroll
 				for (int i = 0; i < NV; i++) {
 					const int dv = lane + 32 * i;
 					/* fused: plain loads, coherent with this block's own write of the key at pos */
 					if (jj < nk && dv < hdv) {
-						pv_kv_load<KVT>(K, dv, a.fuse, kr[u][i]);
+						pv_kv_load<KVT>(K, dv, a.fuse, kr[u][i], hd);
 					} else {
 #pragma unroll
 						for (int e = 0; e < VE; e++) kr[u][i][e] = 0.0f;
@@ -202,7 +201,7 @@ __device__ __forceinline__ void attn_split_body(const attn_args& a, const SRC ro
 			const int kg = idx / items, it = idx - kg * items;
 			const int g = it / hdv, dv = it - g * hdv;
 			const int k0 = kg * slice, k1 = min(k0 + slice, nk);
-			const char* V = vc + ((size_t)j0 * kvd + (size_t)kh * hd) * EB;
+			const char* V = vc + (size_t)j0 * RB + (size_t)kh * HB;
 			const float* e = sc + g * SMAX;
 			float acc[VE];
 #pragma unroll
@@ -210,7 +209,7 @@ __device__ __forceinline__ void attn_split_body(const attn_args& a, const SRC ro
 #pragma unroll 8
 			for (int jj = k0; jj < k1; jj++) {
 				float v[VE];
-				pv_kv_load<KVT>(V + (size_t)jj * kvd * EB, dv, a.fuse, v);
+				pv_kv_load<KVT>(V + (size_t)jj * RB, dv, a.fuse, v, hd);
 				const float w = e[jj];
 #pragma unroll
 				for (int c = 0; c < VE; c++) acc[c] = fmaf(w, v[c], acc[c]);
@@ -311,7 +310,7 @@ __global__ void __launch_bounds__(CTHREADS) attn_combine_many_kernel(const __gri
 
 int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, int kvt, char* err, size_t errlen)
 {
-	if (kvt != PV_KV_F32 && kvt != PV_KV_F16 && kvt != PV_KV_BF16)
+	if (kvt != PV_KV_F32 && kvt != PV_KV_F16 && kvt != PV_KV_BF16 && kvt != PV_KV_Q8_0)
 		return pv_errf(err, errlen, "CUDA backend: KV cache element type %d", kvt);
 	if (nkv <= 0 || nh % nkv) return pv_errf(err, errlen, "CUDA backend: %d query heads over %d kv heads", nh, nkv);
 	if (nh / nkv > MAX_G) return pv_errf(err, errlen, "CUDA backend: %d query heads per kv head (at most %d)", nh / nkv, MAX_G);
@@ -346,7 +345,8 @@ int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const st
 	const unsigned gx = (unsigned)(a->n_split < MAX_GRID_X ? a->n_split : MAX_GRID_X);
 	void (*kern)(attn_args) = a->kvt == PV_KV_F16    ? attn_split_kernel<PV_KV_F16>
 	                          : a->kvt == PV_KV_BF16 ? attn_split_kernel<PV_KV_BF16>
-	                                                 : attn_split_kernel<PV_KV_F32>; /* the check above: one of three */
+	                          : a->kvt == PV_KV_Q8_0 ? attn_split_kernel<PV_KV_Q8_0>
+	                                                 : attn_split_kernel<PV_KV_F32>; /* the check above: one of four */
 	PV_LAUNCH("attention", tu, err, errlen, kern, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
 	          split_smem(G, a->hd, a->fuse, elem_vec(a->kvt)), st, *a);
 	PV_LAUNCH("attention combine", tu, err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS),
@@ -365,6 +365,7 @@ int pv_cuda_attention_many(cudaStream_t st, const struct pv_cuda_tuning* tu, con
 	const unsigned gx = (unsigned)(a->n_split < MAX_GRID_X ? a->n_split : MAX_GRID_X);
 	void (*kern)(attn_args, const struct dmany*, int) = a->kvt == PV_KV_F16    ? attn_split_many_kernel<PV_KV_F16>
 	                                                    : a->kvt == PV_KV_BF16 ? attn_split_many_kernel<PV_KV_BF16>
+	                                                    : a->kvt == PV_KV_Q8_0 ? attn_split_many_kernel<PV_KV_Q8_0>
 	                                                                           : attn_split_many_kernel<PV_KV_F32>;
 	PV_LAUNCH("attention (many)", tu, err, errlen, kern, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
 	          split_smem(G, a->hd, 0, elem_vec(a->kvt)), st, *a, m, layer);

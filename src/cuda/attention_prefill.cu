@@ -3,10 +3,10 @@
  * kernels: attn_mma_kernel (the default, FlashAttention-2 on mma.sync, f16 inputs, f32
  * accumulation) and attn_kernel (f32 FMA on the CUDA cores: cuda.prefill_attn=f32, and the
  * precise mode), and the attention layer's driver around them (GEMMs, q/k norm + RoPE + KV write).
- * Both read the KV cache in the session's element type (f32, f16 or bf16: common.cuh, "KV cache
- * element types") with 16-byte loads, widened to f32 (attn_kernel) or to f16 (attn_mma_kernel)
- * as they are staged in shared memory; the arithmetic after the staging is the same for every
- * type.
+ * Both read the KV cache in the session's element type (f32, f16, bf16 or q8_0: common.cuh, "KV
+ * cache element types") with vector loads, widened to f32 (attn_kernel) or to f16
+ * (attn_mma_kernel) as they are staged in shared memory; the arithmetic after the staging is the
+ * same for every type.
  */
 #include "prefill.cuh"
 
@@ -35,8 +35,8 @@ constexpr int AQ = 32, AK = 32, ATHREADS = 128, MAX_HD4 = 64;
 
 struct pattn_args {
 	const float* q;       /* [T][nh*hd]                                                     */
-	const void *kc, *vc;  /* [n_ctx][nkv*hd] of element type kvt                            */
-	int kvt;              /* PV_KV_F32, PV_KV_F16 or PV_KV_BF16                             */
+	const void *kc, *vc;  /* [n_ctx][nkv] head slices of type kvt (pv_kv_hbytes)             */
+	int kvt;              /* PV_KV_F32, PV_KV_F16, PV_KV_BF16 or PV_KV_Q8_0                 */
 	const float* gate;    /* [T][nh*hd] or NULL                                             */
 	bf16 *o, *ol;         /* [T][ldo]; ol: the low halves (precise mode) or NULL            */
 	int ldo, T, pos0, nh, nkv, hd, bq;
@@ -48,20 +48,20 @@ size_t attn_smem(int hd)
 }
 
 /* K and V of keys [j0, j0 + AK) of kv head kh (up to `last`, zeros after it) into shared memory as
- * f32: Ks [AK][ld], Vs [AK][hd]; one 16-byte vector of the cache per thread and step */
+ * f32: Ks [AK][ld], Vs [AK][hd]; one vector of the cache per thread and step */
 template <int KVT>
 __device__ __forceinline__ void stage_f32(const pattn_args& a, float* Ks, float* Vs, int ld, int j0, int last, int kh)
 {
 	constexpr int VE = pv_kv_vec<KVT>();
-	constexpr size_t EB = KVT == PV_KV_F32 ? 4 : 2;
-	const int hd = a.hd, hdv = hd / VE, kvd = a.nkv * hd;
+	const int hd = a.hd, hdv = hd / VE;
+	const size_t HB = pv_kv_hbytes(KVT, hd), RB = (size_t)a.nkv * HB;
 	for (int i = threadIdx.x; i < AK * hdv; i += ATHREADS) {
 		const int j = i / hdv, dv = i - j * hdv;
 		float kv[VE], vv[VE];
 		if (j0 + j <= last) {
-			const size_t off = ((size_t)(j0 + j) * kvd + (size_t)kh * hd) * EB;
-			pv_kv_load<KVT>(static_cast<const char*>(a.kc) + off, dv, false, kv);
-			pv_kv_load<KVT>(static_cast<const char*>(a.vc) + off, dv, false, vv);
+			const size_t off = (size_t)(j0 + j) * RB + (size_t)kh * HB;
+			pv_kv_load<KVT>(static_cast<const char*>(a.kc) + off, dv, false, kv, hd);
+			pv_kv_load<KVT>(static_cast<const char*>(a.vc) + off, dv, false, vv, hd);
 		} else {
 #pragma unroll
 			for (int e = 0; e < VE; e++) kv[e] = vv[e] = 0.0f;
@@ -113,6 +113,8 @@ __global__ void __launch_bounds__(ATHREADS) attn_kernel(const __grid_constant__ 
 			stage_f32<PV_KV_F32>(a, Ks, Vs, ld, j0, last, kh);
 		else if (a.kvt == PV_KV_F16)
 			stage_f32<PV_KV_F16>(a, Ks, Vs, ld, j0, last, kh);
+		else if (a.kvt == PV_KV_Q8_0)
+			stage_f32<PV_KV_Q8_0>(a, Ks, Vs, ld, j0, last, kh);
 		else
 			stage_f32<PV_KV_BF16>(a, Ks, Vs, ld, j0, last, kh);
 		__syncthreads();
@@ -301,6 +303,26 @@ __global__ void __launch_bounds__(MTHREADS) attn_mma_kernel(const __grid_constan
 				}
 				*reinterpret_cast<uint2*>(Ks + j * HS + d) = make_uint2(pack_h2(kv.x, kv.y), pack_h2(kv.z, kv.w));
 				*reinterpret_cast<uint2*>(Vs + j * HS + d) = make_uint2(pack_h2(vv.x, vv.y), pack_h2(vv.z, vv.w));
+			}
+		} else if (a.kvt == PV_KV_Q8_0) {
+			/* q8_0: 8 codes and their scale per step (hd a multiple of 8: session.cu), d q
+			 * (exact in f32) rounded to f16 as an f32 cache's values are */
+			const size_t HB = pv_kv_hbytes(PV_KV_Q8_0, hd), RB = (size_t)a.nkv * HB;
+			const char* kc = static_cast<const char*>(a.kc);
+			const char* vc = static_cast<const char*>(a.vc);
+			for (int i = tid; i < MK * (HP / 8); i += MTHREADS) {
+				const int j = i / (HP / 8), d = 8 * (i - j * (HP / 8));
+				uint4 kw = make_uint4(0u, 0u, 0u, 0u), vw = kw;
+				if (j0 + j <= last && d < hd) {
+					const size_t off = (size_t)(j0 + j) * RB + (size_t)kh * HB;
+					float kf[8], vf[8];
+					pv_kv_load<PV_KV_Q8_0>(kc + off, d / 8, false, kf, hd);
+					pv_kv_load<PV_KV_Q8_0>(vc + off, d / 8, false, vf, hd);
+					kw = make_uint4(pack_h2(kf[0], kf[1]), pack_h2(kf[2], kf[3]), pack_h2(kf[4], kf[5]), pack_h2(kf[6], kf[7]));
+					vw = make_uint4(pack_h2(vf[0], vf[1]), pack_h2(vf[2], vf[3]), pack_h2(vf[4], vf[5]), pack_h2(vf[6], vf[7]));
+				}
+				*reinterpret_cast<uint4*>(Ks + j * HS + d) = kw;
+				*reinterpret_cast<uint4*>(Vs + j * HS + d) = vw;
 			}
 		} else {
 			/* 16-bit cache: 8 elements per uint4; f16 goes in as stored (the f16 rounding of an
@@ -507,7 +529,8 @@ int pv_prefill_attention_layer(struct pv_prefill_ctx* k, const struct dlayer* L,
 	b.nkv = c->n_kv_heads;
 	b.hd = c->head_dim;
 	const int G = c->n_heads / c->n_kv_heads, NT = (c->head_dim + 15) / 16;
-	if (AQ / G < 1 || c->head_dim % (v->kvt == PV_KV_F32 ? 4 : 8) || c->head_dim / 4 > MAX_HD4)
+	if (AQ / G < 1 || c->head_dim % (v->kvt == PV_KV_F32 ? 4 : 8) || c->head_dim / 4 > MAX_HD4 || v->kvt < PV_KV_F32 ||
+	    v->kvt > PV_KV_Q8_0)
 		return pv_errf(k->err, k->errlen, "CUDA backend: prefill attention: %d heads per kv head, head dim %d", G,
 		               c->head_dim);
 	const attn_fn mk = v->tu.prefill_attn == 1 || p->split ? NULL : mma_kernel(NT);

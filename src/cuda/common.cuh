@@ -58,18 +58,34 @@ int pv_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e);
 /* ---- KV cache element types ---------------------------------------------------------------- */
 
 /*
- * The device KV cache holds a layer's K (and V) as [n_ctx][nkv][hd] elements of one type, the
- * session's enum pv_cache_type: f32, or 16-bit words (IEEE half or bf16) stored as uint16_t. A
- * 16-bit element is rounded once, when qkv_post (or the fused attention input stage) writes it,
- * by the CPU's own functions (quant.c pv_f32_to_f16, kvcache.c f32_to_bf16: round to nearest
- * even, the same NaN and overflow encodings), so the stored bits equal the CPU cache's; readers
- * widen them to f32 exactly and the attention arithmetic after the load is f32 as before. Every
- * read of a head slice is a 16-byte vector: 4 f32 or 8 16-bit elements (head dims a multiple of
- * 8 for the 16-bit types, so each head slice starts 16-byte aligned). q8_0 is the CPU's only.
+ * The device KV cache holds a layer's K (and V) as [n_ctx][nkv] head slices of hd elements of
+ * one type, the session's enum pv_cache_type; slice (row j, head h) starts at byte
+ * (j nkv + h) pv_kv_hbytes(kvt, hd):
+ *   f32        hd floats
+ *   f16, bf16  hd 16-bit words (IEEE half or bf16) stored as uint16_t
+ *   q8_0       hd int8 codes, then the slice's nb = ceil(hd / 32) f16 scales, the slice padded
+ *              to a multiple of 8 bytes (hd 128: 136 bytes, as the CPU's 4 x 34); element i is
+ *              d[i / 32] * q[i]. The CPU's bytes rearranged per slice (codes, then scales) so
+ *              every code load is an aligned 8-byte vector. A last partial block (hd not a
+ *              multiple of 32) is the CPU's zero-padded one: its scale is over the slice's
+ *              elements alone, the padding codes are not stored.
+ * An element is rounded once, when qkv_post (or the fused attention input stage) writes it, by
+ * the CPU's own functions (quant.c pv_f32_to_f16, kvcache.c f32_to_bf16: round to nearest even,
+ * the same NaN and overflow encodings; q8_0: quant.c quant_q8_0 per block of 32 by one warp,
+ * pv_kv_put_head below), so the stored values equal the CPU cache's; readers widen them to f32
+ * exactly (f16 d times |q| <= 127 is an f32) and the attention arithmetic after the load is f32
+ * as before. Every read of a head slice is a vector: 16 bytes (4 f32 or 8 16-bit elements) or,
+ * for q8_0, 8 codes (8 bytes) and their block's scale. Head dims are a multiple of 8 for every
+ * type but f32 (a multiple of 4): attention.cu refuses others (PV_E_UNSUPPORTED).
  */
-enum { PV_KV_F32 = 0, PV_KV_F16 = 1, PV_KV_BF16 = 2 };
+enum { PV_KV_F32 = 0, PV_KV_F16 = 1, PV_KV_BF16 = 2, PV_KV_Q8_0 = 3 };
 
-__host__ __device__ inline size_t pv_kv_elem_bytes(int kvt) { return kvt == PV_KV_F32 ? 4 : 2; }
+/* bytes of one head slice [hd] of a cache of type kvt (a cache row is nkv of them) */
+__host__ __device__ inline size_t pv_kv_hbytes(int kvt, int hd)
+{
+	if (kvt == PV_KV_Q8_0) return ((size_t)hd + 2 * (((size_t)hd + 31) / 32) + 7) / 8 * 8;
+	return (size_t)hd * (kvt == PV_KV_F32 ? 4 : 2);
+}
 
 /* the bits of an f32 (device and host: tests/cuda/test_cuda_host.cu runs the roundings below
  * against the CPU's on the host) */
@@ -114,6 +130,54 @@ __host__ __device__ __forceinline__ uint16_t pv_d_f32_to_bf16(float f)
 	return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
 
+/* quant.c quant_q8_0, split in the pieces one warp and the host test share (a block's amax is
+ * a max, exact in any order). The scale of a block whose amax is amax: d = amax / 127 stored as
+ * f16 (*dh), and the factor the codes are computed with, id = 1 / d or 0 (from the f32 d). */
+__host__ __device__ __forceinline__ float pv_d_q8_id(float amax, uint16_t* dh)
+{
+	const float d = amax / 127;
+	*dh = pv_d_f32_to_f16(d);
+	return d != 0.0f ? 1.0f / d : 0.0f;
+}
+
+/* the code of x: (int8_t)trunc_i32(roundf(x * id)), trunc_i32 giving INT32_MIN (low byte 0) for
+ * NaN and values outside the int32 range (x86's cvttss2si) where the device's conversion would
+ * saturate; in range, the low byte of the integer */
+__host__ __device__ __forceinline__ int8_t pv_d_q8_code(float x, float id)
+{
+	const float r = roundf(x * id);
+	if (!(r > -2147483648.0f && r < 2147483648.0f)) return 0;
+	return (int8_t)(uint8_t)((uint32_t)(int32_t)r & 0xffu);
+}
+
+/* a non-finite value (quant.c pv_quant_row refuses the block; kvcache.c then stores scale 0x7e00,
+ * a NaN, and codes 0) */
+__host__ __device__ __forceinline__ bool pv_d_nonfinite(float x) { return (pv_kv_bits(x) & 0x7f800000u) == 0x7f800000u; }
+
+/* One block of n <= 32 values (the rest zero) as kvcache.c pv_kv_store stores it: *dh and q[n].
+ * The host form of what pv_kv_put_head's warp does (tests/cuda/test_cuda_host.cu runs it against
+ * the CPU's pv_quant_row). */
+__host__ __device__ inline void pv_d_q8_block(const float* x, int n, uint16_t* dh, int8_t* q)
+{
+	float amax = 0.0f;
+	bool bad = false;
+	for (int i = 0; i < n; i++) {
+		const float a = fabsf(x[i]);
+		amax = amax > a ? amax : a;
+		bad |= pv_d_nonfinite(x[i]);
+	}
+	const float id = pv_d_q8_id(amax, dh);
+	for (int i = 0; i < n; i++) q[i] = bad ? 0 : pv_d_q8_code(x[i], id);
+	if (bad) *dh = 0x7e00u;
+}
+
+/* a stored q8_0 element (scale bits dh, the code in the low byte of q) as f32: kvcache.c
+ * pv_kv_load's d * (float)q, exact (an f16 times |q| <= 127 is an f32), so the same bits */
+__host__ __device__ __forceinline__ float pv_kv_q8_elem(uint16_t dh, uint32_t q)
+{
+	return __half2float(__ushort_as_half((unsigned short)dh)) * (float)(int8_t)(uint8_t)(q & 0xffu);
+}
+
 /* element i of a cache of type KVT := v (rounded as above) */
 template <int KVT>
 __device__ __forceinline__ void pv_kv_put(void* base, size_t i, float v)
@@ -123,6 +187,7 @@ __device__ __forceinline__ void pv_kv_put(void* base, size_t i, float v)
 	} else if constexpr (KVT == PV_KV_F16) {
 		static_cast<uint16_t*>(base)[i] = pv_d_f32_to_f16(v);
 	} else {
+		static_assert(KVT == PV_KV_BF16, "q8_0 is written a head slice at a time: pv_kv_put_head");
 		static_cast<uint16_t*>(base)[i] = pv_d_f32_to_bf16(v);
 	}
 }
@@ -145,17 +210,28 @@ __host__ __device__ __forceinline__ float pv_kv_widen(uint32_t h)
 	}
 }
 
-/* elements per 16-byte vector of a cache of type KVT */
+/* elements per vector of a cache of type KVT (16 bytes; q8_0: 8 codes, 8 bytes) */
 template <int KVT>
 __host__ __device__ constexpr int pv_kv_vec() { return KVT == PV_KV_F32 ? 4 : 8; }
 
-/* vector v (pv_kv_vec<KVT>() elements) of a head slice starting at row, widened into f[] in
- * element order; plain: an ordinary load (coherent with this block's own earlier writes), else
- * through the read-only cache */
+/* vector v (pv_kv_vec<KVT>() elements) of a head slice [hd] starting at row, widened into f[] in
+ * element order; plain: ordinary loads (coherent with this block's own earlier writes), else
+ * through the read-only cache. q8_0: codes 8v .. 8v + 7, all in block v / 4, whose scale is
+ * scale v / 4 of the slice (after its hd codes); d q is exact, the CPU's d * (float)q. */
 template <int KVT>
-__device__ __forceinline__ void pv_kv_load(const void* row, int v, bool plain, float* f)
+__device__ __forceinline__ void pv_kv_load(const void* row, int v, bool plain, float* f, int hd)
 {
-	if constexpr (KVT == PV_KV_F32) {
+	if constexpr (KVT == PV_KV_Q8_0) {
+		const uint2* p = static_cast<const uint2*>(row) + v;
+		const unsigned short* sp = reinterpret_cast<const unsigned short*>(static_cast<const char*>(row) + hd) + (v >> 2);
+		const uint2 x = plain ? *p : __ldg(p);
+		const unsigned short s = plain ? *sp : __ldg(sp);
+		const uint32_t w[2] = { x.x, x.y };
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+#pragma unroll
+			for (int b = 0; b < 4; b++) f[4 * i + b] = pv_kv_q8_elem(s, w[i] >> (8 * b));
+	} else if constexpr (KVT == PV_KV_F32) {
 		const float4* p = static_cast<const float4*>(row) + v;
 		const float4 x = plain ? *p : __ldg(p);
 		f[0] = x.x;
@@ -369,8 +445,8 @@ struct qkv_post_args {
 	const float *q_norm, *k_norm;     /* [hd] or NULL                                            */
 	const float *cos, *sin;           /* [n_ctx][R/2]                                            */
 	float *q, *gate;                  /* out: [n][nh*hd] roped query, [n][nh*hd] gate            */
-	void *kc, *vc;                    /* this layer's cache [n_ctx][kvd] of element type kvt     */
-	int kvt;                          /* PV_KV_F32, PV_KV_F16 or PV_KV_BF16                      */
+	void *kc, *vc;                    /* this layer's cache [n_ctx][nkv] head slices of type kvt */
+	int kvt;                          /* PV_KV_F32, PV_KV_F16, PV_KV_BF16 or PV_KV_Q8_0          */
 	int nh, nkv, hd, R;
 	float eps;
 	const struct dstep* step;
@@ -485,8 +561,8 @@ int pv_cuda_moe_combine(cudaStream_t st, const struct pv_cuda_tuning* tu, const 
 #define PV_ATT_SPLIT 64 /* the largest keys per split (a session uses 16, 32 or 64)      */
 struct attn_args {
 	const float* q;            /* [n][nh*hd]                                                    */
-	const void *kc, *vc;       /* [n_ctx][nkv*hd] of element type kvt                           */
-	int kvt;                   /* PV_KV_F32, PV_KV_F16 or PV_KV_BF16 (fused: pa.kvt is the same) */
+	const void *kc, *vc;       /* [n_ctx][nkv] head slices of type kvt (pv_kv_hbytes)           */
+	int kvt;                   /* PV_KV_F32, _F16, _BF16 or _Q8_0 (fused: pa.kvt is the same)   */
 	const float* gate;         /* [n][nh*hd] or NULL: o *= sigmoid(gate)                        */
 	int gate_ld, gate_hs;      /* gate row stride and head stride: nh*hd, hd (or ldq, 2 hd fused) */
 	float* o;                  /* [n][nh*hd]                                                    */
@@ -676,6 +752,35 @@ struct norm_epi {
 	unsigned* counter;         /* zero between uses                                             */
 };
 
+/* One head slice [hd] of a cache of type KVT := src[0, hd), by one warp (all 32 lanes call it;
+ * src written before, by this warp behind a __syncwarp or by an earlier kernel). q8_0: block b
+ * (elements 32 b + lane, zeros past hd) by the CPU's quant_q8_0 (pv_d_q8_block's pieces): amax
+ * by the butterfly (a max: any order gives the CPU's), a non-finite element anywhere in the
+ * block gives the NaN scale and codes 0 as kvcache.c; lane i writes code 32 b + i, lane 0 the
+ * scale. A function of the slice alone. */
+template <int KVT>
+__device__ __forceinline__ void pv_kv_put_head(void* head, const float* src, int hd)
+{
+	const int lane = threadIdx.x & 31;
+	if constexpr (KVT == PV_KV_Q8_0) {
+		int8_t* q = static_cast<int8_t*>(head);
+		uint16_t* ds = reinterpret_cast<uint16_t*>(static_cast<char*>(head) + hd);
+		for (int b = 0; b < hd; b += 32) {
+			const int i = b + lane;
+			const float x = i < hd ? src[i] : 0.0f;
+			const bool bad = __any_sync(0xffffffffu, pv_d_nonfinite(x));
+			const float amax = pv_warp_max(fabsf(x));
+			uint16_t dh;
+			const float id = pv_d_q8_id(amax, &dh);
+			const int8_t c = pv_d_q8_code(x, id);
+			if (i < hd) q[i] = bad ? (int8_t)0 : c;
+			if (lane == 0) ds[b / 32] = bad ? (uint16_t)0x7e00u : dh;
+		}
+	} else {
+		for (int d = lane; d < hd; d += 32) pv_kv_put<KVT>(head, d, src[d]);
+	}
+}
+
 /* One head vector of the attention input stage, by one warp (norm_rope.cu's qkv_post_kernel and
  * attention.cu's fused form share it, so both give the same bits): RMSNorm over the hd values of
  * src (when nw; the sum of squares lane-strided, then the butterfly), then NeoX RoPE over the
@@ -702,12 +807,24 @@ __device__ __forceinline__ void pv_head_post(const float* src, float* buf, void*
 	__syncwarp();
 	/* NeoX RoPE over the first R dims (forward.c rope_neox) */
 	const int half = R / 2;
-	for (int i = lane; i < half; i += 32) {
-		const float x0 = buf[i], x1 = buf[i + half];
-		pv_kv_put<DT>(dst, i, x0 * cs[i] - x1 * sn[i]);
-		pv_kv_put<DT>(dst, i + half, x1 * cs[i] + x0 * sn[i]);
+	if constexpr (DT == PV_KV_Q8_0) {
+		/* a block's scale needs all its values: the roped head in buf (lane i owns i and
+		 * i + half, read then written by it alone), then the slice quantized from buf */
+		for (int i = lane; i < half; i += 32) {
+			const float x0 = buf[i], x1 = buf[i + half];
+			buf[i] = x0 * cs[i] - x1 * sn[i];
+			buf[i + half] = x1 * cs[i] + x0 * sn[i];
+		}
+		__syncwarp();
+		pv_kv_put_head<DT>(dst, buf, hd);
+	} else {
+		for (int i = lane; i < half; i += 32) {
+			const float x0 = buf[i], x1 = buf[i + half];
+			pv_kv_put<DT>(dst, i, x0 * cs[i] - x1 * sn[i]);
+			pv_kv_put<DT>(dst, i + half, x1 * cs[i] + x0 * sn[i]);
+		}
+		for (int d = R + lane; d < hd; d += 32) pv_kv_put<DT>(dst, d, buf[d]);
 	}
-	for (int d = R + lane; d < hd; d += 32) pv_kv_put<DT>(dst, d, buf[d]);
 }
 
 #endif

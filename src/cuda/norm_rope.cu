@@ -73,14 +73,15 @@ __device__ __forceinline__ void qkv_post_body(const qkv_post_args& a, const SRC 
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int item = blockIdx.x * POST_WARPS + warp, t = blockIdx.y;
 	const int hd = a.hd, kvd = a.nkv * hd, qd = a.nh * hd;
-	if (item >= a.nh + 2 * a.nkv) return;
+	const size_t HB = pv_kv_hbytes(KVT, hd), RB = (size_t)a.nkv * HB; /* bytes of a head slice, a cache row */
+	if (item >= a.nh + 2 * a.nkv) return; /* warp-uniform: a warp's lanes share item */
 	const int pos = rows.pos(t);
 	float* v = buf[warp];
 
 	if (item >= a.nh + a.nkv) { /* v: copy into the cache */
 		const int h = item - a.nh - a.nkv;
-		for (int d = lane; d < hd; d += 32)
-			pv_kv_put<KVT>(rows.v(t), (size_t)pos * kvd + (size_t)h * hd + d, a.vraw[(size_t)t * kvd + (size_t)h * hd + d]);
+		pv_kv_put_head<KVT>(static_cast<char*>(rows.v(t)) + (size_t)pos * RB + (size_t)h * HB,
+		                    a.vraw + (size_t)t * kvd + (size_t)h * hd, hd);
 		return;
 	}
 	const int isq = item < a.nh, h = isq ? item : item - a.nh;
@@ -95,8 +96,8 @@ __device__ __forceinline__ void qkv_post_body(const qkv_post_args& a, const SRC 
 	if (isq)
 		pv_head_post(src, v, a.q + (size_t)t * qd + (size_t)h * hd, nw, hd, a.R, a.eps, cs, sn);
 	else
-		pv_head_post<KVT>(src, v, static_cast<char*>(rows.k(t)) + ((size_t)pos * kvd + (size_t)h * hd) * pv_kv_elem_bytes(KVT),
-		                  nw, hd, a.R, a.eps, cs, sn);
+		pv_head_post<KVT>(src, v, static_cast<char*>(rows.k(t)) + (size_t)pos * RB + (size_t)h * HB, nw, hd, a.R, a.eps, cs,
+		                  sn);
 }
 
 template <int KVT>
@@ -184,6 +185,7 @@ int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const str
 	dim3 grid((unsigned)((items + POST_WARPS - 1) / POST_WARPS), (unsigned)n);
 	void (*kern)(qkv_post_args) = a->kvt == PV_KV_F16    ? qkv_post_kernel<PV_KV_F16>
 	                              : a->kvt == PV_KV_BF16 ? qkv_post_kernel<PV_KV_BF16>
+	                              : a->kvt == PV_KV_Q8_0 ? qkv_post_kernel<PV_KV_Q8_0>
 	                              : a->kvt == PV_KV_F32  ? qkv_post_kernel<PV_KV_F32>
 	                                                     : NULL;
 	if (!kern) return pv_errf(err, errlen, "CUDA backend: KV cache element type %d", a->kvt);
@@ -200,6 +202,7 @@ int pv_cuda_qkv_post_many(cudaStream_t st, const struct pv_cuda_tuning* tu, cons
 	dim3 grid((unsigned)((items + POST_WARPS - 1) / POST_WARPS), (unsigned)n);
 	void (*kern)(qkv_post_args, const struct dmany*, int) = a->kvt == PV_KV_F16    ? qkv_post_many_kernel<PV_KV_F16>
 	                                                        : a->kvt == PV_KV_BF16 ? qkv_post_many_kernel<PV_KV_BF16>
+	                                                        : a->kvt == PV_KV_Q8_0 ? qkv_post_many_kernel<PV_KV_Q8_0>
 	                                                        : a->kvt == PV_KV_F32  ? qkv_post_many_kernel<PV_KV_F32>
 	                                                                               : NULL;
 	if (!kern) return pv_errf(err, errlen, "CUDA backend: KV cache element type %d", a->kvt);

@@ -72,12 +72,13 @@ void layout(struct pv_session* s, struct carve* cv)
 	const struct pv_config* c = &s->m->cfg;
 	struct dsession* d = dsess(s);
 	const size_t B = PV_CUDA_ROWS, H = (size_t)c->hidden, qd = (size_t)pv_cfg_q_dim(c), kvd = (size_t)pv_cfg_kv_dim(c);
-	const size_t half = (size_t)c->rope_dim / 2, eb = pv_kv_elem_bytes(d->kvt);
+	const size_t half = (size_t)c->rope_dim / 2;
+	const size_t rb = (size_t)c->n_kv_heads * pv_kv_hbytes(d->kvt, c->head_dim); /* bytes of a cache row */
 	for (int l = 0; l < c->n_layers; l++) {
 		d->kc[l] = d->vc[l] = NULL;
 		if (c->layer_kind[l] != PV_LAYER_ATTN) continue;
-		d->kc[l] = take<unsigned char>(cv, (size_t)s->n_ctx * kvd * eb);
-		d->vc[l] = take<unsigned char>(cv, (size_t)s->n_ctx * kvd * eb);
+		d->kc[l] = take<unsigned char>(cv, (size_t)s->n_ctx * rb);
+		d->vc[l] = take<unsigned char>(cv, (size_t)s->n_ctx * rb);
 	}
 	d->cos = take<float>(cv, (size_t)s->n_ctx * half);
 	d->sin = take<float>(cv, (size_t)s->n_ctx * half);
@@ -126,8 +127,8 @@ void layout(struct pv_session* s, struct carve* cv)
 	d->mtp_kc = d->mtp_vc = NULL;
 	d->mtp_cat = d->mtp_hid = NULL;
 	if (s->mtp_on && dmod(s)->mtp.on) { /* the MTP head (mtp.cu) */
-		d->mtp_kc = take<unsigned char>(cv, (size_t)s->n_ctx * kvd * eb);
-		d->mtp_vc = take<unsigned char>(cv, (size_t)s->n_ctx * kvd * eb);
+		d->mtp_kc = take<unsigned char>(cv, (size_t)s->n_ctx * rb);
+		d->mtp_vc = take<unsigned char>(cv, (size_t)s->n_ctx * rb);
 		d->mtp_cat = take<float>(cv, B * 2 * H);
 		d->mtp_hid = take<float>(cv, B * H);
 	}
@@ -148,7 +149,10 @@ void dims(const struct pv_session* s, struct dsession* d)
 	d->ffn = c->intermediate > 0 ? c->intermediate : 1;
 	d->n_slots = (s->max_batch + PV_CUDA_ROWS - 1) / PV_CUDA_ROWS;
 	/* the cache's element type: session_init_be has refused the types the kernels do not read */
-	d->kvt = s->cache_type == PV_CACHE_F16 ? PV_KV_F16 : s->cache_type == PV_CACHE_BF16 ? PV_KV_BF16 : PV_KV_F32;
+	d->kvt = s->cache_type == PV_CACHE_F16    ? PV_KV_F16
+	         : s->cache_type == PV_CACHE_BF16 ? PV_KV_BF16
+	         : s->cache_type == PV_CACHE_Q8_0 ? PV_KV_Q8_0
+	                                          : PV_KV_F32;
 	d->kc = (void**)pv_xcalloc((size_t)c->n_layers, sizeof(void*));
 	d->vc = (void**)pv_xcalloc((size_t)c->n_layers, sizeof(void*));
 	d->lin_index = (int*)pv_xcalloc((size_t)c->n_layers, sizeof(int));
@@ -251,13 +255,14 @@ int session_init(struct pv_session* s, int* code, char* err, size_t errlen)
 int session_init_be(struct pv_session* s, const struct pv_session_params* p, char* err, size_t errlen)
 {
 	(void)p;
-	/* the device kernels read and write f32, f16 and bf16 caches; q8_0 (34-byte blocks, no
-	 * 16-byte vectors) is the CPU's only, so a session asking for it is refused before any
-	 * device call */
-	if (s->cache_type != PV_CACHE_F32 && s->cache_type != PV_CACHE_F16 && s->cache_type != PV_CACHE_BF16)
-		return pv_errf(err, errlen,
-		               "CUDA backend: KV cache type %s is not supported (f32, f16 and bf16 are; the CPU backend also has q8_0)",
-		               pv_cache_type_name(s->cache_type)),
+	/* the device kernels read and write f32, f16, bf16 and q8_0 caches (common.cuh "KV cache
+	 * element types"; q8_0 in its own per-slice layout, the CPU's values); anything else is
+	 * refused before any device call. Head dims the kernels do not take for the type (q8_0, as
+	 * f16 and bf16: a multiple of 8 up to 256) are refused by session_init, PV_E_UNSUPPORTED. */
+	if (s->cache_type != PV_CACHE_F32 && s->cache_type != PV_CACHE_F16 && s->cache_type != PV_CACHE_BF16 &&
+	    s->cache_type != PV_CACHE_Q8_0)
+		return pv_errf(err, errlen, "CUDA backend: KV cache type %d is not supported (f32, f16, bf16 and q8_0 are)",
+		               s->cache_type),
 		       PV_E_UNSUPPORTED;
 	int code = PV_E_DEVICE;
 	return session_init(s, &code, err, errlen) ? code : PV_OK;
@@ -327,7 +332,8 @@ int copy_prefix(struct pv_session* dst, const struct pv_session* src, int n, int
 {
 	struct dsession *d = dsess(dst), *sd = dsess(src);
 	const struct pv_config* c = &src->m->cfg;
-	const size_t kvb = pv_kv_elem_bytes(d->kvt) * (size_t)pv_cfg_kv_dim(c) * (size_t)n; /* session.c: same types */
+	/* rows [0, n): contiguous (common.cuh "KV cache element types"); session.c: same types */
+	const size_t kvb = (size_t)c->n_kv_heads * pv_kv_hbytes(d->kvt, c->head_dim) * (size_t)n;
 	if (d->failed) return PV_E_DEVICE;
 	cudaError_t e = cudaStreamSynchronize(sd->st);
 	for (int l = 0; l < c->n_layers && e == cudaSuccess && n > 0; l++) {

@@ -28,8 +28,8 @@ struct dsession {
 	cudaEvent_t fork_ev, join_ev;
 	unsigned char* mem;       /* one allocation for everything below (layout())             */
 	size_t mem_bytes;
-	void **kc, **vc;          /* host arrays [n_layers] of device pointers [n_ctx][kvd] (NULL: no KV),
-	                           * elements of type kvt                                         */
+	void **kc, **vc;          /* host arrays [n_layers] of device pointers [n_ctx][nkv] head
+	                           * slices of type kvt (NULL: no KV; pv_kv_hbytes bytes a slice)  */
 	int kvt;                  /* the cache's element type, PV_KV_* (common.cuh), from s->cache_type */
 	float *cos, *sin;         /* [n_ctx][R/2] rope tables                                    */
 	float *x, *xn, *delta;    /* [B][H] residual stream, normed input, a block's output       */
@@ -54,7 +54,7 @@ struct dsession {
 	float *rlog, *top_w, *eg, *eu, *eo, *shg, *shu, *sho;
 	int* top_idx;
 	/* the MTP head (mtp.cu; sessions with mtp = 1 of a model with a head): its KV cache
-	 * [n_ctx][kvd] x2 (elements of type kvt), its input rows [B][2H] ([embedding, hidden] after
+	 * [n_ctx][nkv] head slices x2 (type kvt), its input rows [B][2H] ([embedding, hidden] after
 	 * their norms) and the caller's hidden rows [B][H] */
 	void *mtp_kc, *mtp_vc;
 	float *mtp_cat, *mtp_hid;

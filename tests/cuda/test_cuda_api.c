@@ -30,16 +30,16 @@
  *              together (batched_rows = k x steps, the CUDA counters: graphs, or direct launches
  *              with cuda.graphs=0 / cuda.batch_graphs=0); batches in a new order every step with
  *              one session stepping alone in between (other hosts, other rows, states carried
- *              across both paths); greedy generators through pv_generator_step_many == alone; f16
- *              and bf16 caches; the knobs cuda.gemv_shared=1|2, graphs off; a batch mixing cache
+ *              across both paths); greedy generators through pv_generator_step_many == alone; f16,
+ *              bf16 and q8_0 caches; the knobs cuda.gemv_shared=1|2, graphs off; a batch mixing cache
  *              types is not covered (stepped alone, the same bits)
- *   cache:     KV cache types f16 and bf16: the CUDA logits vs the CPU backend's over the same
+ *   cache:     KV cache types f16, bf16 and q8_0: the CUDA logits vs the CPU backend's over the same
  *              cache type within TOL_CPU, not the f32 cache's bits; a prefill call over the typed
  *              cache and the decode rows after it within the prefill tolerance of the exact
  *              path; outputs, exact, snapshots, prefix and bytes above rerun over the typed
- *              cache (the same memcmp claims); the session's bytes shrink by the KV share; q8_0
- *              is refused (PV_E_UNSUPPORTED)
- *   mtp:       the MTP head (pv_session_mtp) over f32, f16 and bf16 caches, on the fixture with a
+ *              cache (the same memcmp claims); the session's bytes shrink by the KV share; a type
+ *              past q8_0 is refused
+ *   mtp:       the MTP head (pv_session_mtp) over f32, f16, bf16 and q8_0 caches, on the fixture with a
  *              head and on tiny synth files (an MoE head, q8_0; a dense head, q4_k_m): the CUDA
  *              head's output rows vs the CPU head's over the same inputs within TOL_CPU (typed
  *              caches: their CUDA-vs-CPU bounds), greedy ids equal where the CPU logits' margin
@@ -621,8 +621,8 @@ static void test_many(pv_model* m0, const char* dir, const char* name)
 		      (unsigned long long)b, (unsigned long long)(k - 1) * STEPS);
 	}
 	many_generators(m, name, 5);
-	/* typed caches (the rows stored into each session's f16 / bf16 cache) */
-	for (int t = PV_CACHE_F16; t <= PV_CACHE_BF16; t++) {
+	/* typed caches (the rows stored into each session's f16 / bf16 / q8_0 cache) */
+	for (int t = PV_CACHE_F16; t <= PV_CACHE_Q8_0; t++) {
 		for (int i = 0; i < 17; i++) cache[i] = t;
 		const uint64_t b = many_run(m, name, pv_cache_type_name(t), 5, STEPS, cache, 0, 0, NULL);
 		CHECK(b == 5u * STEPS, "%s many %s cache: %llu rows batched", name, pv_cache_type_name(t),
@@ -762,7 +762,7 @@ static void test_cache_types(pv_model* m, pv_model* cm, const char* name)
 	CHECK(r && run_exact(r, g_toks, NP, NP, f32, V) == 0, "%s: f32 reference", name);
 	pv_session_free(r);
 	char err[256];
-	for (int t = PV_CACHE_F16; t <= PV_CACHE_BF16; t++) {
+	for (int t = PV_CACHE_F16; t <= PV_CACHE_Q8_0; t++) {
 		const char* tn = pv_cache_type_name(t);
 		g_cache = t;
 		pv_session* gs = new_session(m, 0);
@@ -778,8 +778,12 @@ static void test_cache_types(pv_model* m, pv_model* cm, const char* name)
 			 * h200-2026-12-02-shared-f.txt); the f32 cache's TOL_CPU holds for every other
 			 * case there. The bound stays below the typed cache's own effect (CUDA typed vs
 			 * CUDA f32: 6e-5..9e-3 there) only for bf16 on some fixtures, so the check that
-			 * the type is used is the bitwise one below. */
-			const double tol = t == PV_CACHE_BF16 ? 2e-3 : 5e-4;
+			 * the type is used is the bitwise one below. q8_0: the stored values are the CPU's
+			 * function of the row (tests/cuda/test_cuda_host.cu kv_q8_0, bitwise), so the two
+			 * differ where an element of the CPU and CUDA rows falls either side of a code
+			 * boundary: rarer than a bf16 flip (the step is the block's amax / 127), up to
+			 * twice its size; 5e-3 (not yet measured on the H200: the printed figures). */
+			const double tol = t == PV_CACHE_Q8_0 ? 5e-3 : t == PV_CACHE_BF16 ? 2e-3 : 5e-4;
 			const double e = rel_err(g, cpu, NP, V);
 			CHECK(e <= tol, "%s %s cache: CUDA vs CPU rel error %.3g > %g", name, tn, e, tol);
 			printf("  %-16s %s cache: CUDA vs CPU rel %.3e (vs the CUDA f32 cache %.3e)\n", name, tn, e,
@@ -791,14 +795,17 @@ static void test_cache_types(pv_model* m, pv_model* cm, const char* name)
 		}
 		pv_session_free(gs);
 		pv_session_free(cs);
-		/* bytes: the KV cache at 2 bytes an element, the rest unchanged */
+		/* bytes: the KV cache at 2 bytes an element (q8_0: a head slice of hd codes and
+		 * ceil(hd / 32) f16 scales, padded to 8 bytes: common.cuh), the rest unchanged */
 		struct pv_session_params a = { .n_ctx = 64, .chunk_min_tokens = 16 }, b = a;
 		b.cache_type = t;
 		uint64_t na = 0;
 		for (int l = 0; l < c->n_layers; l++) na += c->layer_kind[l] == PV_LAYER_ATTN;
 		const uint64_t kvb = (uint64_t)pv_cfg_kv_dim(c) * 64; /* elements of one layer's K */
+		const uint64_t hd = (uint64_t)c->head_dim, q8b = (uint64_t)c->n_kv_heads * 64 * ((hd + 2 * ((hd + 31) / 32) + 7) / 8 * 8);
+		const uint64_t tb = t == PV_CACHE_Q8_0 ? q8b : 2 * kvb; /* bytes of one layer's K */
 		/* K and V of each attention layer, each buffer rounded up to 256 bytes (session.cu) */
-		const uint64_t want = na * 2 * ((4 * kvb + 255) / 256 * 256 - (2 * kvb + 255) / 256 * 256);
+		const uint64_t want = na * 2 * ((4 * kvb + 255) / 256 * 256 - (tb + 255) / 256 * 256);
 		CHECK(pv_session_bytes(m, &a) - pv_session_bytes(m, &b) == want,
 		      "%s %s: a typed cache saves %llu bytes, expected %llu", name, tn,
 		      (unsigned long long)(pv_session_bytes(m, &a) - pv_session_bytes(m, &b)), (unsigned long long)want);
@@ -810,11 +817,11 @@ static void test_cache_types(pv_model* m, pv_model* cm, const char* name)
 		test_copy_prefix(m, name);
 		test_bytes(m, name);
 	}
-	/* q8_0 stays the CPU's: refused before any device memory is taken */
-	struct pv_session_params q = { .n_ctx = 64, .cache_type = PV_CACHE_Q8_0 };
+	/* a type past q8_0: refused (PV_E_INVALID by the engine), no session */
+	struct pv_session_params q = { .n_ctx = 64, .cache_type = PV_CACHE_Q8_0 + 1 };
 	pv_session* qs = NULL;
-	CHECK(pv_session_new(&qs, m, &q, err, sizeof err) == PV_E_UNSUPPORTED && !qs && strstr(err, "q8_0"),
-	      "%s: a q8_0 cache on the GPU was not refused: %s", name, err);
+	CHECK(pv_session_new(&qs, m, &q, err, sizeof err) != PV_OK && !qs, "%s: cache type %d was not refused", name,
+	      PV_CACHE_Q8_0 + 1);
 	pv_session_free(qs);
 	g_cache = 0;
 	free(f32);
@@ -981,7 +988,10 @@ static void test_mtp_cache(pv_model* m, pv_model* cm, const int32_t* toks, int T
 	{
 		struct pv_session_params a = { .n_ctx = 96, .chunk_min_tokens = 16, .cache_type = ct }, b = a;
 		b.mtp = 1;
-		const uint64_t kvb = (uint64_t)pv_cfg_kv_dim(&m->cfg) * 96 * (ct == PV_CACHE_F16 || ct == PV_CACHE_BF16 ? 2 : 4);
+		const uint64_t hd = (uint64_t)m->cfg.head_dim;
+		const uint64_t kvb = ct == PV_CACHE_Q8_0 /* q8_0: the device's head slices (common.cuh) */
+		                             ? (uint64_t)m->cfg.n_kv_heads * 96 * ((hd + 2 * ((hd + 31) / 32) + 7) / 8 * 8)
+		                             : (uint64_t)pv_cfg_kv_dim(&m->cfg) * 96 * (ct == PV_CACHE_F16 || ct == PV_CACHE_BF16 ? 2 : 4);
 #define R256(x) (((uint64_t)(x) + 255) / 256 * 256)
 		const uint64_t want = 2 * R256(kvb) + R256(16 * 2 * (uint64_t)H * 4) + R256(16 * (uint64_t)H * 4);
 #undef R256
@@ -1034,10 +1044,11 @@ static void test_mtp(pv_model* m, pv_model* cm, const int32_t* toks, int T, doub
 		CHECK(pv_session_bytes(m, &a) == pv_session_bytes(m, &b), "%s: mtp = 1 without a head changed the bytes", name);
 		return;
 	}
-	static const int types[] = { PV_CACHE_F32, PV_CACHE_F16, PV_CACHE_BF16 };
-	for (int i = 0; i < 3; i++) {
-		/* typed caches: the CUDA-vs-CPU bounds of test_cache_types */
-		const double t = types[i] == PV_CACHE_BF16 ? 2e-3 : types[i] == PV_CACHE_F16 ? 5e-4 : tol;
+	static const int types[] = { PV_CACHE_F32, PV_CACHE_F16, PV_CACHE_BF16, PV_CACHE_Q8_0 };
+	for (int i = 0; i < 4; i++) {
+		/* typed caches: the CUDA-vs-CPU bounds of test_cache_types (q8_0: bf16's, so the
+		 * clear-margin ids keep bf16's margin; its flips are rarer, see there) */
+		const double t = types[i] == PV_CACHE_BF16 || types[i] == PV_CACHE_Q8_0 ? 2e-3 : types[i] == PV_CACHE_F16 ? 5e-4 : tol;
 		test_mtp_cache(m, cm, toks, T, types[i], t > tol ? t : tol, name);
 	}
 }

@@ -18,11 +18,14 @@
  *   - the KV cache's 16-bit elements (common.cuh, "KV cache element types"): the device's f16
  *     and bf16 roundings give the CPU cache's stored bits (kvcache.c pv_kv_store) over a
  *     stride through every f32 bit pattern, each exponent's rounding ties and the specials, and
- *     the device's widening gives pv_kv_load's values
+ *     the device's widening gives pv_kv_load's values; the q8_0 cache: the device's block
+ *     quantizer and per-slice layout give the CPU cache's scales, codes and values, bitwise,
+ *     over random slices at every scale and edge blocks (ties, subnormals, overflow, inf, NaN)
  */
 #include "cuda/common.cuh"
 #include "cuda/units.cuh"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -593,6 +596,157 @@ TEST_CASE(kv_rounding)
 	CHECK(bad16 == 0, "f16 KV rounding: %d of %ld values differ from the CPU cache's", bad16, total);
 	CHECK(badbf == 0, "bf16 KV rounding: %d of %ld values differ from the CPU cache's", badbf, total);
 	printf("  f16 / bf16 KV stores and loads: %ld f32 values, bitwise the CPU cache's\n", total);
+}
+
+/* One head slice [hd] through the CPU's q8_0 cache (pv_kv_store / pv_kv_load: 34-byte blocks)
+ * and through the device's (common.cuh: hd codes then nb f16 scales, pv_kv_hbytes bytes): the
+ * block quantizer the warp runs (pv_d_q8_block: the same pv_d_q8_id and pv_d_q8_code, amax a
+ * max) into the device layout, then read back as pv_kv_load<PV_KV_Q8_0> indexes it (vector v of
+ * 8 codes, scale v / 4, pv_kv_q8_elem). Scales, codes (the stored ones; the CPU's padding codes
+ * are 0) and every widened value bitwise (NaN: both NaN). Returns the mismatches. */
+static int kv_q8_slice(const float* x, int hd, const char* what)
+{
+	static unsigned char cpu[8 * 34 + 64], dev[512];
+	static float back[256];
+	const int nb = (hd + 31) / 32;
+	const size_t hb = pv_kv_hbytes(PV_KV_Q8_0, hd);
+	int bad = 0;
+	if (hb % 8 || hb < (size_t)hd + 2 * nb || hb > sizeof dev) {
+		fprintf(stderr, "  q8_0 %s: head dim %d: %zu slice bytes\n", what, hd, hb);
+		return 1;
+	}
+	memset(dev, 0xa5, sizeof dev);
+	pv_kv_store(PV_Q8_0, x, cpu, 1, hd);
+	pv_kv_load(PV_Q8_0, cpu, back, hd);
+	int8_t* q = (int8_t*)dev;
+	uint16_t* ds = (uint16_t*)(dev + hd);
+	for (int b = 0; b < nb; b++) {
+		const int n = hd - 32 * b < 32 ? hd - 32 * b : 32;
+		pv_d_q8_block(x + 32 * b, n, ds + b, q + 32 * b);
+		const unsigned char* cb = cpu + 34 * (size_t)b;
+		const uint16_t cd = (uint16_t)(cb[0] | cb[1] << 8);
+		if (cd != ds[b] || memcmp(cb + 2, q + 32 * b, (size_t)n) != 0) {
+			if (bad < 4)
+				fprintf(stderr, "  q8_0 %s: hd %d block %d: CPU scale 0x%04x, device 0x%04x (or the codes differ)\n",
+				        what, hd, b, cd, ds[b]);
+			bad++;
+		}
+		for (int i = n; i < 32; i++)
+			if (cb[2 + i] != 0) bad++; /* the CPU's zero padding quantizes to 0 */
+	}
+	for (int v = 0; v < hd / 8; v++) {
+		uint32_t w[2];
+		memcpy(w, dev + 8 * (size_t)v, 8);
+		for (int e = 0; e < 8; e++) {
+			const float f = pv_kv_q8_elem(ds[v >> 2], w[e / 4] >> (8 * (e % 4)));
+			const float c = back[8 * v + e];
+			if (isnan(f) ? !isnan(c) : memcmp(&f, &c, 4) != 0) {
+				if (bad < 4)
+					fprintf(stderr, "  q8_0 %s: hd %d element %d: device %a, CPU %a\n", what, hd, 8 * v + e, (double)f,
+					        (double)c);
+				bad++;
+			}
+		}
+	}
+	return bad;
+}
+
+/* the q8_0 cache (common.cuh "KV cache element types"): the device's quantizer and layout give
+ * the CPU cache's values, bitwise, over random blocks at every scale, the head dims of the
+ * fixtures and Qwen (8 .. 256: partial last blocks), and edge blocks */
+TEST_CASE(kv_q8_0)
+{
+	g_rng = RNG_SEED;
+	static const int hds[] = { 8, 16, 24, 32, 40, 64, 72, 128, 136, 256 };
+	float x[256];
+	int bad = 0, slices = 0;
+	/* random slices, scaled by 2^e across the f32 range (f16 scales normal, subnormal, zero,
+	 * infinite; 1 / d overflowing; codes from 1 / d's rounding) */
+	for (int e = -150; e <= 128; e += 1)
+		for (int k = 0; k < 3; k++) {
+			const int hd = hds[(e + 150 + k) % 10];
+			for (int i = 0; i < hd; i++) x[i] = ldexpf(frand(), e);
+			if (k == 2) /* a sparse slice: mostly zeros, one large element per block */
+				for (int i = 0; i < hd; i++) x[i] = i % 32 == 5 ? ldexpf(frand(), e) : (i % 7 == 0 ? ldexpf(frand(), e - 20) : 0.0f);
+			bad += kv_q8_slice(x, hd, "random");
+			slices++;
+		}
+	for (int r = 0; r < 2000; r++) { /* unscaled random slices, every head dim */
+		const int hd = hds[r % 10];
+		for (int i = 0; i < hd; i++) x[i] = frand() * (r % 3 == 0 ? 1e-3f : r % 3 == 1 ? 7.0f : 300.0f);
+		bad += kv_q8_slice(x, hd, "random");
+		slices++;
+	}
+	/* edges, per head dim: all zero; one nonzero; +-amax; x * id exactly k + 0.5 (amax 127:
+	 * d = 1, roundf's ties away from zero); -0; tiny and huge; amax where the f16 scale
+	 * rounds to infinity; an infinity or a NaN in one block (that block: NaN scale, codes 0;
+	 * the others quantized) */
+	for (int h = 0; h < 10; h++) {
+		const int hd = hds[h];
+		for (int c = 0; c < 16; c++) {
+			for (int i = 0; i < hd; i++) x[i] = 0.0f;
+			switch (c) {
+			case 0: break;
+			case 1: x[hd - 1] = 0.37f; break;
+			case 2:
+				for (int i = 0; i < hd; i++) x[i] = i % 2 ? 3.5f : -3.5f;
+				break;
+			case 3:
+				x[0] = 127.0f;
+				for (int i = 1; i < hd; i++) x[i] = (float)(i % 127) + (i % 2 ? 0.5f : -0.5f) - 63.0f;
+				break;
+			case 4:
+				x[0] = -127.0f;
+				for (int i = 1; i < hd; i++) x[i] = -((float)(i % 120) + 0.5f);
+				break;
+			case 5:
+				for (int i = 0; i < hd; i++) x[i] = -0.0f;
+				x[hd / 2] = 1e-30f;
+				break;
+			case 6:
+				for (int i = 0; i < hd; i++) x[i] = ldexpf(frand(), -140); /* subnormal inputs */
+				break;
+			case 7:
+				x[0] = 1e-45f; /* the smallest subnormal: d = 0 */
+				x[1] = -1e-45f;
+				break;
+			case 8:
+				x[hd - 1] = 4e-37f; /* d subnormal, 1 / d finite */
+				x[0] = 1e-39f;
+				x[hd / 2] = -2e-37f;
+				break;
+			case 9:
+				for (int i = 0; i < hd; i++) x[i] = frand() * 3.4e38f; /* huge: the f16 scale is infinite */
+				break;
+			case 10:
+				for (int i = 0; i < hd; i++) x[i] = frand() * 8.3e6f; /* near amax / 127 = 65520 */
+				x[0] = 65520.0f * 127.0f;
+				break;
+			case 11:
+				for (int i = 0; i < hd; i++) x[i] = frand();
+				x[hd - 1] = INFINITY;
+				break;
+			case 12:
+				for (int i = 0; i < hd; i++) x[i] = frand();
+				x[0] = -INFINITY;
+				break;
+			case 13:
+				for (int i = 0; i < hd; i++) x[i] = frand();
+				x[hd / 3] = NAN;
+				break;
+			case 14: /* amax of a block in its last element, ties of x / d near every code */
+				for (int i = 0; i < hd; i++) x[i] = ((float)(i % 32) - 15.5f) * (1.0f / 3.0f);
+				break;
+			default:
+				for (int i = 0; i < hd; i++) x[i] = FLT_MAX * (i % 2 ? 1.0f : -0.5f);
+				break;
+			}
+			bad += kv_q8_slice(x, hd, "edge");
+			slices++;
+		}
+	}
+	CHECK(bad == 0, "q8_0 KV cache: %d mismatches over %d head slices", bad, slices);
+	printf("  q8_0 KV stores and loads: %d head slices (hd 8 .. 256), bitwise the CPU cache's\n", slices);
 }
 
 TEST_MAIN("test_cuda_host")
