@@ -28,8 +28,9 @@
 #   tools/cuda/spec-check.sh j   the router's 16-row groups in one launch (tests, the 35B-A3B prompt), the
 #                                hybrids' batching, every kernel's time over a MoE prompt (ncu), the
 #                                9B 16-row step and batching throughput on the 9B shape
-#   tools/cuda/spec-check.sh k   the q8_0 cache (Q8_TEST=<env of its test>), K_TESTS=<test_cuda parts>,
-#                                the 35B-A3B prompt, batching throughput on the 8B
+#   tools/cuda/spec-check.sh k   K_API=<test_cuda_api parts>, K_TESTS=<test_cuda parts>, the 35B-A3B
+#                                prompt (8 layers; K_FULL35=1 also all 40), K_NCU=1 kernel times over
+#                                a MoE prompt, batching throughput (K_9B=1 the 9B; K_SKIP_8B=1 not the 8B)
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
 #                                the exactness court with --draft mtp (snapshot and replay rollback,
@@ -419,17 +420,36 @@ elif [ "$PART" = j ] || [ "$PART" = k ]; then
 			rm -f "$m"
 		fi
 	else
-		[ -n "${Q8_TEST:-}" ] && runtest "test_cuda_api q8_0 cache" timeout 150 env $Q8_TEST $B/cuda/test_cuda_api
-		[ -n "${Q8_TEST:-}" ] && grep -E 'q8_0' "$OUT/.t" | head -12 | tee -a "$SUM" >/dev/null
-		[ -n "${K_TESTS:-}" ] && for t in $K_TESTS; do runtest "test_cuda $t" timeout 120 $B/cuda/test_cuda $t; done
+		for part in ${K_API:-}; do # test_cuda_api parts (the q8_0 cache: cache, many, mtp)
+			runtest "test_cuda_api $part" timeout 150 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api
+			grep -E 'q8_0' "$OUT/.t" | head -12 | tee -a "$SUM" >/dev/null
+		done
+		for t in ${K_TESTS:-}; do runtest "test_cuda $t" timeout 120 $B/cuda/test_cuda $t; done
 		[ -z "${K_SKIP_PROMPT:-}" ] && prompt35
+		if [ -n "${K_NCU:-}" ] && command -v ncu >/dev/null && have_time 60 "ncu prefill"; then
+			m=$W/q35moe-4l-q8_0.gguf
+			if $B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 4 --out "$m" --quiet >>"$LOG" 2>&1; then
+				PROVEN_LEDGER=off timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+					--print-units base --kernel-name-base function $B/proven bench --backend cuda --model "$m" --pp 512 \
+					--tg 1 --reps 1 >"$OUT/ncu-prefill-35b.csv" 2>&1
+				say "ncu durations, 35B-A3B 4 layers: rc $? ($(grep -c gpu__time_duration "$OUT/ncu-prefill-35b.csv") kernels)"
+				rm -f "$m"
+			fi
+		fi
+		m=$W/q35moe-q8_0.gguf
+		if [ -n "${K_FULL35:-}" ] && have_time 120 "prefill 35B-A3B full" && synth qwen3.5-35b-a3b q8_0 "$m"; then
+			PV_PREFILL_MODEL=$m timeout 150 $B/cuda/test_cuda prefill-bench >"$OUT/.t" 2>&1
+			cat "$OUT/.t" >>"$LOG"
+			say "prefill 35B-A3B 40 layers q8_0: $(grep -E 'pp512|pp4096|last row' "$OUT/.t" | tr -s ' ' | tr '\n' ' ' | cut -c1-700)"
+			rm -f "$m"
+		fi
 		m=$W/qwen3.5-9b-bf16.gguf
 		if [ -n "${K_9B:-}" ] && have_time 80 "9B" && synth qwen3.5-9b bf16 "$m"; then
 			for n in 1 4 16; do have_time 25 "9B parallel $n" && par qwen3.5-9b "$m" $n; done
 			rm -f "$m"
 		fi
 		m=$W/qwen3-8b-bf16.gguf
-		if have_time 80 "8B" && synth qwen3-8b bf16 "$m"; then
+		if [ -z "${K_SKIP_8B:-}" ] && have_time 80 "8B" && synth qwen3-8b bf16 "$m"; then
 			for n in 1 4 16; do have_time 25 "8B parallel $n" && par qwen3-8b "$m" $n; done
 			rm -f "$m"
 		fi
