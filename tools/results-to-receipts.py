@@ -472,6 +472,26 @@ def s4_hang():
     return out
 
 
+def s4_later():
+    """call 3 (6b03070, spec-check j): the full Qwen3.5-9B BF16 shape at 16 rows with the defaults;
+    call 4 (6b03070, spec-check k): bench --parallel 1/4/16 on the 9B and 8B BF16 shapes"""
+    out = []
+    jl = RESULTS + "h200-2026-12-02-s4-j.jsonl"
+    for bi, rec in jsonl_at(jl):
+        assert rec["build_commit"].startswith("6b03070") and rec["pp"] == 16, (jl, bi)
+        out.append(bench_json(
+            rec, jl, bi, "Qwen3.5-9B_BF16 rows 16 defaults", {},
+            extra={"run": "Qwen3.5-9B_BF16-rows16-defaults", "rows": 16, "variant": "defaults (cuda.gemv_shared=2)",
+                   "note": "one exact step of 16 rows at depth 512 on the full Qwen3.5-9B BF16 shape (random weights), "
+                           "finished in 30 s with the receipt's digest; h200-2026-12-02-s4.md sections 1 and 5"}))
+    jl = RESULTS + "h200-2026-12-02-s4-k1.jsonl"
+    for bi, rec in jsonl_at(jl):
+        assert rec["build_commit"].startswith("6b03070") and rec["test"] == "parallel", (jl, bi)
+        out.append(parallel_json(rec, jl, bi, "parallel %d %s BF16" % (rec["parallel"], rec["name"]),
+                                 "h200-2026-12-02-s4.md section 3"))
+    return out
+
+
 # ---- CPU (this project's 2-vCPU machine) -------------------------------------------------------
 
 def cpu_peer():
@@ -584,7 +604,7 @@ def cpu_spec():
 
 
 PARTS = {"h200": [v5_peer, v5b_splits, spec_d, shared_walk], "cpu": [cpu_peer, cpu_kv_quality, cpu_spec],
-         "h200-s3": [s3_curves], "h200-s4": [s4_hang]}
+         "h200-s3": [s3_curves], "h200-s4": [s4_hang, s4_later]}
 
 
 def render(part):

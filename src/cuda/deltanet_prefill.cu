@@ -191,77 +191,65 @@ __global__ void __launch_bounds__(32) dquad_kernel(const __grid_constant__ delta
 	for (int i = 0; i < Q; i++) st[i] = col ? S[(size_t)(c * Q + i) * dv + j] : 0.0f;
 	const float qscale = 1.0f / sqrtf((float)dk);
 	const float sa = a.ssm_a[h], db = a.dt_bias[h];
-	/* the inputs of DQ rows in flight (slot t % DQ holds row t): Hv x dv/8 one-warp blocks are
-	 * about 4 warps per SM, too few to hide a row's global loads, and one row of lookahead left
-	 * each row waiting on them (705 us for a 512-token prompt's layer on the 35B-A3B shape, ncu,
-	 * h200-2026-12-02-s4.md §5). The arithmetic per row is unchanged. */
-	constexpr int DQ = 4;
-	float qn[DQ][NG], kn[DQ][NG], vn[DQ], bn[DQ], gn[DQ];
-	auto load = [&](int s, int t) {
+	float qn[NG], kn[NG], vn = 0.0f, bn = 0.0f, gn = 0.0f;
+	auto load = [&](int t) {
 		const float* u = a.u + (size_t)t * cd;
 #pragma unroll
 		for (int w = 0; w < NG; w++) {
 			const int e = lane + 32 * w;
-			qn[s][w] = e < dk ? u[(size_t)kh * dk + e] : 0.0f;
-			kn[s][w] = e < dk ? u[kd + (size_t)kh * dk + e] : 0.0f;
+			qn[w] = e < dk ? u[(size_t)kh * dk + e] : 0.0f;
+			kn[w] = e < dk ? u[kd + (size_t)kh * dk + e] : 0.0f;
 		}
-		vn[s] = col ? u[2 * kd + (size_t)h * dv + j] : 0.0f;
+		vn = col ? u[2 * kd + (size_t)h * dv + j] : 0.0f;
 		if (a.ba_grouped) {
 			const int grp = h / r, jj = h % r;
-			bn[s] = a.ab[(size_t)t * 2 * Hv + grp * 2 * r + jj];
-			gn[s] = a.ab[(size_t)t * 2 * Hv + grp * 2 * r + r + jj];
+			bn = a.ab[(size_t)t * 2 * Hv + grp * 2 * r + jj];
+			gn = a.ab[(size_t)t * 2 * Hv + grp * 2 * r + r + jj];
 		} else {
-			bn[s] = a.b[(size_t)t * Hv + h];
-			gn[s] = a.a[(size_t)t * Hv + h];
+			bn = a.b[(size_t)t * Hv + h];
+			gn = a.a[(size_t)t * Hv + h];
 		}
 	};
+	if (a.n > 0) load(0);
+	for (int t = 0; t < a.n; t++) {
+		float ssq, ssk;
+		qk_sumsq<NG>(qn, kn, ssq, ssk);
+		__syncwarp(); /* the previous row's qs/ks are consumed */
 #pragma unroll
-	for (int s = 0; s < DQ; s++)
-		if (s < a.n) load(s, s);
-	for (int t0 = 0; t0 < a.n; t0 += DQ) {
-#pragma unroll
-		for (int s = 0; s < DQ; s++) {
-			const int t = t0 + s;
-			if (t >= a.n) break;
-			float ssq, ssk;
-			qk_sumsq<NG>(qn[s], kn[s], ssq, ssk);
-			__syncwarp(); /* the previous row's qs/ks are consumed */
-#pragma unroll
-			for (int w = 0; w < NG; w++) {
-				const int e = lane + 32 * w;
-				if (e < dk) {
-					qs[(e / Q) * QS + e % Q] = qn[s][w] * (qscale / sqrtf(ssq + 1e-6f));
-					ks[(e / Q) * QS + e % Q] = kn[s][w] * (1.0f / sqrtf(ssk + 1e-6f));
-				}
+		for (int w = 0; w < NG; w++) {
+			const int e = lane + 32 * w;
+			if (e < dk) {
+				qs[(e / Q) * QS + e % Q] = qn[w] * (qscale / sqrtf(ssq + 1e-6f));
+				ks[(e / Q) * QS + e % Q] = kn[w] * (1.0f / sqrtf(ssk + 1e-6f));
 			}
-			__syncwarp();
-			const float v = vn[s], b = bn[s], g = gn[s];
-			if (t + DQ < a.n) load(s, t + DQ); /* in flight while this row and the next DQ - 1 are computed */
-			const float beta = pv_d_sigmoid(b);
-			const float decay = expf(sa * pv_d_softplus(g + db));
-			const float* kq = ks + c * QS;
-			const float* qq = qs + c * QS;
-			float m = 0.0f;
-#pragma unroll
-			for (int i = 0; i < Q; i++) {
-				const float x = st[i] * decay;
-				st[i] = x;
-				m = m + kq[i] * x;
-			}
-			m = m + __shfl_xor_sync(0xffffffffu, m, 1);
-			m = m + __shfl_xor_sync(0xffffffffu, m, 2);
-			const float d = beta * (v - m);
-			float o = 0.0f;
-#pragma unroll
-			for (int i = 0; i < Q; i++) {
-				const float x = st[i] + kq[i] * d;
-				st[i] = x;
-				o = o + qq[i] * x;
-			}
-			o = o + __shfl_xor_sync(0xffffffffu, o, 1);
-			o = o + __shfl_xor_sync(0xffffffffu, o, 2);
-			if (col && c == 0) oraw[(size_t)t * vd + (size_t)h * dv + j] = o;
 		}
+		__syncwarp();
+		const float v = vn, b = bn, g = gn;
+		if (t + 1 < a.n) load(t + 1); /* in flight while this row is computed */
+		const float beta = pv_d_sigmoid(b);
+		const float decay = expf(sa * pv_d_softplus(g + db));
+		const float* kq = ks + c * QS;
+		const float* qq = qs + c * QS;
+		float m = 0.0f;
+#pragma unroll
+		for (int i = 0; i < Q; i++) {
+			const float x = st[i] * decay;
+			st[i] = x;
+			m = m + kq[i] * x;
+		}
+		m = m + __shfl_xor_sync(0xffffffffu, m, 1);
+		m = m + __shfl_xor_sync(0xffffffffu, m, 2);
+		const float d = beta * (v - m);
+		float o = 0.0f;
+#pragma unroll
+		for (int i = 0; i < Q; i++) {
+			const float x = st[i] + kq[i] * d;
+			st[i] = x;
+			o = o + qq[i] * x;
+		}
+		o = o + __shfl_xor_sync(0xffffffffu, o, 1);
+		o = o + __shfl_xor_sync(0xffffffffu, o, 2);
+		if (col && c == 0) oraw[(size_t)t * vd + (size_t)h * dv + j] = o;
 	}
 	if (col)
 #pragma unroll

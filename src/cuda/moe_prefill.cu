@@ -78,9 +78,15 @@ __global__ void __launch_bounds__(SORT_THREADS)
 	for (int base = 0; base < nslots; base += SORT_CHUNK) {
 		const int len = sort_stage(idx, nslots, base, chunk);
 		for (int e = threadIdx.x; e < E; e += SORT_THREADS) {
+			const int4* c4 = reinterpret_cast<const int4*>(chunk);
 			int w = wpos[e];
-			for (int q = 0; q < len; q++)
-				if (chunk[q] == e) perm[w++] = base + q;
+			for (int q = 0; q < (len + 3) / 4; q++) { /* the padding (-1) matches no expert */
+				const int4 v = c4[q];
+				if (v.x == e) perm[w++] = base + 4 * q;
+				if (v.y == e) perm[w++] = base + 4 * q + 1;
+				if (v.z == e) perm[w++] = base + 4 * q + 2;
+				if (v.w == e) perm[w++] = base + 4 * q + 3;
+			}
 			wpos[e] = w;
 		}
 	}
@@ -126,7 +132,7 @@ __device__ __forceinline__ uint32_t pack_bf2(float lo, float hi)
 	return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-__global__ void __launch_bounds__(128, 5) ggemm_kernel(const __grid_constant__ ggemm_args a)
+__global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggemm_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ __align__(16) bf16 As[GM * GS];
@@ -146,18 +152,10 @@ __global__ void __launch_bounds__(128, 5) ggemm_kernel(const __grid_constant__ g
 #pragma unroll
 	for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
 
-	/* Each k-step's global loads (the A rows, the Q8_0 / BF16 weight pieces) are issued into
-	 * registers before the previous step's MMAs and stored to shared memory after them, so one
-	 * step's loads are in flight while the other computes (a block waited on each step's loads:
-	 * 673 us for a 512-token prompt's gate/up on the 35B-A3B shape, ncu, h200-2026-12-02-s4.md
-	 * §5). Shared memory receives the same bits and the MMAs run in the same order. */
-	constexpr int AI = GM * GK / 8 / 128; /* A pieces of 8 bf16 per thread and step: 2 */
-	uint4 ra[AI], rb[2];
-	float rd = 0.0f;
-	auto fetch = [&](int k0) {
-#pragma unroll
-		for (int it = 0; it < AI; it++) { /* A: 64 rows x 32 columns, 8 bf16 per thread item */
-			const int ch = tid + 128 * it, r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
+	for (int k0 = 0; k0 < K; k0 += GK) {
+		/* A: 64 rows x 32 columns, 8 bf16 per thread item */
+		for (int ch = tid; ch < GM * GK / 8; ch += 128) {
+			const int r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
 			uint4 v = make_uint4(0u, 0u, 0u, 0u);
 			const int q = slot[r];
 			if (q >= 0) {
@@ -172,45 +170,22 @@ __global__ void __launch_bounds__(128, 5) ggemm_kernel(const __grid_constant__ g
 					               h[4] | (uint32_t)h[5] << 16, h[6] | (uint32_t)h[7] << 16);
 				}
 			}
-			ra[it] = v;
-		}
-		if (a.wkind == W_Q8_0) { /* K % 32 == 0: one block per row and step; thread: row tid / 2, half tid % 2 */
-			const int r = tid >> 1, hh = tid & 1;
-			rb[0] = make_uint4(0u, 0u, 0u, 0u);
-			rd = 0.0f;
-			if (n0 + r < N) {
-				const int64_t row = (int64_t)e * N + n0 + r;
-				rb[0] = __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)row * W.s0 + k0 + 16 * hh));
-				rd = pv_units::f16f(pv_units::u16at(W.p1 + (size_t)row * W.s1 + (size_t)(k0 / 32) * 2));
-			}
-		} else if (a.wkind == W_BF16) { /* K % 8 == 0: 16-byte rows pieces */
-#pragma unroll
-			for (int it = 0; it < 2; it++) {
-				const int ch = tid + 128 * it, r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
-				uint4 v = make_uint4(0u, 0u, 0u, 0u);
-				if (n0 + r < N && k0 + cc < K) /* K % 8 == 0: the piece is whole */
-					v = __ldg(reinterpret_cast<const uint4*>(
-					        W.p0 + (size_t)((int64_t)e * N + n0 + r) * W.s0 + (size_t)(k0 + cc) * 2));
-				rb[it] = v;
-			}
-		}
-	};
-	fetch(0);
-	for (int k0 = 0; k0 < K; k0 += GK) {
-#pragma unroll
-		for (int it = 0; it < AI; it++) {
-			const int ch = tid + 128 * it, r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
-			*reinterpret_cast<uint4*>(As + r * GS + cc) = ra[it];
+			*reinterpret_cast<uint4*>(As + r * GS + cc) = v;
 		}
 		/* B: weight rows n0 .. n0 + 63 of expert e, columns k0 .. k0 + 31, as bf16 */
-		if (a.wkind == W_Q8_0) {
+		if (a.wkind == W_Q8_0) { /* K % 32 == 0: one block per row and step; thread: row tid / 2, half tid % 2 */
 			const int r = tid >> 1, hh = tid & 1;
 			uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
 			if (n0 + r < N) {
+				const int64_t row = (int64_t)e * N + n0 + r;
+				const uint4 qv =
+				        __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)row * W.s0 + k0 + 16 * hh));
+				const float d =
+				        pv_units::f16f(pv_units::u16at(W.p1 + (size_t)row * W.s1 + (size_t)(k0 / 32) * 2));
 				float f[16];
 				for (int i = 0; i < 16; i++) {
-					const uint32_t wd = pv_units::word(rb[0], i >> 2);
-					f[i] = __fmul_rn((float)(int)(signed char)((wd >> (8 * (i & 3))) & 0xffu), rd);
+					const uint32_t wd = pv_units::word(qv, i >> 2);
+					f[i] = __fmul_rn((float)(int)(signed char)((wd >> (8 * (i & 3))) & 0xffu), d);
 					if (a.wlo) f[i] = low_half(f[i]);
 				}
 				lo = make_uint4(pack_bf2(f[0], f[1]), pack_bf2(f[2], f[3]), pack_bf2(f[4], f[5]),
@@ -220,11 +195,14 @@ __global__ void __launch_bounds__(128, 5) ggemm_kernel(const __grid_constant__ g
 			}
 			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh) = lo;
 			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh + 8) = hi;
-		} else if (a.wkind == W_BF16) {
-#pragma unroll
-			for (int it = 0; it < 2; it++) {
-				const int ch = tid + 128 * it, r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
-				*reinterpret_cast<uint4*>(Bs + r * GS + cc) = rb[it];
+		} else if (a.wkind == W_BF16) { /* K % 8 == 0: 16-byte rows pieces */
+			for (int ch = tid; ch < GN * GK / 8; ch += 128) {
+				const int r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
+				uint4 v = make_uint4(0u, 0u, 0u, 0u);
+				if (n0 + r < N && k0 + cc < K) /* K % 8 == 0: the piece is whole */
+					v = __ldg(reinterpret_cast<const uint4*>(
+					        W.p0 + (size_t)((int64_t)e * N + n0 + r) * W.s0 + (size_t)(k0 + cc) * 2));
+				*reinterpret_cast<uint4*>(Bs + r * GS + cc) = v;
 			}
 		} else {
 			for (int i = tid; i < GN * GK; i += 128) {
@@ -235,7 +213,6 @@ __global__ void __launch_bounds__(128, 5) ggemm_kernel(const __grid_constant__ g
 			}
 		}
 		__syncthreads();
-		if (k0 + GK < K) fetch(k0 + GK); /* in flight during this step's MMAs */
 #pragma unroll
 		for (int kk = 0; kk < GK; kk += 16) {
 			uint32_t af[4];
