@@ -492,6 +492,41 @@ def s4_later():
     return out
 
 
+def s4_prompts():
+    """the Qwen3.5-35B-A3B Q8_0 prompt lines of calls 2, 3, 5 and 6 (`test_cuda prefill-bench` on a synth
+    file of the shape, 8 or all 40 layers): one receipt per line, the figures as the line prints them"""
+    out = []
+    pat = re.compile(r"prefill 35B-A3B (\d+) layers (\w+): +pp512 prefill (\d+) kernels.*?pp512 prefill ([\d.]+) tok/s wall")
+    for name in ("h", "j", "k", "k2"):
+        txt = RESULTS + "h200-2026-12-02-s4-%s.txt" % name
+        rows = lines(txt)
+        commit = re.search(r"\| proven (\w+)$", rows[0]).group(1)
+        for i, row in enumerate(rows, 1):
+            m = pat.match(row)
+            if not m:
+                continue
+            layers, ty = int(m.group(1)), m.group(2)
+            figs = [fig("pp", "observed", "tok/s", m.group(4), 0, 3)]
+            for label, rx in (("pp_precise", r"pp512 precise ([\d.]+) tok/s wall"), ("pp_exact16", r"pp512 16-row ([\d.]+) tok/s"),
+                              ("pp4096", r"pp4096 prefill ([\d.]+) tok/s wall"),
+                              ("err_fast", r"fast rel ([\d.e+-]+)"), ("err_precise", r"precise rel ([\d.e+-]+)")):
+                f = re.search(rx, row)
+                if f:
+                    unit = "of the largest logit" if label.startswith("err") else "tok/s"
+                    figs.append(fig(label, "observed", unit, f.group(1), 0, 1))
+            out.append(receipt(
+                "bench", txt, i, "2026-12-02T00:00:00Z",
+                runtime(commit, "cuda", gpu={"name": "NVIDIA H200"}),
+                {"path": "synth qwen3.5-35b-a3b %s, %d layers" % (ty, layers), "arch": "qwen3_5_moe", "dtype": ty},
+                {"class": "synthetic", "prompt_digest": "not stated", "n_prompt": 512, "n_gen": 0, "reps": 3},
+                figs, counts={"kernels_per_prompt": int(m.group(3))},
+                extra={"printed": row, "note": "test_cuda prefill-bench: the prompt path (fast mode) best of 3, precise and the "
+                                              "exact 16-row path best of 1, the last row's error against the exact path; "
+                                              "h200-2026-12-02-s4.md sections 2 and 6"},
+                what="prompt 35B-A3B %s %d layers" % (ty, layers)))
+    return out
+
+
 # ---- CPU (this project's 2-vCPU machine) -------------------------------------------------------
 
 def cpu_peer():
@@ -604,7 +639,7 @@ def cpu_spec():
 
 
 PARTS = {"h200": [v5_peer, v5b_splits, spec_d, shared_walk], "cpu": [cpu_peer, cpu_kv_quality, cpu_spec],
-         "h200-s3": [s3_curves], "h200-s4": [s4_hang, s4_later]}
+         "h200-s3": [s3_curves], "h200-s4": [s4_hang, s4_later, s4_prompts]}
 
 
 def render(part):

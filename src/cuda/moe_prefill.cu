@@ -17,8 +17,8 @@ namespace {
  * prefix of cnt; perm[off[e] ..] = those slots in increasing q (thread e scans all slots in
  * order: deterministic, no atomics); row tiles of 64 sorted slots per expert, (e, first), in
  * expert order, and their count. The slots are staged through shared memory SORT_CHUNK at a time
- * and read 4 per load, every thread the same address (a broadcast): the scans used to read idx
- * from global memory, 285 us of a 512-token prompt's MoE layer (ncu, h200-2026-12-02-s4.md §5).
+ * and read 4 per load, every thread the same address (a broadcast); the scans used to read idx
+ * from global memory (ledger: cuda-moe-sort-staged).
  */
 constexpr int SORT_THREADS = 1024;
 constexpr int SORT_CHUNK = 4096; /* slots staged per pass (16 KB) */
@@ -317,8 +317,8 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 	char* err = k->err;
 	const size_t errlen = k->errlen;
 	cudaStream_t st = v->st;
-	{ /* all T rows in one launch of 16-row groups (was a launch per group: 1280 of a 512-token
-	   * prompt's 2094 kernels on the 35B-A3B) */
+	{ /* all T rows in one launch of 16-row groups, not a launch per group (ledger:
+	   * cuda-moe-router-one-launch) */
 		struct gemv_out r[1] = { { &L->router, p->rlog, E, NULL } };
 		if (pv_cuda_gemv(st, &v->tu, r, 1, p->xn, NULL, H, PV_X_PLAIN, T, &p->nl, err, errlen)) return -1;
 	}
