@@ -388,26 +388,25 @@ elif [ "$PART" = j ] || [ "$PART" = k ]; then
 		say "prefill 35B-A3B 8 layers q8_0: $(grep -E 'pp512|last row' "$OUT/.t" | tr -s ' ' | tr '\n' ' ' | cut -c1-600)"
 		rm -f "$m"
 	}
+	ncu_prompt() { # every kernel's duration over one bench on the 35B-A3B shape cut to 4 layers (3
+		# DeltaNet, 1 attention): the warm-up steps, an untimed and a timed 512-token prompt, one
+		# decode token; tools/cuda/ncu-durations.py sums them per kernel name afterwards
+		command -v ncu >/dev/null && have_time 60 "ncu prefill" || return
+		local m=$W/q35moe-4l-q8_0.gguf t=$(date +%s)
+		$B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 4 --out "$m" --quiet >>"$LOG" 2>&1 || return
+		PROVEN_LEDGER=off timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+			--print-units base --kernel-name-base function $B/proven bench --backend cuda --model "$m" --pp 512 \
+			--tg 1 --reps 1 >"$OUT/ncu-prefill-35b.csv" 2>&1
+		say "ncu durations, 35B-A3B 4 layers: rc $? ($(grep -c gpu__time_duration "$OUT/ncu-prefill-35b.csv") kernels, $(($(date +%s) - t)) s)"
+		rm -f "$m"
+	}
 	if [ "$PART" = j ]; then
 		runtest "test_cuda gemv (37-row launch)" timeout 150 $B/cuda/test_cuda gemv
 		runtest "test_cuda prefill (router in one launch)" timeout 120 $B/cuda/test_cuda prefill
 		grep -E 'worst prefill' "$OUT/.t" | head -3 | tee -a "$SUM" >/dev/null
 		runtest "test_cuda_api many (hybrids by default)" timeout 120 env PV_CUDA_API_ONLY=many $B/cuda/test_cuda_api
 		prompt35
-		# every kernel's duration over one bench on the 35B-A3B shape cut to 4 layers (3 DeltaNet, 1
-		# attention): the warm-up steps, an untimed and a timed 512-token prompt, one decode token;
-		# summed per kernel name afterwards
-		if command -v ncu >/dev/null && have_time 90 "ncu prefill"; then
-			m=$W/q35moe-4l-q8_0.gguf
-			if $B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 4 --out "$m" --quiet >>"$LOG" 2>&1; then
-				t=$(date +%s)
-				PROVEN_LEDGER=off timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-					--print-units base --kernel-name-base function $B/proven bench --backend cuda --model "$m" --pp 512 \
-					--tg 1 --reps 1 >"$OUT/ncu-prefill-35b.csv" 2>&1
-				say "ncu durations, 35B-A3B 4 layers: rc $? ($(grep -c gpu__time_duration "$OUT/ncu-prefill-35b.csv") kernels, $(($(date +%s) - t)) s)"
-				rm -f "$m"
-			fi
-		fi
+		ncu_prompt
 		m=$W/qwen3.5-9b-bf16.gguf
 		if have_time 100 "9B" && synth qwen3.5-9b bf16 "$m"; then
 			t=$(date +%s)
@@ -426,16 +425,7 @@ elif [ "$PART" = j ] || [ "$PART" = k ]; then
 		done
 		for t in ${K_TESTS:-}; do runtest "test_cuda $t" timeout 120 $B/cuda/test_cuda $t; done
 		[ -z "${K_SKIP_PROMPT:-}" ] && prompt35
-		if [ -n "${K_NCU:-}" ] && command -v ncu >/dev/null && have_time 60 "ncu prefill"; then
-			m=$W/q35moe-4l-q8_0.gguf
-			if $B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 4 --out "$m" --quiet >>"$LOG" 2>&1; then
-				PROVEN_LEDGER=off timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-					--print-units base --kernel-name-base function $B/proven bench --backend cuda --model "$m" --pp 512 \
-					--tg 1 --reps 1 >"$OUT/ncu-prefill-35b.csv" 2>&1
-				say "ncu durations, 35B-A3B 4 layers: rc $? ($(grep -c gpu__time_duration "$OUT/ncu-prefill-35b.csv") kernels)"
-				rm -f "$m"
-			fi
-		fi
+		[ -n "${K_NCU:-}" ] && ncu_prompt
 		m=$W/q35moe-q8_0.gguf
 		if [ -n "${K_FULL35:-}" ] && have_time 120 "prefill 35B-A3B full" && synth qwen3.5-35b-a3b q8_0 "$m"; then
 			PV_PREFILL_MODEL=$m timeout 150 $B/cuda/test_cuda prefill-bench >"$OUT/.t" 2>&1
