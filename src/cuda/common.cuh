@@ -419,6 +419,18 @@ int pv_cuda_gemv_norm(cudaStream_t st, const struct pv_cuda_tuning* tu, const st
 int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* gate,
                                const struct gemv_out* up, const float* x, int ldx, int T, const struct gemv_gather* ga,
                                int* n_launch, char* err, size_t errlen);
+/* qgemv.cu (cuda.q8_act): the CPU's fast numerics for Q8_0 / Q4_K / Q6_K weights, bit for bit:
+ * the activation rows quantized into the session's scratch (tu->q8_buf), then integer dot
+ * products. pv_cuda_q8_applies says whether a call takes it (the knob, a scratch, weights of one
+ * activation format, at most 16 rows, gathered: one row per slot); pv_cuda_qgemv launches it
+ * (pair: outs = {gate, up}, silu(g) * u into gate's y, T = 1): 1 when it did, 0 when the call is
+ * not for it, -1 on error. pv_cuda_q8_bytes: the scratch for rows rows of cols elements. */
+int pv_cuda_q8_applies(const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, int T,
+                       const struct gemv_gather* ga);
+int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
+                  const float* x2, int ldx, int xmode, int T, const struct gemv_gather* ga, int pair, int* n_launch,
+                  char* err, size_t errlen);
+size_t pv_cuda_q8_bytes(int64_t rows, int64_t cols);
 /* gemv_tma.cu: one activation row over BF16/F16/F32 rows whose weights come into shared memory
  * through the bulk copy engine (the first stages before the PDL wait); bitwise pv_cuda_gemv's
  * result. pair: outs = {gate, up}, writes silu(g) * u to gate's y. Returns 1 when it launched,

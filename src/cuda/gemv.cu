@@ -440,6 +440,10 @@ int pv_cuda_gemv_gather(cudaStream_t st, const struct pv_cuda_tuning* tu, const 
 			               (long long)outs[i].w->rows, ga->n_experts);
 	int done[8] = { 0 };
 	if (n_out > 8) return pv_errf(err, errlen, "CUDA backend: gemv with %d outputs", n_out);
+	{ /* cuda.q8_act: the integer products (qgemv.cu) when the call is one of theirs */
+		const int q = pv_cuda_qgemv(st, tu, outs, n_out, x, x2, ldx, xmode, T, ga, 0, n_launch, err, errlen);
+		if (q) return q < 0 ? -1 : 0;
+	}
 	for (int i = 0; i < n_out; i++) {
 		const struct dmat* w = outs[i].w;
 		if (kind_of(w) < 0) return pv_errf(err, errlen, "CUDA backend: no GEMV kernel for weight type %s", pv_dtype_name((enum pv_dtype)w->type));
@@ -473,6 +477,7 @@ int pv_cuda_gemv_norm(cudaStream_t st, const struct pv_cuda_tuning* tu, const st
 {
 	const struct dmat* w = out->w;
 	const int kind = kind_of(w);
+	if (pv_cuda_q8_applies(tu, out, 1, 1, NULL)) return 0; /* the integer products: not fused */
 	if (!tu->norm_fuse || !tu->gemv_direct || tu->gemv_rows == 2 || tu->gemv_pipe || tu->gemv_tma || kind < 0 ||
 	    ((uintptr_t)x & 15) || ldx % 4 || w->rows != ne->H || ne->H % 4 || out->ldy < w->rows ||
 	    (((uintptr_t)ne->x | (uintptr_t)ne->xn | (uintptr_t)ne->w | (uintptr_t)out->y) & 15) || w->rows > INT32_MAX / 2 ||
@@ -496,6 +501,11 @@ int pv_cuda_gemv_swiglu_gather(cudaStream_t st, const struct pv_cuda_tuning* tu,
 	const struct dmat *g = gate->w, *u = up->w;
 	if (ga && (ga->slots < 1 || ga->k < 1 || ga->n_experts < 1 || g->rows % ga->n_experts)) return 0;
 	const int kind = kind_of(g);
+	if (tu->swiglu_pair && T == 1 && g->type == u->type && g->rows == u->rows && g->cols == u->cols) {
+		struct gemv_out o[2] = { *gate, *up };
+		const int q = pv_cuda_qgemv(st, tu, o, 2, x, NULL, ldx, PV_X_PLAIN, 1, ga, 1, n_launch, err, errlen);
+		if (q) return q;
+	}
 	if (!tu->swiglu_pair || !tu->gemv_direct || tu->gemv_rows == 2 || T != 1 || kind < 0 || kind != kind_of(u) ||
 	    g->type != u->type || g->rows != u->rows || g->cols != u->cols || g->rows > INT32_MAX / 2 ||
 	    g->cols > INT32_MAX / 2 || ((uintptr_t)x & 15) || ldx % 4)
@@ -526,6 +536,7 @@ int pv_cuda_test_matmul(const struct pv_tensor* W, const float* x, int T, float*
 	struct pv_cuda_tuning tu_env; /* the defaults and the environment: no model here */
 	if (pv_cuda_tuning_read(&tu_env, NULL, NULL, err, errlen) || pv_cuda_select_device(err, errlen)) return -1;
 	const struct pv_cuda_tuning* tu = &tu_env;
+	unsigned char* qbuf = NULL; /* cuda.q8_act's activation scratch, for calls of up to 16 rows */
 	struct dmat d;
 	if (pv_cuda_plan_mat(W, &d, err, errlen)) return -1;
 	unsigned char* mem = NULL;
@@ -542,6 +553,11 @@ int pv_cuda_test_matmul(const struct pv_tensor* W, const float* x, int T, float*
 			d.p[p] = mem + off;
 			off += (d.stride[p] * (size_t)d.rows + 255) / 256 * 256;
 		}
+	}
+	if (tu_env.q8_act) {
+		tu_env.q8_bytes = pv_cuda_q8_bytes(T < PV_CUDA_ROWS ? T : PV_CUDA_ROWS, W->cols);
+		CU_OR(cudaMalloc((void**)&qbuf, tu_env.q8_bytes), done);
+		tu_env.q8_buf = qbuf;
 	}
 	CU_OR(cudaMalloc((void**)&dx, xb), done);
 	CU_OR(cudaMalloc((void**)&dy, yb), done);
@@ -565,5 +581,6 @@ done:
 	if (mem) cudaFree(mem);
 	if (dx) cudaFree(dx);
 	if (dy) cudaFree(dy);
+	if (qbuf) cudaFree(qbuf);
 	return rc;
 }

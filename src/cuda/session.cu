@@ -132,6 +132,18 @@ void layout(struct pv_session* s, struct carve* cv)
 		d->mtp_cat = take<float>(cv, B * 2 * H);
 		d->mtp_hid = take<float>(cv, B * H);
 	}
+	{ /* cuda.q8_act's activation scratch (qgemv.cu): 16 rows (gathered experts: 16 k slots) of
+	   * the widest input of any matrix; one more for the MoE shared expert's stream */
+		int64_t w = 2 * (int64_t)H;
+		const int64_t widths[] = { (int64_t)d->ffn, (int64_t)qd, (int64_t)pv_cfg_value_dim(c), (int64_t)c->moe_inter,
+			                   (int64_t)c->shared_inter };
+		for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) w = widths[i] > w ? widths[i] : w;
+		const int64_t rows = (int64_t)B * (c->n_experts_used > 1 ? c->n_experts_used : 1);
+		d->tu.q8_bytes = pv_cuda_q8_bytes(rows, w);
+		d->tu.q8_buf = take<unsigned char>(cv, d->tu.q8_bytes);
+		d->tu.q8_buf2 = d->st2 ? take<unsigned char>(cv, d->tu.q8_bytes) : NULL;
+		d->tu.q8_side = (void*)d->st2;
+	}
 	d->step_dev = take<struct dstep>(cv, 1);
 	d->gstep_dev = take<struct dstep>(cv, 1);
 	d->kvtab = take<void*>(cv, 2 * (size_t)c->n_layers);

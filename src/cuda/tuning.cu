@@ -82,9 +82,13 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "continuous batching of the hybrid models (gated attention, DeltaNet layers over each row's own state;"
 	  " bitwise each session alone on the H200, 2026-12-02); 0: they step alone",
 	  F(batch_hybrid) },
+	{ "cuda.q8_act", "PV_CUDA_Q8_ACT", 0, 0, 1, NULL, 0,
+	  "Q8_0/Q4_K/Q6_K GEMVs of 1-16 rows take int8 activations and integer dot products, the CPU's fast numerics"
+	  " bit for bit (qgemv.cu)",
+	  F(q8_act) },
 };
 #undef F
-static_assert(sizeof(struct pv_cuda_tuning) == PV_CUDA_N_KNOBS * sizeof(int),
+static_assert(offsetof(struct pv_cuda_tuning, q8_buf) == (PV_CUDA_N_KNOBS * sizeof(int) + sizeof(void*) - 1) / sizeof(void*) * sizeof(void*),
               "a knob of struct pv_cuda_tuning without its table row");
 
 int* field(struct pv_cuda_tuning* tu, const knob_def& k) { return (int*)((char*)tu + k.off); }
@@ -170,6 +174,7 @@ int pv_cuda_tuning_apply(struct pv_cuda_tuning* tu, const char* spec, char* err,
 int pv_cuda_tuning_read(struct pv_cuda_tuning* tu, struct pv_knob* knobs, const char* spec, char* err, size_t errlen)
 {
 	char acc[64];
+	memset(tu, 0, sizeof *tu); /* the scratch pointers too */
 	for (int i = 0; i < PV_CUDA_N_KNOBS; i++) {
 		const knob_def& k = table[i];
 		*field(tu, k) = k.def;

@@ -38,8 +38,16 @@ struct pv_cuda_tuning {
 	int window_graphs;   /* cuda.window_graphs: exact calls of 2-16 rows replay a graph per row count */
 	int batch_graphs;    /* cuda.batch_graphs: multi-session steps (forward_many) replay a graph per row count */
 	int batch_hybrid;    /* cuda.batch_hybrid: forward_many covers the hybrids (off until GPU-verified) */
+	int q8_act;          /* cuda.q8_act: quantized weights meet int8 activations (qgemv.cu)      */
+	/* Not knobs (after them, never read from the table): the session's scratch for the
+	 * quantized activations of cuda.q8_act, set when a session lays out its memory; NULL in a
+	 * model's copy. Launches on stream q8_side (the MoE shared expert's) use q8_buf2, so two
+	 * streams never share one. */
+	unsigned char *q8_buf, *q8_buf2;
+	size_t q8_bytes;
+	void* q8_side; /* cudaStream_t */
 };
-#define PV_CUDA_N_KNOBS 22
+#define PV_CUDA_N_KNOBS 23
 
 /* The settings: every knob's default, then its environment variable when set and not empty, then
  * spec ("name=value,..." with name "cuda.pdl" or "pdl"; NULL or "": none). knobs (may be NULL)

@@ -41,6 +41,8 @@
 #include "harness.h"
 #include "model/model.h"
 #include "cpu/ops.h"
+#include "cpu/kern.h"
+#include "cpu/qdot.h"
 #include "proven.h"
 #include "quant/quant.h"
 
@@ -180,6 +182,89 @@ done:
 	free(y1);
 	free(yk);
 	free(wf);
+}
+
+/* cuda.q8_act (qgemv.cu): the GPU's integer GEMVs against the CPU's fast numerics (qdot.c's
+ * reference: pv_act_convert, then pv_qdot_ref per output), bit for bit, for one row alone and for
+ * calls of 2-16 rows. mode 1 puts awkward blocks in the activations: all zeros, one huge value,
+ * ties of the rounding (amax 127, so x * id = x, and halves), an infinity and a NaN (outputs then
+ * compare as "both NaN": payloads may differ). */
+static void qgemv_case(enum pv_dtype t, int rows, int cols, int mode)
+{
+	char err[512];
+	void* w = make_matrix(t, rows, cols);
+	CHECK(w != NULL, "%s: cannot make a [%d, %d] matrix", pv_dtype_name(t), rows, cols);
+	if (!w) return;
+	struct pv_tensor W = { w, t, rows, cols };
+	enum { T = 16 };
+	float* x = malloc(sizeof(float) * (size_t)T * cols);
+	for (int i = 0; i < T * cols; i++) x[i] = frand();
+	if (mode == 1) {
+		for (int c = 0; c < 256 && c < cols; c++) x[c] = 0.0f;                        /* row 0: a zero block */
+		x[(size_t)1 * cols + 5] = 3.0e30f;                                              /* row 1: one huge value */
+		for (int c = 0; c < cols; c++) /* row 2: amax 127, so id = 1 and the halves are ties */
+			x[(size_t)2 * cols + c] = c % 32 == 0 ? 127.0f : (float)((c % 255) - 127) * 0.5f;
+		x[(size_t)3 * cols + cols / 2] = INFINITY;                                      /* row 3 */
+		x[(size_t)4 * cols + 7] = NAN;                                                  /* row 4 */
+		x[(size_t)5 * cols + 1] = -0.0f;
+	}
+	const int fmt = pv_act_fmt_of(t);
+	const size_t rb = pv_act_row_bytes(fmt, cols);
+	void* act = aligned_alloc(64, rb * T);
+	float* yref = malloc(sizeof(float) * (size_t)T * rows);
+	float* y16 = malloc(sizeof(float) * (size_t)T * rows);
+	float* yk = malloc(sizeof(float) * (size_t)T * rows);
+	pv_act_convert(fmt, x, cols, T, cols, act, rb);
+	pv_qgemm_generic(t, yref, rows, act, rb, T, w, cols, 0, rows);
+	setenv("PV_CUDA_Q8_ACT", "1", 1);
+	int rc = pv_cuda_test_matmul(&W, x, T, y16, err, sizeof(err));
+	CHECK(rc == 0, "q8 %s [%d, %d]: %s", pv_dtype_name(t), rows, cols, err);
+	int bad = -1;
+	for (int i = 0; rc == 0 && i < T * rows && bad < 0; i++) {
+		const int nan = isnan(yref[i]) && isnan(y16[i]);
+		if (!nan && memcmp(&yref[i], &y16[i], 4)) bad = i;
+	}
+	CHECK(rc == 0 && bad < 0, "q8 %s [%d, %d] mode %d: the GPU differs from the CPU's fast numerics at row %d output %d: %.9g vs %.9g",
+	      pv_dtype_name(t), rows, cols, mode, bad < 0 ? 0 : bad / rows, bad < 0 ? 0 : bad % rows, bad < 0 ? 0.0 : (double)y16[bad],
+	      bad < 0 ? 0.0 : (double)yref[bad]);
+	/* every row alone, and calls of 2, 3, 5, 8, 9 rows: the same bits */
+	static const int Ts[] = { 1, 2, 3, 5, 8, 9 };
+	for (size_t i = 0; rc == 0 && i < sizeof Ts / sizeof Ts[0]; i++) {
+		for (int k0 = 0; k0 + Ts[i] <= T; k0 += Ts[i]) {
+			rc = pv_cuda_test_matmul(&W, x + (size_t)k0 * cols, Ts[i], yk, err, sizeof(err));
+			int same = rc == 0;
+			for (int j = 0; same && j < Ts[i] * rows; j++) {
+				const float a = yk[j], b = y16[(size_t)k0 * rows + j];
+				same = (isnan(a) && isnan(b)) || !memcmp(&a, &b, 4);
+			}
+			CHECK(same, "q8 %s [%d, %d]: a %d-row call at row %d differs from the 16-row call", pv_dtype_name(t), rows, cols,
+			      Ts[i], k0);
+			if (!same) break;
+		}
+	}
+	unsetenv("PV_CUDA_Q8_ACT");
+	printf("  q8 gemv %-5s [%5d, %5d] mode %d: %s\n", pv_dtype_name(t), rows, cols, mode, bad < 0 && rc == 0 ? "bitwise the CPU" : "DIFFERS");
+	free(w);
+	free(x);
+	free(act);
+	free(yref);
+	free(y16);
+	free(yk);
+}
+
+static void test_qgemv(void)
+{
+	static const enum pv_dtype types[] = { PV_Q8_0, PV_Q4_K, PV_Q6_K };
+	static const int rows[] = { 1, 37, 300 };
+	static const int cols[] = { 256, 512, 2816, 4096 };
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+		for (size_t ri = 0; ri < 3; ri++)
+			for (size_t ci = 0; ci < 4; ci++) qgemv_case(types[ti], rows[ri], cols[ci], 0);
+		qgemv_case(types[ti], 64, 2816, 1);
+		qgemv_case(types[ti], 1024, 12288, 0);
+	}
+	qgemv_case(PV_Q8_0, 33, 896, 0); /* not a whole number of 256-element chunks */
+	qgemv_case(PV_Q8_0, 33, 96, 1);
 }
 
 static void test_gemv_quick(void)
@@ -1194,6 +1279,12 @@ TEST_CASE(gemv)
 {
 	g_rng = RNG_SEED;
 	test_gemv();
+}
+
+TEST_CASE(qgemv)
+{
+	g_rng = RNG_SEED;
+	test_qgemv();
 }
 
 TEST_CASE(fixtures)

@@ -31,6 +31,11 @@
 #   tools/cuda/spec-check.sh k   K_API=<test_cuda_api parts>, K_TESTS=<test_cuda parts>, the 35B-A3B
 #                                prompt (8 layers; K_FULL35=1 also all 40), K_NCU=1 kernel times over
 #                                a MoE prompt, batching throughput (K_9B=1 the 9B; K_SKIP_8B=1 not the 8B)
+#   tools/cuda/spec-check.sh l   cuda.q8_act (qgemv.cu: the CPU's fast numerics, int8 activations):
+#                                its GEMVs bitwise against the CPU, the quantized fixtures and MTP heads
+#                                with it, courts with it (tiny MoE hybrid, the 8B Q4_K_M shape),
+#                                decode A/B off/on on the 8B Q4_K_M / Q8_0 and 35B-A3B Q4_K_M shapes
+#                                (L_SKIP35=1: not the 35B), the q8_0 KV cache at depth 4096 (L_KV=1)
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
 #                                the exactness court with --draft mtp (snapshot and replay rollback,
@@ -361,6 +366,65 @@ elif [ "$PART" = h ]; then
 			say "ncu prefill 35B-A3B: rc $? ($(grep -c 'Duration' "$f") kernels)"
 			rm -f "$m"
 		fi
+	fi
+elif [ "$PART" = l ]; then
+	# session 5 (2026-12-02): cuda.q8_act. PROVEN_LEDGER=off where only the JSON line is kept.
+	runtest "test_cuda qgemv (bitwise the CPU's fast numerics)" timeout 150 $B/cuda/test_cuda qgemv
+	grep -E 'DIFFERS' "$OUT/.t" | head -5 | tee -a "$SUM" >/dev/null
+	runtest "test_cuda quant (q8_act)" timeout 150 env PV_CUDA_Q8_ACT=1 $B/cuda/test_cuda quant
+	runtest "test_cuda_api mtp (q8_act)" timeout 150 env PV_CUDA_Q8_ACT=1 PV_CUDA_API_ONLY=mtp $B/cuda/test_cuda_api
+	ab() { # label model reps: decode tg128 after pp512, q8_act off / on alternating
+		for r in $(seq ${3:-2}); do
+			for q in 0 1; do
+				have_time 25 "$1 q8_act=$q" || return
+				env PROVEN_LEDGER=off PV_CUDA_Q8_ACT=$q timeout 150 $B/proven bench --backend cuda --model "$2" --pp 512 \
+					--tg 128 --reps 3 --json-only >"$OUT/.b" 2>>"$LOG"
+				[ $? = 0 ] || status=1
+				sed "s/^{/{\"name\":\"$1 q8_act=$q\",/" "$OUT/.b" | grep '^{' >>"$JSON"
+				say "decode $1 q8_act=$q: $(grep -o '"pp_tok_s":[0-9.]*\|"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
+			done
+		done
+	}
+	export PV_CUDA_Q8_ACT=1
+	m=$W/tiny-q35moe-q4_k_m.gguf
+	if $B/proven synth --preset tiny --arch qwen35moe --type q4_k_m --out "$m" --quiet >>"$LOG" 2>&1; then
+		court "tiny qwen35moe q4_k_m self-draft replay-rollback (q8_act)" "$m" --draft "$m" --draft-fixed --rollback replay --max-tokens 16 --limit 12
+		court "tiny qwen35moe q4_k_m self-draft (q8_act)" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 16
+		rm -f "$m"
+	fi
+	unset PV_CUDA_Q8_ACT
+	m=$W/qwen3-8b-q4_k_m.gguf
+	if have_time 120 "8B q4_k_m" && synth qwen3-8b q4_k_m "$m"; then
+		ab "8B Q4_K_M" "$m" 2
+		PV_CUDA_Q8_ACT=1 PROVEN_LEDGER=off timeout 100 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 64 --reps 1 \
+			--profile >"$OUT/.p" 2>>"$LOG" && grep -E '^\|' "$OUT/.p" >"$OUT/profile-8b-q4km-q8act.txt"
+		if have_time 90 "court 8B"; then
+			export PV_CUDA_Q8_ACT=1
+			court "8B Q4_K_M self-draft (q8_act)" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 4
+			unset PV_CUDA_Q8_ACT
+		fi
+		rm -f "$m"
+	fi
+	m=$W/qwen3-8b-q8_0.gguf
+	if have_time 120 "8B q8_0" && synth qwen3-8b q8_0 "$m"; then
+		ab "8B Q8_0" "$m" 2
+		rm -f "$m"
+	fi
+	m=$W/q35moe-q4_k_m.gguf
+	if [ -z "${L_SKIP35:-}" ] && have_time 150 "35B-A3B q4_k_m" && synth qwen3.5-35b-a3b q4_k_m "$m"; then
+		ab "35B-A3B Q4_K_M" "$m" 1
+		rm -f "$m"
+	fi
+	m=$W/qwen3-8b-bf16.gguf
+	if [ -n "${L_KV:-}" ] && have_time 120 "kv depth" && synth qwen3-8b bf16 "$m"; then
+		for ct in f32 q8_0 f32 q8_0; do
+			have_time 30 "kv $ct" || break
+			PROVEN_LEDGER=off timeout 120 $B/proven bench --backend cuda --model "$m" --cache-type $ct --depth 4096 --pp 512 \
+				--tg 128 --reps 2 --json-only >"$OUT/.b" 2>>"$LOG"
+			sed "s/^{/{\"name\":\"8B BF16 kv $ct depth 4096\",/" "$OUT/.b" | grep '^{' >>"$JSON"
+			say "kv $ct 8B BF16 depth 4096: $(grep -o '"tg_tok_s":[0-9.]*\|"kv_bytes_per_token":[0-9.]*' "$OUT/.b" | tr '\n' ' ')"
+		done
+		rm -f "$m"
 	fi
 elif [ "$PART" = j ] || [ "$PART" = k ]; then
 	# session 4 (2026-12-02), two calls. j: the 16-row-group router launch (gemv 37-row check,

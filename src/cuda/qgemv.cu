@@ -1,0 +1,533 @@
+/*
+ * qgemv.cu: the GEMVs of cuda.q8_act, the CPU's fast numerics (src/cpu/qdot.h) on the GPU, bit
+ * for bit: each activation row is quantized once per call to int8 (per block of 32 for Q8_0
+ * weights, of 256 for Q4_K / Q6_K: amax / 127, round to nearest even, x86 min/max clamping), the
+ * integer part of every weight block is exact (dp4a: the order of its adds does not matter), and
+ * the float part is qdot.h's one sequence per output:
+ *
+ *   y = +0;  for each block b in order:  y = fma(fl(dw_b * dx_b), (float)I_b, y)
+ *            Q4_K also:                   y = fma(-fl(dmin_b * dx_b), (float)M_b, y)
+ *
+ * so a row's output is pv_qdot_ref's, whatever the number of rows of the call (1-16) and the
+ * kernel that computes it: batch-invariant by construction, and the CPU's own bits (test_cuda
+ * qgemv compares them). The bias is added after, as the float path does.
+ *
+ * Work split: a warp per weight row (a gate/up pair: the gate row and the up row), 8 warps a
+ * block. A pass of the warp covers 32 Q8_0 blocks (a lane each), 8 Q4_K super-blocks (4 lanes
+ * each: lane i of a super-block has sub-blocks 2i and 2i+1, 32 qs bytes) or 4 Q6_K super-blocks
+ * (8 lanes each: half h = i / 4, group k = i % 4, 32 elements under two sub-block scales). The
+ * lanes of a block add their integers by xor shuffles, then every lane runs the pass's float
+ * chain over the blocks in order (the block's values shuffled from its first lane).
+ *
+ * Activation scratch (tuning.cuh q8_buf): per row, q int8[n] | d float[n / blk] | s int32[n / 32]
+ * (the sums of q per 32 elements, for Q4_K's mins), each part 16-byte aligned. Only calls whose
+ * weights all take one activation format, of at most 16 rows (gathered: one per slot), come here;
+ * the rest keep the float GEMVs (a choice made from the weights alone, so the one-row step and a
+ * verify window make the same one).
+ */
+#include "common.cuh"
+#include "units.cuh"
+
+namespace {
+
+using namespace pv_units;
+
+constexpr int WARPS = 8;
+constexpr int THREADS = WARPS * 32;
+
+__host__ __device__ constexpr size_t a16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* bytes of one quantized activation row of n elements in blocks of blk */
+__host__ __device__ inline size_t qrow_bytes(int blk, int64_t n)
+{
+	return a16((size_t)n) + a16((size_t)(n / blk) * 4) + a16((size_t)(n / 32) * 4);
+}
+
+struct QAct {
+	const unsigned char* base;
+	size_t rb; /* bytes per row */
+	int n, blk;
+	__device__ __forceinline__ const int8_t* q(int t) const { return reinterpret_cast<const int8_t*>(base + (size_t)t * rb); }
+	__device__ __forceinline__ const float* d(int t) const
+	{
+		return reinterpret_cast<const float*>(base + (size_t)t * rb + a16((size_t)n));
+	}
+	__device__ __forceinline__ const int* s(int t) const
+	{
+		return reinterpret_cast<const int*>(base + (size_t)t * rb + a16((size_t)n) + a16((size_t)(n / blk) * 4));
+	}
+};
+
+/* ---- activations -------------------------------------------------------------------------- */
+
+struct QuantArgs {
+	const float *x, *x2;
+	int ldx, xmode, n, blk;
+	unsigned char* out;
+	size_t rb;
+};
+
+/* x86 minps / maxps (qdot.c): the second operand when either is NaN */
+__device__ __forceinline__ float min_x86(float a, float b) { return a < b ? a : b; }
+__device__ __forceinline__ float max_x86(float a, float b) { return a > b ? a : b; }
+
+/* grid (ceil(n / 2048), rows), 256 threads: warp w of block b takes elements 256 c .. 256 c + 255
+ * (c = 8 b + w) of row blockIdx.y, lane l the 8 elements from 256 c + 8 l: a Q8 block is 4 lanes,
+ * a Q8K block the warp. qdot.c's quant_block: amax as the largest bit pattern of |x| (a max: any
+ * order gives the same), d = amax / 127, id = 127 / amax (0 when amax is not > 0), q = rint of
+ * x * id clamped to [-127, 127] the x86 way. */
+__global__ void __launch_bounds__(THREADS) act_quant_kernel(const __grid_constant__ QuantArgs a)
+{
+	pv_grid_sync(); /* x is the previous kernel's output (PDL) */
+	const int lane = threadIdx.x & 31, c = blockIdx.x * WARPS + (threadIdx.x >> 5), t = blockIdx.y;
+	if (c * 256 >= a.n) return; /* whole warps: a Q8 group of 4 lanes never straddles n (n % 32 == 0) */
+	const int e0 = c * 256 + lane * 8;
+	const bool in = e0 < a.n;
+	float v[8];
+	if (in) {
+		const float* xr = a.x + (size_t)t * a.ldx + e0;
+		const float4 p0 = *reinterpret_cast<const float4*>(xr), p1 = *reinterpret_cast<const float4*>(xr + 4);
+		v[0] = p0.x, v[1] = p0.y, v[2] = p0.z, v[3] = p0.w, v[4] = p1.x, v[5] = p1.y, v[6] = p1.z, v[7] = p1.w;
+		if (a.xmode == PV_X_SWIGLU) {
+			const float* ur = a.x2 + (size_t)t * a.ldx + e0;
+#pragma unroll
+			for (int i = 0; i < 8; i++) v[i] = (v[i] / (1.0f + expf(-v[i]))) * ur[i]; /* gemv.cu's xin */
+		}
+	} else {
+#pragma unroll
+		for (int i = 0; i < 8; i++) v[i] = 0.0f;
+	}
+	unsigned ab = 0;
+#pragma unroll
+	for (int i = 0; i < 8; i++) ab = max(ab, __float_as_uint(v[i]) & 0x7fffffffu);
+	if (a.blk == 32) {
+		ab = max(ab, __shfl_xor_sync(0xffffffffu, ab, 1));
+		ab = max(ab, __shfl_xor_sync(0xffffffffu, ab, 2));
+	} else {
+		ab = __reduce_max_sync(0xffffffffu, ab);
+	}
+	const float amax = __uint_as_float(ab);
+	const float d = __fdiv_rn(amax, 127.0f);
+	const float id = amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+	uint32_t w[2] = { 0, 0 };
+	int s = 0;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		const int q = (int)rintf(max_x86(min_x86(__fmul_rn(v[i], id), 127.0f), -127.0f));
+		s += q;
+		w[i >> 2] |= (uint32_t)(q & 0xff) << (8 * (i & 3));
+	}
+	s += __shfl_xor_sync(0xffffffffu, s, 1);
+	s += __shfl_xor_sync(0xffffffffu, s, 2);
+	if (!in) return;
+	unsigned char* row = a.out + (size_t)t * a.rb;
+	*reinterpret_cast<uint2*>(row + e0) = make_uint2(w[0], w[1]);
+	float* dd = reinterpret_cast<float*>(row + a16((size_t)a.n));
+	int* ss = reinterpret_cast<int*>(row + a16((size_t)a.n) + a16((size_t)(a.n / a.blk) * 4));
+	if ((lane & 3) == 0) {
+		ss[e0 / 32] = s;
+		if (a.blk == 32) dd[e0 / 32] = d;
+	}
+	if (a.blk == 256 && lane == 0) dd[c] = d;
+}
+
+/* ---- products ----------------------------------------------------------------------------- */
+
+struct QParams {
+	Seg seg[3];
+	int nseg;
+	int cols, T;
+	QAct act;
+	const int* sel; /* gathered (gemv.cu's Params): block column y is slot q */
+	int sel_k, x_by_slot;
+	int pair;       /* seg[0] gate, seg[1] up: y = silu(g) * u into seg[0].y */
+};
+
+__device__ __forceinline__ int dp4(uint32_t a, uint32_t b, int c) { return __dp4a((int)a, (int)b, c); }
+
+/* the 4 words of an int4 */
+__device__ __forceinline__ uint32_t iw(const int4& v, int i)
+{
+	return (uint32_t)(i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w);
+}
+
+/* Q4_K sub-block j's 6-bit scale and min (pv_q_scale_min_k4) from the header words y, z, w */
+__device__ __forceinline__ void k4_int(const uint4& h, int j, int* sc, int* m)
+{
+	if (j < 4) {
+		*sc = sbyte(h, j) & 63;
+		*m = sbyte(h, j + 4) & 63;
+	} else {
+		*sc = (sbyte(h, j + 4) & 0xf) | ((sbyte(h, j - 4) >> 6) << 4);
+		*m = (sbyte(h, j + 4) >> 4) | ((sbyte(h, j) >> 6) << 4);
+	}
+}
+
+/* One pass of a warp over a weight row: its raw bytes (load, issued U passes at a time so more
+ * bytes are in flight), then its products with rows t < T of the activations, chained into y. */
+template <int K>
+struct QK;
+
+/* Q8_0, planes qs (32 bytes a block) | d (f16): lane l has block 32 pass + l */
+template <>
+struct QK<K_Q8_0> {
+	static constexpr int U = 4;
+	struct Raw {
+		uint4 w0, w1;
+		unsigned short d;
+	};
+	__device__ static int passes(int cols) { return (cols / 32 + 31) / 32; }
+	__device__ static Raw load(const RowP& rp, int cols, int ps)
+	{
+		const int b = 32 * ps + (threadIdx.x & 31);
+		Raw r = { make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 0 };
+		if (b < cols / 32) {
+			r.w0 = ldw4(rp.q0 + (size_t)b * 32);
+			r.w1 = ldw4(rp.q0 + (size_t)b * 32 + 16);
+			r.d = ldw2(rp.q1 + (size_t)b * 2);
+		}
+		return r;
+	}
+	template <int TT>
+	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* y)
+	{
+		const int nb = cols / 32, b = 32 * ps + (threadIdx.x & 31), nj = min(32, nb - 32 * ps);
+		const bool on = b < nb;
+		const float dw = f16f(r.d);
+#pragma unroll
+		for (int t = 0; t < TT; t++) {
+			if (t >= T) break;
+			float p = 0.0f, fi = 0.0f;
+			if (on) {
+				const int4* xa = reinterpret_cast<const int4*>(A.q(x0 + t) + (size_t)b * 32);
+				const int4 a0 = __ldg(xa), a1 = __ldg(xa + 1);
+				int I = 0;
+#pragma unroll
+				for (int i = 0; i < 4; i++) I = dp4(word(r.w0, i), iw(a0, i), I);
+#pragma unroll
+				for (int i = 0; i < 4; i++) I = dp4(word(r.w1, i), iw(a1, i), I);
+				p = __fmul_rn(dw, __ldg(A.d(x0 + t) + b));
+				fi = __int2float_rn(I);
+			}
+			float acc = y[t];
+			for (int j = 0; j < nj; j++) acc = fmaf(__shfl_sync(0xffffffffu, p, j), __shfl_sync(0xffffffffu, fi, j), acc);
+			y[t] = acc;
+		}
+	}
+};
+
+/* Q4_K, one plane of whole 144-byte blocks (d, dmin | 12 scale bytes | 128 qs): lanes 4j .. 4j+3
+ * have super-block 8 pass + j, lane i of them sub-blocks 2i (low nibbles of qs 32i ..) and 2i+1
+ * (high nibbles) */
+template <>
+struct QK<K_Q4_K> {
+	static constexpr int U = 2;
+	struct Raw {
+		uint4 h, q0, q1;
+	};
+	__device__ static int passes(int cols) { return (cols / 256 + 7) / 8; }
+	__device__ static Raw load(const RowP& rp, int cols, int ps)
+	{
+		const int lane = threadIdx.x & 31, sb = 8 * ps + (lane >> 2), i = lane & 3;
+		Raw r = { make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0) };
+		if (sb < cols / 256) {
+			const unsigned char* blk = rp.q0 + (size_t)sb * 144;
+			r.h = ldg<uint4>(blk);
+			r.q0 = ldw4(blk + 16 + 32 * i);
+			r.q1 = ldw4(blk + 32 + 32 * i);
+		}
+		return r;
+	}
+	template <int TT>
+	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* y)
+	{
+		const int lane = threadIdx.x & 31, nsb = cols / 256, sb = 8 * ps + (lane >> 2), i = lane & 3;
+		const bool on = sb < nsb;
+		const int nj = min(8, nsb - 8 * ps);
+		int sc0, m0, sc1, m1;
+		k4_int(r.h, 2 * i, &sc0, &m0);
+		k4_int(r.h, 2 * i + 1, &sc1, &m1);
+		const float d = f16f(r.h.x & 0xffffu), dmin = f16f(r.h.x >> 16);
+#pragma unroll
+		for (int t = 0; t < TT; t++) {
+			if (t >= T) break;
+			int I = 0, M = 0;
+			float dx = 0.0f;
+			if (on) {
+				const int4* xa = reinterpret_cast<const int4*>(A.q(x0 + t) + (size_t)sb * 256 + 64 * i);
+				const int4 a0 = __ldg(xa), a1 = __ldg(xa + 1), a2 = __ldg(xa + 2), a3 = __ldg(xa + 3);
+				int lo = 0, hi = 0;
+#pragma unroll
+				for (int w = 0; w < 8; w++) {
+					const uint32_t qw = w < 4 ? word(r.q0, w) : word(r.q1, w - 4);
+					lo = dp4(qw & 0x0f0f0f0fu, w < 4 ? iw(a0, w) : iw(a1, w - 4), lo);
+					hi = dp4((qw >> 4) & 0x0f0f0f0fu, w < 4 ? iw(a2, w) : iw(a3, w - 4), hi);
+				}
+				const int* S = A.s(x0 + t) + (size_t)sb * 8 + 2 * i;
+				I = sc0 * lo + sc1 * hi;
+				M = m0 * __ldg(S) + m1 * __ldg(S + 1);
+				dx = __ldg(A.d(x0 + t) + sb);
+			}
+			I += __shfl_xor_sync(0xffffffffu, I, 1);
+			I += __shfl_xor_sync(0xffffffffu, I, 2);
+			M += __shfl_xor_sync(0xffffffffu, M, 1);
+			M += __shfl_xor_sync(0xffffffffu, M, 2);
+			const float p1 = __fmul_rn(d, dx), p2 = -__fmul_rn(dmin, dx);
+			const float fI = __int2float_rn(I), fM = __int2float_rn(M);
+			float acc = y[t];
+			for (int j = 0; j < nj; j++) {
+				acc = fmaf(__shfl_sync(0xffffffffu, p1, 4 * j), __shfl_sync(0xffffffffu, fI, 4 * j), acc);
+				acc = fmaf(__shfl_sync(0xffffffffu, p2, 4 * j), __shfl_sync(0xffffffffu, fM, 4 * j), acc);
+			}
+			y[t] = acc;
+		}
+	}
+};
+
+/* Q6_K, planes ql (128) + qh (64) | scales (16, int8) | d (f16) per super-block: lanes 8j .. 8j+7
+ * have super-block 4 pass + j; lane i of them, h = i / 4, k = i % 4, elements 128 h + 32 k + l
+ * (l < 32): ql byte 64 h + 32 (k & 1) + l (low nibble for k < 2), bits 2k of qh byte 32 h + l,
+ * scale 8 h + 2 k + l / 16 */
+template <>
+struct QK<K_Q6_K> {
+	static constexpr int U = 2;
+	struct Raw {
+		uint4 l0, l1, h0, h1;
+		int sc;           /* the two scales, bytes 0 and 1 */
+		unsigned short d;
+	};
+	__device__ static int passes(int cols) { return (cols / 256 + 3) / 4; }
+	__device__ static Raw load(const RowP& rp, int cols, int ps)
+	{
+		const int lane = threadIdx.x & 31, sb = 4 * ps + (lane >> 3), i = lane & 7, h = i >> 2, k = i & 3;
+		Raw r = { make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 0, 0 };
+		if (sb < cols / 256) {
+			const unsigned char* q = rp.q0 + (size_t)sb * 192;
+			r.l0 = ldw4(q + 64 * h + 32 * (k & 1));
+			r.l1 = ldw4(q + 64 * h + 32 * (k & 1) + 16);
+			r.h0 = ldw4(q + 128 + 32 * h);
+			r.h1 = ldw4(q + 128 + 32 * h + 16);
+			r.sc = ldw2(rp.q1 + (size_t)sb * 16 + 8 * h + 2 * k); /* even offset: one 2-byte load */
+			r.d = ldw2(rp.q2 + (size_t)sb * 2);
+		}
+		return r;
+	}
+	template <int TT>
+	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* y)
+	{
+		const int lane = threadIdx.x & 31, nsb = cols / 256, sb = 4 * ps + (lane >> 3), i = lane & 7, h = i >> 2, k = i & 3;
+		const bool on = sb < nsb;
+		const int nj = min(4, nsb - 4 * ps);
+		const int sc0 = (int)(signed char)(r.sc & 0xff), sc1 = (int)(signed char)(r.sc >> 8);
+		const float d = f16f(r.d);
+		uint32_t v[8]; /* the 32 values minus 32, as signed bytes */
+#pragma unroll
+		for (int w = 0; w < 8; w++) {
+			const uint32_t lw = w < 4 ? word(r.l0, w) : word(r.l1, w - 4), hw = w < 4 ? word(r.h0, w) : word(r.h1, w - 4);
+			const uint32_t u = ((lw >> (4 * (k >> 1))) & 0x0f0f0f0fu) | (((hw >> (2 * k)) & 0x03030303u) << 4);
+			v[w] = ((u | 0x80808080u) - 0x20202020u) ^ 0x80808080u; /* bytewise u - 32: no borrow crosses a byte */
+		}
+#pragma unroll
+		for (int t = 0; t < TT; t++) {
+			if (t >= T) break;
+			int I = 0;
+			float dx = 0.0f;
+			if (on) {
+				const int4* xa = reinterpret_cast<const int4*>(A.q(x0 + t) + (size_t)sb * 256 + 128 * h + 32 * k);
+				const int4 a0 = __ldg(xa), a1 = __ldg(xa + 1);
+				int s0 = 0, s1 = 0;
+#pragma unroll
+				for (int w = 0; w < 4; w++) s0 = dp4(v[w], iw(a0, w), s0);
+#pragma unroll
+				for (int w = 0; w < 4; w++) s1 = dp4(v[4 + w], iw(a1, w), s1);
+				I = sc0 * s0 + sc1 * s1;
+				dx = __ldg(A.d(x0 + t) + sb);
+			}
+			I += __shfl_xor_sync(0xffffffffu, I, 1);
+			I += __shfl_xor_sync(0xffffffffu, I, 2);
+			I += __shfl_xor_sync(0xffffffffu, I, 4);
+			const float p = __fmul_rn(d, dx), fI = __int2float_rn(I);
+			float acc = y[t];
+			for (int j = 0; j < nj; j++) acc = fmaf(__shfl_sync(0xffffffffu, p, 8 * j), __shfl_sync(0xffffffffu, fI, 8 * j), acc);
+			y[t] = acc;
+		}
+	}
+};
+
+/* y[t] for rows t < T of one weight row (its planes at rp): the passes in order, U at a time */
+template <int K, int TT>
+__device__ __forceinline__ void row_dot(const RowP& rp, int cols, const QAct& A, int x0, int T, float* y)
+{
+	using Q = QK<K>;
+	const int np = Q::passes(cols);
+	for (int p0 = 0; p0 < np; p0 += Q::U) {
+		typename Q::Raw r[Q::U];
+#pragma unroll
+		for (int u = 0; u < Q::U; u++)
+			if (p0 + u < np) r[u] = Q::load(rp, cols, p0 + u);
+#pragma unroll
+		for (int u = 0; u < Q::U; u++)
+			if (p0 + u < np) Q::template dot<TT>(r[u], cols, p0 + u, A, x0, T, y);
+	}
+}
+
+template <int K, int TT>
+__global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ QParams p)
+{
+	const int b = blockIdx.x;
+	const Seg* sp = &p.seg[0];
+	if (!p.pair && p.nseg > 1 && b >= p.seg[1].block0) sp = &p.seg[1];
+	if (!p.pair && p.nseg > 2 && b >= p.seg[2].block0) sp = &p.seg[2];
+	const Seg& s = *sp;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int64_t row = (int64_t)(b - s.block0) * WARPS + warp;
+	pv_grid_sync(); /* the activations and the expert ids are earlier kernels' (PDL) */
+	if (row >= s.rows) return; /* a whole warp */
+	int64_t wrow = row;
+	int x0 = 0;
+	float* yo = s.y;
+	if (p.sel) {
+		const int q = blockIdx.y;
+		wrow += (int64_t)p.sel[q] * s.rows;
+		x0 = p.x_by_slot ? q : q / p.sel_k;
+		yo += (size_t)q * s.ldy;
+	}
+	float y[TT];
+#pragma unroll
+	for (int t = 0; t < TT; t++) y[t] = 0.0f;
+	row_dot<K, TT>(rowp(s, wrow), p.cols, p.act, x0, p.T, y);
+	if (p.pair) {
+		/* the up row; silu(g) * u as gemv.cu's pair (and swiglu_kernel) */
+		float u = 0.0f;
+		row_dot<K, 1>(rowp(p.seg[1], wrow), p.cols, p.act, x0, 1, &u);
+		if (lane == 0) {
+			float g = y[0];
+			if (s.bias) g = g + s.bias[row];
+			if (p.seg[1].bias) u = u + p.seg[1].bias[row];
+			yo[row] = (g / (1.0f + expf(-g))) * u; /* pv_silu(gate) * up */
+		}
+		return;
+	}
+	if (lane == 0) {
+#pragma unroll
+		for (int t = 0; t < TT; t++)
+			if (t < p.T) yo[(size_t)t * s.ldy + row] = s.bias ? y[t] + s.bias[row] : y[t];
+	}
+}
+
+typedef void (*qkernel_fn)(QParams);
+
+template <int K>
+qkernel_fn pick_tt(int TT)
+{
+	switch (TT) {
+	case 1: return qgemv_kernel<K, 1>;
+	case 2: return qgemv_kernel<K, 2>;
+	case 4: return qgemv_kernel<K, 4>;
+	case 8: return qgemv_kernel<K, 8>;
+	default: return qgemv_kernel<K, 16>;
+	}
+}
+
+qkernel_fn pick(int kind, int TT)
+{
+	return kind == K_Q8_0 ? pick_tt<K_Q8_0>(TT) : kind == K_Q4_K ? pick_tt<K_Q4_K>(TT) : pick_tt<K_Q6_K>(TT);
+}
+
+/* the weight kinds of this numerics and their activation blocks (0: not one of them) */
+int qkind(const struct dmat* w, int* blk)
+{
+	switch (w->type) {
+	case PV_Q8_0: *blk = 32; return K_Q8_0;
+	case PV_Q4_K: *blk = 256; return K_Q4_K;
+	case PV_Q6_K: *blk = 256; return K_Q6_K;
+	default: return 0;
+	}
+}
+
+} // namespace
+
+size_t pv_cuda_q8_bytes(int64_t rows, int64_t cols)
+{
+	return (size_t)rows * qrow_bytes(32, (cols + 31) / 32 * 32); /* blocks of 32 take the most */
+}
+
+int pv_cuda_q8_applies(const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, int T,
+                       const struct gemv_gather* ga)
+{
+	if (!tu->q8_act || !tu->q8_buf || n_out < 1 || n_out > 3 || T < 1 || T > PV_CUDA_ROWS) return 0;
+	if (ga && T != 1) return 0;
+	int blk = 0;
+	for (int i = 0; i < n_out; i++) {
+		int b = 0;
+		if (!qkind(outs[i].w, &b) || (i && b != blk) || outs[i].w->cols != outs[0].w->cols || outs[i].w->cols % b)
+			return 0;
+		blk = b;
+	}
+	const int64_t xrows = ga ? (ga->x_by_slot ? ga->slots : (ga->slots + ga->k - 1) / ga->k) : T;
+	return (size_t)xrows * qrow_bytes(blk, outs[0].w->cols) <= tu->q8_bytes;
+}
+
+int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
+                  const float* x2, int ldx, int xmode, int T, const struct gemv_gather* ga, int pair, int* n_launch,
+                  char* err, size_t errlen)
+{
+	if (!pv_cuda_q8_applies(tu, outs, n_out, T, ga) || ((uintptr_t)x & 15) || ldx % 4 || (x2 && ((uintptr_t)x2 & 15)))
+		return 0;
+	int blk = 0;
+	qkind(outs[0].w, &blk);
+	const int n = (int)outs[0].w->cols;
+	const int xrows = ga ? (ga->x_by_slot ? ga->slots : (ga->slots + ga->k - 1) / ga->k) : T;
+	unsigned char* buf = (void*)st == tu->q8_side && tu->q8_buf2 ? tu->q8_buf2 : tu->q8_buf;
+	const size_t rb = qrow_bytes(blk, n);
+	{
+		QuantArgs a = { x, x2, ldx, xmode, n, blk, buf, rb };
+		PV_LAUNCH("q8 activations", tu, err, errlen, act_quant_kernel, dim3((unsigned)((n + 2047) / 2048), (unsigned)xrows),
+		          dim3(THREADS), 0, st, a);
+		if (n_launch) ++*n_launch;
+	}
+	const int TT = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : 16;
+	/* outputs of one kind share a launch, in order (a pair: both of one kind, checked by the caller) */
+	int done[3] = { 0, 0, 0 };
+	for (int i = 0; i < n_out; i++) {
+		if (done[i]) continue;
+		QParams p;
+		memset(&p, 0, sizeof p);
+		p.cols = n;
+		p.T = T;
+		p.act = QAct{ buf, rb, n, blk };
+		p.pair = pair;
+		if (ga) {
+			p.sel = ga->sel;
+			p.sel_k = ga->k;
+			p.x_by_slot = ga->x_by_slot;
+		}
+		int blk_i = 0;
+		const int kind = qkind(outs[i].w, &blk_i);
+		int64_t blocks = 0;
+		for (int j = i; j < n_out && p.nseg < 3; j++) {
+			int bj = 0;
+			if (done[j] || (qkind(outs[j].w, &bj) != kind && !pair)) continue;
+			const struct dmat* w = outs[j].w;
+			Seg& s = p.seg[p.nseg++];
+			s.p0 = w->p[0];
+			s.p1 = w->p[1];
+			s.p2 = w->p[2];
+			s.s0 = w->stride[0];
+			s.s1 = w->stride[1];
+			s.s2 = w->stride[2];
+			s.y = outs[j].y;
+			s.ldy = outs[j].ldy;
+			s.bias = outs[j].bias;
+			s.rows = (int)(ga ? w->rows / ga->n_experts : w->rows);
+			s.block0 = (int)blocks;
+			if (!pair || j == i) blocks += (s.rows + WARPS - 1) / WARPS;
+			done[j] = 1;
+		}
+		if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: q8 gemv grid of %lld blocks", (long long)blocks);
+		const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
+		PV_LAUNCH("q8 gemv", tu, err, errlen, pick(kind, pair ? 1 : TT), grid, dim3(THREADS), 0, st, p);
+		if (n_launch) ++*n_launch;
+	}
+	return 1;
+}
