@@ -141,7 +141,8 @@ void layout(struct pv_session* s, struct carve* cv)
 		const int64_t rows = (int64_t)B * (c->n_experts_used > 1 ? c->n_experts_used : 1);
 		d->tu.q8_bytes = pv_cuda_q8_bytes(rows, w);
 		d->tu.q8_buf = take<unsigned char>(cv, d->tu.q8_bytes);
-		d->tu.q8_buf2 = d->st2 ? take<unsigned char>(cv, d->tu.q8_bytes) : NULL;
+		const int side = c->n_experts && c->shared_inter && d->tu.moe_side; /* session_init makes st2 then */
+		d->tu.q8_buf2 = side ? take<unsigned char>(cv, d->tu.q8_bytes) : NULL;
 		d->tu.q8_side = (void*)d->st2;
 	}
 	d->step_dev = take<struct dstep>(cv, 1);

@@ -396,8 +396,10 @@ elif [ "$PART" = l ]; then
 	m=$W/qwen3-8b-q4_k_m.gguf
 	if have_time 120 "8B q4_k_m" && synth qwen3-8b q4_k_m "$m"; then
 		ab "8B Q4_K_M" "$m" 2
-		PV_CUDA_Q8_ACT=1 PROVEN_LEDGER=off timeout 100 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 64 --reps 1 \
-			--profile >"$OUT/.p" 2>>"$LOG" && grep -E '^\|' "$OUT/.p" >"$OUT/profile-8b-q4km-q8act.txt"
+		for q in 0 1; do
+			PV_CUDA_Q8_ACT=$q PROVEN_LEDGER=off timeout 100 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 64 \
+				--reps 1 --profile >"$OUT/.p" 2>>"$LOG" && grep -E '^\|' "$OUT/.p" >"$OUT/profile-8b-q4km-q8act$q.txt"
+		done
 		if have_time 90 "court 8B"; then
 			export PV_CUDA_Q8_ACT=1
 			court "8B Q4_K_M self-draft (q8_act)" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 4
