@@ -22,6 +22,28 @@
 
 namespace {
 
+/* The add+RMSNorm before a projection of weights `next`: with cuda.q8_act (and next one of its
+ * kinds) the kernel also writes xn quantized, and the GEMVs that read xn take it as it is
+ * (tu.q8_have, until q8_used after the last of them); else the plain kernel. */
+int norm_for(struct dsession* d, cudaStream_t st, float* x, const float* delta, float* xn, const float* w, int H, float eps,
+             int n, const struct dmat* next, char* err, size_t errlen)
+{
+	d->tu.q8_have = NULL;
+	const int blk = next && next->type >= 0 ? pv_cuda_q8_blk(next) : 0;
+	const int f = blk ? pv_cuda_add_rmsnorm_q8(st, &d->tu, x, delta, xn, w, H, eps, n, blk, err, errlen) : 0;
+	if (f < 0) return -1;
+	if (f) {
+		d->tu.q8_have = xn;
+		d->tu.q8_have_blk = blk;
+		d->tu.q8_have_rows = n;
+		return 0;
+	}
+	return pv_cuda_add_rmsnorm(st, &d->tu, x, delta, xn, w, H, eps, n, err, errlen);
+}
+
+/* after the last GEMV that reads the normed rows: the scratch is anyone's again */
+void q8_used(struct dsession* d) { d->tu.q8_have = NULL; }
+
 /* One Gated DeltaNet mixer: projections, conv + recurrence + gated norm, out_proj into delta. */
 /* One row with a norm weight nn: out_proj also does the add+RMSNorm that follows (*normed = 1). */
 int fused_out(struct pv_session* s, const struct gemv_out* o, const float* x, int ldx, const float* nn, int n, int* nl,
@@ -74,6 +96,7 @@ int enqueue_deltanet(struct pv_session* s, const struct dlayer* L, int l, int n,
 		pv_prof_weigh(d, o, 4, 1);
 		if (pv_cuda_gemv(d->st, &d->tu, o, 4, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
 	}
+	q8_used(d);
 	if (pv_prof_mark(d, G_DPROJ, *nl, err, errlen)) return -1;
 	pv_delta_args_layer(&a, c, L, d->state + (size_t)d->lin_index[l] * pv_state_floats_per_layer(c));
 	a.mix = d->lin_raw;
@@ -119,6 +142,7 @@ int enqueue_attention(struct pv_session* s, const struct dlayer* L, int l, void*
 			                 { &L->wv, d->vraw, kvd, L->bv } };
 		pv_prof_weigh(d, o, 3, 1);
 		if (pv_cuda_gemv(st, &d->tu, o, 3, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+		q8_used(d);
 		if (pv_prof_mark(d, G_QKV, *nl, err, errlen)) return -1;
 	}
 	/* one row: the attention kernel does the input stage itself (cuda.attn_fuse) */
@@ -203,6 +227,7 @@ int enqueue_swiglu(struct pv_session* s, cudaStream_t st, const struct dmat* gat
 	const int paired = pv_cuda_gemv_swiglu(st, &d->tu, &o[0], &o[1], d->xn, H, n, nl, err, errlen);
 	if (paired < 0) return -1;
 	if (!paired && pv_cuda_gemv(st, &d->tu, o, 2, d->xn, NULL, H, PV_X_PLAIN, n, nl, err, errlen)) return -1;
+	if (st == d->st) q8_used(d); /* the side stream's shared expert has its own scratch */
 	if (!shared && pv_prof_mark(d, G_GATEUP, *nl, err, errlen)) return -1;
 	struct gemv_out od[1] = { { down, out, H, NULL } };
 	pv_prof_weigh(d, od, 1, 1);
@@ -260,6 +285,7 @@ int enqueue_moe(struct pv_session* s, const struct dlayer* L, int n, int* nl, ch
 	if (paired < 0) return -1;
 	if (!paired && pv_cuda_gemv_gather(d->st, &d->tu, gu, 2, d->xn, NULL, H, PV_X_PLAIN, 1, &ga, nl, err, errlen))
 		return -1;
+	q8_used(d); /* the shared expert after these (no side stream) quantizes xn again */
 	ga.x_by_slot = 1;
 	struct gemv_out dn[1] = { { &L->ex_down, d->eo, H, NULL } };
 	pv_prof_weigh(d, dn, 1, (double)n * k / E);
@@ -319,8 +345,8 @@ int pv_cuda_enqueue_layer(struct pv_session* s, const struct dlayer* L, int l, i
 	cudaStream_t st = d->st;
 	const int H = c->hidden;
 	if (!*normed) {
-		if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, first ? NULL : d->delta, d->xn, L->attn_norm, H, c->rms_eps, n, err,
-		                        errlen))
+		const struct dmat* next = kind == PV_LAYER_LINEAR ? (L->in_qkvz.type >= 0 ? &L->in_qkvz : &L->in_qkv) : &L->wq;
+		if (norm_for(d, st, d->x, first ? NULL : d->delta, d->xn, L->attn_norm, H, c->rms_eps, n, next, err, errlen))
 			return -1;
 		++*nl;
 		if (pv_prof_mark(d, G_NORM, *nl, err, errlen)) return -1;
@@ -332,7 +358,8 @@ int pv_cuda_enqueue_layer(struct pv_session* s, const struct dlayer* L, int l, i
 		return -1;
 	}
 	if (!*normed) {
-		if (pv_cuda_add_rmsnorm(st, &d->tu, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, err, errlen)) return -1;
+		if (norm_for(d, st, d->x, d->delta, d->xn, L->ffn_norm, H, c->rms_eps, n, moe ? &L->ex_gate : &L->gate, err, errlen))
+			return -1;
 		++*nl;
 		if (pv_prof_mark(d, G_NORM, *nl, err, errlen)) return -1;
 	}
@@ -371,8 +398,8 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 	if (lm) {
 		const int rows = n - lr0;
 		if (!normed) {
-			if (pv_cuda_add_rmsnorm(st, &d->tu, d->x + (size_t)lr0 * H, d->delta + (size_t)lr0 * H, d->xn,
-			                        dm->final_norm, H, c->rms_eps, rows, err, errlen))
+			if (norm_for(d, st, d->x + (size_t)lr0 * H, d->delta + (size_t)lr0 * H, d->xn, dm->final_norm, H, c->rms_eps,
+			             rows, &dm->lm_head, err, errlen))
 				goto out;
 			nl++;
 			if (pv_prof_mark(d, G_NORM, nl, err, errlen)) goto out;
@@ -380,6 +407,7 @@ int pv_cuda_enqueue_step(struct pv_session* s, const struct dstep* step, int n, 
 		struct gemv_out o[1] = { { &dm->lm_head, d->logits, c->vocab, NULL } };
 		pv_prof_weigh(d, o, 1, 1);
 		if (pv_cuda_gemv(st, &d->tu, o, 1, d->xn, NULL, H, PV_X_PLAIN, rows, &nl, err, errlen)) goto out;
+		q8_used(d);
 		if (pv_prof_mark(d, G_LMHEAD, nl, err, errlen)) goto out;
 		if (pv_cuda_argmax(st, &d->tu, d->logits, c->vocab, rows, d->ids, err, errlen)) goto out;
 		nl++;

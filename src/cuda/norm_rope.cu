@@ -9,6 +9,7 @@
  * forward.c's, operation for operation (the build has -fmad=false, so nothing is fused).
  */
 #include "common.cuh"
+#include "qact.cuh"
 #include "units.cuh"
 
 #include <cuda_fp16.h>
@@ -48,6 +49,24 @@ __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(float* x, con
 	const float ss = pv_block_sum_all<NORM_THREADS>(pv_add_sumsq<NORM_THREADS>(xr, delta, t, H), red);
 	const float r = 1.0f / sqrtf(ss / (float)H + eps); /* pv_rmsnorm */
 	for (int i = threadIdx.x; i < H; i += NORM_THREADS) xn[(size_t)t * H + i] = (xr[i] * r) * w[i];
+}
+
+/* add_rmsnorm4_kernel, then the block's warps quantize its row of xn into q (cuda.q8_act,
+ * qact.cuh): the bytes qgemv.cu's activation kernel would write from the same xn */
+__global__ void __launch_bounds__(NORM4_THREADS) add_rmsnorm4_q8_kernel(float* x, const float* delta, float* xn,
+                                                                        const float* w, int H, float eps, int blk,
+                                                                        unsigned char* q, size_t rb)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	__shared__ float red[NORM4_THREADS / 32 + 1];
+	const size_t o = (size_t)blockIdx.x * H;
+	pv_add_rmsnorm_row<NORM4_THREADS>(x + o, delta ? delta + o : nullptr, xn + o, w, H, eps, red);
+	__syncthreads(); /* the row of xn is written (global memory, this block) */
+	for (int c = threadIdx.x >> 5; c * 256 < H; c += NORM4_THREADS / 32) {
+		float v[8];
+		pv_q8_load8(xn + o, H, c, v);
+		pv_q8_chunk(v, H, blk, c, q + (size_t)blockIdx.x * rb);
+	}
 }
 
 /* The same for H a multiple of 4 and 16-byte aligned rows: one block of NORM4_THREADS per row
@@ -175,6 +194,18 @@ int pv_cuda_add_rmsnorm(cudaStream_t st, const struct pv_cuda_tuning* tu, float*
 		PV_LAUNCH("add_rmsnorm", tu, err, errlen, add_rmsnorm_kernel, dim3((unsigned)n), dim3(NORM_THREADS), 0, st, x,
 		          delta, xn, w, H, eps);
 	return 0;
+}
+
+int pv_cuda_add_rmsnorm_q8(cudaStream_t st, const struct pv_cuda_tuning* tu, float* x, const float* delta, float* xn,
+                           const float* w, int H, float eps, int n, int blk, char* err, size_t errlen)
+{
+	const int vec = H % 4 == 0 && !(((uintptr_t)x | (uintptr_t)delta | (uintptr_t)xn | (uintptr_t)w) & 15);
+	const size_t rb = blk ? pv_qrow_bytes(blk, H) : 0;
+	if (!tu->q8_act || !tu->q8_buf || !vec || (blk != 32 && blk != 256) || H % blk || n < 1 || (size_t)n * rb > tu->q8_bytes)
+		return 0;
+	PV_LAUNCH("add_rmsnorm_q8", tu, err, errlen, add_rmsnorm4_q8_kernel, dim3((unsigned)n), dim3(NORM4_THREADS), 0, st, x,
+	          delta, xn, w, H, eps, blk, tu->q8_buf, rb);
+	return 1;
 }
 
 int pv_cuda_qkv_post(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct qkv_post_args* a, int n, char* err,

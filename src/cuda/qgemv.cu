@@ -26,6 +26,7 @@
  * verify window make the same one).
  */
 #include "common.cuh"
+#include "qact.cuh"
 #include "units.cuh"
 
 namespace {
@@ -35,14 +36,6 @@ using namespace pv_units;
 constexpr int WARPS = 8;
 constexpr int THREADS = WARPS * 32;
 
-__host__ __device__ constexpr size_t a16(size_t n) { return (n + 15) & ~(size_t)15; }
-
-/* bytes of one quantized activation row of n elements in blocks of blk */
-__host__ __device__ inline size_t qrow_bytes(int blk, int64_t n)
-{
-	return a16((size_t)n) + a16((size_t)(n / blk) * 4) + a16((size_t)(n / 32) * 4);
-}
-
 struct QAct {
 	const unsigned char* base;
 	size_t rb; /* bytes per row */
@@ -50,11 +43,11 @@ struct QAct {
 	__device__ __forceinline__ const int8_t* q(int t) const { return reinterpret_cast<const int8_t*>(base + (size_t)t * rb); }
 	__device__ __forceinline__ const float* d(int t) const
 	{
-		return reinterpret_cast<const float*>(base + (size_t)t * rb + a16((size_t)n));
+		return reinterpret_cast<const float*>(base + (size_t)t * rb + pv_a16((size_t)n));
 	}
 	__device__ __forceinline__ const int* s(int t) const
 	{
-		return reinterpret_cast<const int*>(base + (size_t)t * rb + a16((size_t)n) + a16((size_t)(n / blk) * 4));
+		return reinterpret_cast<const int*>(base + (size_t)t * rb + pv_a16((size_t)n) + pv_a16((size_t)(n / blk) * 4));
 	}
 };
 
@@ -67,68 +60,22 @@ struct QuantArgs {
 	size_t rb;
 };
 
-/* x86 minps / maxps (qdot.c): the second operand when either is NaN */
-__device__ __forceinline__ float min_x86(float a, float b) { return a < b ? a : b; }
-__device__ __forceinline__ float max_x86(float a, float b) { return a > b ? a : b; }
-
-/* grid (ceil(n / 2048), rows), 256 threads: warp w of block b takes elements 256 c .. 256 c + 255
- * (c = 8 b + w) of row blockIdx.y, lane l the 8 elements from 256 c + 8 l: a Q8 block is 4 lanes,
- * a Q8K block the warp. qdot.c's quant_block: amax as the largest bit pattern of |x| (a max: any
- * order gives the same), d = amax / 127, id = 127 / amax (0 when amax is not > 0), q = rint of
- * x * id clamped to [-127, 127] the x86 way. */
+/* grid (ceil(n / 2048), rows), 256 threads: warp w of block b quantizes elements 256 c ..
+ * 256 c + 255 (c = 8 b + w) of row blockIdx.y (qact.cuh) */
 __global__ void __launch_bounds__(THREADS) act_quant_kernel(const __grid_constant__ QuantArgs a)
 {
 	pv_grid_sync(); /* x is the previous kernel's output (PDL) */
-	const int lane = threadIdx.x & 31, c = blockIdx.x * WARPS + (threadIdx.x >> 5), t = blockIdx.y;
-	if (c * 256 >= a.n) return; /* whole warps: a Q8 group of 4 lanes never straddles n (n % 32 == 0) */
-	const int e0 = c * 256 + lane * 8;
-	const bool in = e0 < a.n;
+	const int c = blockIdx.x * WARPS + (threadIdx.x >> 5), t = blockIdx.y;
+	if (c * 256 >= a.n) return; /* whole warps */
 	float v[8];
-	if (in) {
-		const float* xr = a.x + (size_t)t * a.ldx + e0;
-		const float4 p0 = *reinterpret_cast<const float4*>(xr), p1 = *reinterpret_cast<const float4*>(xr + 4);
-		v[0] = p0.x, v[1] = p0.y, v[2] = p0.z, v[3] = p0.w, v[4] = p1.x, v[5] = p1.y, v[6] = p1.z, v[7] = p1.w;
-		if (a.xmode == PV_X_SWIGLU) {
-			const float* ur = a.x2 + (size_t)t * a.ldx + e0;
+	pv_q8_load8(a.x + (size_t)t * a.ldx, a.n, c, v);
+	if (a.xmode == PV_X_SWIGLU) {
+		float u[8];
+		pv_q8_load8(a.x2 + (size_t)t * a.ldx, a.n, c, u);
 #pragma unroll
-			for (int i = 0; i < 8; i++) v[i] = (v[i] / (1.0f + expf(-v[i]))) * ur[i]; /* gemv.cu's xin */
-		}
-	} else {
-#pragma unroll
-		for (int i = 0; i < 8; i++) v[i] = 0.0f;
+		for (int i = 0; i < 8; i++) v[i] = (v[i] / (1.0f + expf(-v[i]))) * u[i]; /* gemv.cu's xin */
 	}
-	unsigned ab = 0;
-#pragma unroll
-	for (int i = 0; i < 8; i++) ab = max(ab, __float_as_uint(v[i]) & 0x7fffffffu);
-	if (a.blk == 32) {
-		ab = max(ab, __shfl_xor_sync(0xffffffffu, ab, 1));
-		ab = max(ab, __shfl_xor_sync(0xffffffffu, ab, 2));
-	} else {
-		ab = __reduce_max_sync(0xffffffffu, ab);
-	}
-	const float amax = __uint_as_float(ab);
-	const float d = __fdiv_rn(amax, 127.0f);
-	const float id = amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
-	uint32_t w[2] = { 0, 0 };
-	int s = 0;
-#pragma unroll
-	for (int i = 0; i < 8; i++) {
-		const int q = (int)rintf(max_x86(min_x86(__fmul_rn(v[i], id), 127.0f), -127.0f));
-		s += q;
-		w[i >> 2] |= (uint32_t)(q & 0xff) << (8 * (i & 3));
-	}
-	s += __shfl_xor_sync(0xffffffffu, s, 1);
-	s += __shfl_xor_sync(0xffffffffu, s, 2);
-	if (!in) return;
-	unsigned char* row = a.out + (size_t)t * a.rb;
-	*reinterpret_cast<uint2*>(row + e0) = make_uint2(w[0], w[1]);
-	float* dd = reinterpret_cast<float*>(row + a16((size_t)a.n));
-	int* ss = reinterpret_cast<int*>(row + a16((size_t)a.n) + a16((size_t)(a.n / a.blk) * 4));
-	if ((lane & 3) == 0) {
-		ss[e0 / 32] = s;
-		if (a.blk == 32) dd[e0 / 32] = d;
-	}
-	if (a.blk == 256 && lane == 0) dd[c] = d;
+	pv_q8_chunk(v, a.n, a.blk, c, a.out + (size_t)t * a.rb);
 }
 
 /* ---- products ----------------------------------------------------------------------------- */
@@ -164,14 +111,42 @@ __device__ __forceinline__ void k4_int(const uint4& h, int j, int* sc, int* m)
 }
 
 /* One pass of a warp over a weight row: its raw bytes (load, issued U passes at a time so more
- * bytes are in flight), then its products with rows t < T of the activations, chained into y. */
+ * bytes are in flight), then (dot) each activation row's integers per block and the block's two
+ * float operands of the chain, written to the warp's shared array sw ([t][step][NV] floats, a
+ * row of rows's steps padded by one float against bank conflicts); chain() then runs row t's
+ * float steps in block order on lane t (so the rows of a call chain side by side). */
 template <int K>
 struct QK;
 
-/* Q8_0, planes qs (32 bytes a block) | d (f16): lane l has block 32 pass + l */
+/* the chain of rows t < T over a pass's steps: lane t, y its running sum */
+template <int STEPS, int NV>
+__device__ __forceinline__ void chain(const float* sw, int nj, int T, float& y)
+{
+	const int lane = threadIdx.x & 31;
+	__syncwarp();
+	if (lane < T) {
+		const float* r = sw + lane * (STEPS * NV + 1);
+		float acc = y;
+		if (nj == STEPS) {
+#pragma unroll
+			for (int j = 0; j < STEPS; j++)
+#pragma unroll
+				for (int v = 0; v < NV; v += 2) acc = fmaf(r[NV * j + v], r[NV * j + v + 1], acc);
+		} else {
+			for (int j = 0; j < nj; j++)
+#pragma unroll
+				for (int v = 0; v < NV; v += 2) acc = fmaf(r[NV * j + v], r[NV * j + v + 1], acc);
+		}
+		y = acc;
+	}
+	__syncwarp(); /* sw is free again */
+}
+
+/* Q8_0, planes qs (32 bytes a block) | d (f16): lane l has block 32 pass + l; a step is
+ * (fl(dw * dx), (float)I) */
 template <>
 struct QK<K_Q8_0> {
-	static constexpr int U = 4;
+	static constexpr int U = 4, STEPS = 32, NV = 2;
 	struct Raw {
 		uint4 w0, w1;
 		unsigned short d;
@@ -189,16 +164,14 @@ struct QK<K_Q8_0> {
 		return r;
 	}
 	template <int TT>
-	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* y)
+	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* sw, float& y)
 	{
-		const int nb = cols / 32, b = 32 * ps + (threadIdx.x & 31), nj = min(32, nb - 32 * ps);
-		const bool on = b < nb;
+		const int lane = threadIdx.x & 31, nb = cols / 32, b = 32 * ps + lane, nj = min(32, nb - 32 * ps);
 		const float dw = f16f(r.d);
+		if (b < nb) {
 #pragma unroll
-		for (int t = 0; t < TT; t++) {
-			if (t >= T) break;
-			float p = 0.0f, fi = 0.0f;
-			if (on) {
+			for (int t = 0; t < TT; t++) {
+				if (t >= T) break;
 				const int4* xa = reinterpret_cast<const int4*>(A.q(x0 + t) + (size_t)b * 32);
 				const int4 a0 = __ldg(xa), a1 = __ldg(xa + 1);
 				int I = 0;
@@ -206,22 +179,21 @@ struct QK<K_Q8_0> {
 				for (int i = 0; i < 4; i++) I = dp4(word(r.w0, i), iw(a0, i), I);
 #pragma unroll
 				for (int i = 0; i < 4; i++) I = dp4(word(r.w1, i), iw(a1, i), I);
-				p = __fmul_rn(dw, __ldg(A.d(x0 + t) + b));
-				fi = __int2float_rn(I);
+				float* o = sw + t * (STEPS * NV + 1) + NV * lane;
+				o[0] = __fmul_rn(dw, __ldg(A.d(x0 + t) + b));
+				o[1] = __int2float_rn(I);
 			}
-			float acc = y[t];
-			for (int j = 0; j < nj; j++) acc = fmaf(__shfl_sync(0xffffffffu, p, j), __shfl_sync(0xffffffffu, fi, j), acc);
-			y[t] = acc;
 		}
+		chain<STEPS, NV>(sw, nj, T, y);
 	}
 };
 
 /* Q4_K, one plane of whole 144-byte blocks (d, dmin | 12 scale bytes | 128 qs): lanes 4j .. 4j+3
  * have super-block 8 pass + j, lane i of them sub-blocks 2i (low nibbles of qs 32i ..) and 2i+1
- * (high nibbles) */
+ * (high nibbles); a step is (fl(d dx), (float)I, -fl(dmin dx), (float)M) */
 template <>
 struct QK<K_Q4_K> {
-	static constexpr int U = 2;
+	static constexpr int U = 2, STEPS = 8, NV = 4;
 	struct Raw {
 		uint4 h, q0, q1;
 	};
@@ -239,7 +211,7 @@ struct QK<K_Q4_K> {
 		return r;
 	}
 	template <int TT>
-	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* y)
+	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* sw, float& y)
 	{
 		const int lane = threadIdx.x & 31, nsb = cols / 256, sb = 8 * ps + (lane >> 2), i = lane & 3;
 		const bool on = sb < nsb;
@@ -272,25 +244,25 @@ struct QK<K_Q4_K> {
 			I += __shfl_xor_sync(0xffffffffu, I, 2);
 			M += __shfl_xor_sync(0xffffffffu, M, 1);
 			M += __shfl_xor_sync(0xffffffffu, M, 2);
-			const float p1 = __fmul_rn(d, dx), p2 = -__fmul_rn(dmin, dx);
-			const float fI = __int2float_rn(I), fM = __int2float_rn(M);
-			float acc = y[t];
-			for (int j = 0; j < nj; j++) {
-				acc = fmaf(__shfl_sync(0xffffffffu, p1, 4 * j), __shfl_sync(0xffffffffu, fI, 4 * j), acc);
-				acc = fmaf(__shfl_sync(0xffffffffu, p2, 4 * j), __shfl_sync(0xffffffffu, fM, 4 * j), acc);
+			if (on && i == 0) {
+				float* o = sw + t * (STEPS * NV + 1) + NV * (lane >> 2);
+				o[0] = __fmul_rn(d, dx);
+				o[1] = __int2float_rn(I);
+				o[2] = -__fmul_rn(dmin, dx);
+				o[3] = __int2float_rn(M);
 			}
-			y[t] = acc;
 		}
+		chain<STEPS, NV>(sw, nj, T, y);
 	}
 };
 
 /* Q6_K, planes ql (128) + qh (64) | scales (16, int8) | d (f16) per super-block: lanes 8j .. 8j+7
  * have super-block 4 pass + j; lane i of them, h = i / 4, k = i % 4, elements 128 h + 32 k + l
  * (l < 32): ql byte 64 h + 32 (k & 1) + l (low nibble for k < 2), bits 2k of qh byte 32 h + l,
- * scale 8 h + 2 k + l / 16 */
+ * scale 8 h + 2 k + l / 16; a step is (fl(d dx), (float)I) */
 template <>
 struct QK<K_Q6_K> {
-	static constexpr int U = 2;
+	static constexpr int U = 2, STEPS = 4, NV = 2;
 	struct Raw {
 		uint4 l0, l1, h0, h1;
 		int sc;           /* the two scales, bytes 0 and 1 */
@@ -313,7 +285,7 @@ struct QK<K_Q6_K> {
 		return r;
 	}
 	template <int TT>
-	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* y)
+	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* sw, float& y)
 	{
 		const int lane = threadIdx.x & 31, nsb = cols / 256, sb = 4 * ps + (lane >> 3), i = lane & 7, h = i >> 2, k = i & 3;
 		const bool on = sb < nsb;
@@ -346,17 +318,26 @@ struct QK<K_Q6_K> {
 			I += __shfl_xor_sync(0xffffffffu, I, 1);
 			I += __shfl_xor_sync(0xffffffffu, I, 2);
 			I += __shfl_xor_sync(0xffffffffu, I, 4);
-			const float p = __fmul_rn(d, dx), fI = __int2float_rn(I);
-			float acc = y[t];
-			for (int j = 0; j < nj; j++) acc = fmaf(__shfl_sync(0xffffffffu, p, 8 * j), __shfl_sync(0xffffffffu, fI, 8 * j), acc);
-			y[t] = acc;
+			if (on && i == 0) {
+				float* o = sw + t * (STEPS * NV + 1) + NV * (lane >> 3);
+				o[0] = __fmul_rn(d, dx);
+				o[1] = __int2float_rn(I);
+			}
 		}
+		chain<STEPS, NV>(sw, nj, T, y);
 	}
 };
 
-/* y[t] for rows t < T of one weight row (its planes at rp): the passes in order, U at a time */
+/* shared floats of one warp's chain array for TT rows */
+template <int K>
+__host__ __device__ constexpr int sw_floats(int TT)
+{
+	return TT * (QK<K>::STEPS * QK<K>::NV + 1);
+}
+
+/* lane t < T: y, row t's output of one weight row (its planes at rp); the passes in order, U at a time */
 template <int K, int TT>
-__device__ __forceinline__ void row_dot(const RowP& rp, int cols, const QAct& A, int x0, int T, float* y)
+__device__ __forceinline__ void row_dot(const RowP& rp, int cols, const QAct& A, int x0, int T, float* sw, float& y)
 {
 	using Q = QK<K>;
 	const int np = Q::passes(cols);
@@ -367,22 +348,24 @@ __device__ __forceinline__ void row_dot(const RowP& rp, int cols, const QAct& A,
 			if (p0 + u < np) r[u] = Q::load(rp, cols, p0 + u);
 #pragma unroll
 		for (int u = 0; u < Q::U; u++)
-			if (p0 + u < np) Q::template dot<TT>(r[u], cols, p0 + u, A, x0, T, y);
+			if (p0 + u < np) Q::template dot<TT>(r[u], cols, p0 + u, A, x0, T, sw, y);
 	}
 }
 
 template <int K, int TT>
 __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ QParams p)
 {
+	__shared__ float swa[WARPS * sw_floats<K>(TT)];
 	const int b = blockIdx.x;
 	const Seg* sp = &p.seg[0];
 	if (!p.pair && p.nseg > 1 && b >= p.seg[1].block0) sp = &p.seg[1];
 	if (!p.pair && p.nseg > 2 && b >= p.seg[2].block0) sp = &p.seg[2];
 	const Seg& s = *sp;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	float* sw = swa + warp * sw_floats<K>(TT);
 	const int64_t row = (int64_t)(b - s.block0) * WARPS + warp;
 	pv_grid_sync(); /* the activations and the expert ids are earlier kernels' (PDL) */
-	if (row >= s.rows) return; /* a whole warp */
+	if (row >= s.rows) return; /* a whole warp; no block-wide barrier follows */
 	int64_t wrow = row;
 	int x0 = 0;
 	float* yo = s.y;
@@ -392,27 +375,21 @@ __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ 
 		x0 = p.x_by_slot ? q : q / p.sel_k;
 		yo += (size_t)q * s.ldy;
 	}
-	float y[TT];
-#pragma unroll
-	for (int t = 0; t < TT; t++) y[t] = 0.0f;
-	row_dot<K, TT>(rowp(s, wrow), p.cols, p.act, x0, p.T, y);
+	float y = 0.0f; /* lane t: activation row t's output */
+	row_dot<K, TT>(rowp(s, wrow), p.cols, p.act, x0, p.T, sw, y);
 	if (p.pair) {
 		/* the up row; silu(g) * u as gemv.cu's pair (and swiglu_kernel) */
 		float u = 0.0f;
-		row_dot<K, 1>(rowp(p.seg[1], wrow), p.cols, p.act, x0, 1, &u);
+		row_dot<K, 1>(rowp(p.seg[1], wrow), p.cols, p.act, x0, 1, sw, u);
 		if (lane == 0) {
-			float g = y[0];
+			float g = y;
 			if (s.bias) g = g + s.bias[row];
 			if (p.seg[1].bias) u = u + p.seg[1].bias[row];
 			yo[row] = (g / (1.0f + expf(-g))) * u; /* pv_silu(gate) * up */
 		}
 		return;
 	}
-	if (lane == 0) {
-#pragma unroll
-		for (int t = 0; t < TT; t++)
-			if (t < p.T) yo[(size_t)t * s.ldy + row] = s.bias ? y[t] + s.bias[row] : y[t];
-	}
+	if (lane < p.T) yo[(size_t)lane * s.ldy + row] = s.bias ? y + s.bias[row] : y;
 }
 
 typedef void (*qkernel_fn)(QParams);
@@ -449,7 +426,7 @@ int qkind(const struct dmat* w, int* blk)
 
 size_t pv_cuda_q8_bytes(int64_t rows, int64_t cols)
 {
-	return (size_t)rows * qrow_bytes(32, (cols + 31) / 32 * 32); /* blocks of 32 take the most */
+	return (size_t)rows * pv_qrow_bytes(32, (cols + 31) / 32 * 32); /* blocks of 32 take the most */
 }
 
 int pv_cuda_q8_applies(const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, int T,
@@ -465,7 +442,7 @@ int pv_cuda_q8_applies(const struct pv_cuda_tuning* tu, const struct gemv_out* o
 		blk = b;
 	}
 	const int64_t xrows = ga ? (ga->x_by_slot ? ga->slots : (ga->slots + ga->k - 1) / ga->k) : T;
-	return (size_t)xrows * qrow_bytes(blk, outs[0].w->cols) <= tu->q8_bytes;
+	return (size_t)xrows * pv_qrow_bytes(blk, outs[0].w->cols) <= tu->q8_bytes;
 }
 
 int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
@@ -478,9 +455,13 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 	qkind(outs[0].w, &blk);
 	const int n = (int)outs[0].w->cols;
 	const int xrows = ga ? (ga->x_by_slot ? ga->slots : (ga->slots + ga->k - 1) / ga->k) : T;
-	unsigned char* buf = (void*)st == tu->q8_side && tu->q8_buf2 ? tu->q8_buf2 : tu->q8_buf;
-	const size_t rb = qrow_bytes(blk, n);
-	{
+	const int side = (void*)st == tu->q8_side && tu->q8_buf2;
+	unsigned char* buf = side ? tu->q8_buf2 : tu->q8_buf;
+	const size_t rb = pv_qrow_bytes(blk, n);
+	/* already there: the add+RMSNorm before this call wrote x quantized (decode.cu, q8_have) */
+	const int have = !side && tu->q8_have == x && tu->q8_have_blk == blk && xrows <= tu->q8_have_rows && ldx == n &&
+	                 xmode == PV_X_PLAIN;
+	if (!have) {
 		QuantArgs a = { x, x2, ldx, xmode, n, blk, buf, rb };
 		PV_LAUNCH("q8 activations", tu, err, errlen, act_quant_kernel, dim3((unsigned)((n + 2047) / 2048), (unsigned)xrows),
 		          dim3(THREADS), 0, st, a);
@@ -530,4 +511,10 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 		if (n_launch) ++*n_launch;
 	}
 	return 1;
+}
+
+int pv_cuda_q8_blk(const struct dmat* w)
+{
+	int blk = 0;
+	return qkind(w, &blk) ? blk : 0;
 }

@@ -46,6 +46,11 @@ struct pv_cuda_tuning {
 	unsigned char *q8_buf, *q8_buf2;
 	size_t q8_bytes;
 	void* q8_side; /* cudaStream_t */
+	/* set by the enqueuing code between an add+RMSNorm that also wrote its output quantized into
+	 * q8_buf (pv_cuda_add_rmsnorm_q8) and the last GEMV that reads it: that output, its block
+	 * and rows (GEMVs of x == q8_have on the main stream then skip their own quantization) */
+	const float* q8_have;
+	int q8_have_blk, q8_have_rows;
 };
 #define PV_CUDA_N_KNOBS 23
 

@@ -371,8 +371,8 @@ elif [ "$PART" = l ]; then
 	# session 5 (2026-12-02): cuda.q8_act. PROVEN_LEDGER=off where only the JSON line is kept.
 	runtest "test_cuda qgemv (bitwise the CPU's fast numerics)" timeout 150 $B/cuda/test_cuda qgemv
 	grep -E 'DIFFERS' "$OUT/.t" | head -5 | tee -a "$SUM" >/dev/null
-	runtest "test_cuda quant (q8_act)" timeout 150 env PV_CUDA_Q8_ACT=1 $B/cuda/test_cuda quant
-	runtest "test_cuda_api mtp (q8_act)" timeout 150 env PV_CUDA_Q8_ACT=1 PV_CUDA_API_ONLY=mtp $B/cuda/test_cuda_api
+	runtest "test_cuda gemv (the float GEMVs unchanged)" timeout 150 $B/cuda/test_cuda gemv
+	runtest "test_cuda_api mtp" timeout 150 env PV_CUDA_API_ONLY=mtp $B/cuda/test_cuda_api
 	ab() { # label model reps: decode tg128 after pp512, q8_act off / on alternating
 		for r in $(seq ${3:-2}); do
 			for q in 0 1; do
@@ -392,14 +392,20 @@ elif [ "$PART" = l ]; then
 		court "tiny qwen35moe q4_k_m self-draft (q8_act)" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 16
 		rm -f "$m"
 	fi
+	m=$W/tiny-q3-q8_0.gguf
+	if $B/proven synth --preset tiny --arch qwen3 --type q8_0 --out "$m" --quiet >>"$LOG" 2>&1; then
+		court "tiny qwen3 q8_0 self-draft (q8_act)" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 16
+		rm -f "$m"
+	fi
 	unset PV_CUDA_Q8_ACT
 	m=$W/qwen3-8b-q4_k_m.gguf
 	if have_time 120 "8B q4_k_m" && synth qwen3-8b q4_k_m "$m"; then
 		ab "8B Q4_K_M" "$m" 2
 		for q in 0 1; do
 			PV_CUDA_Q8_ACT=$q PROVEN_LEDGER=off timeout 100 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 64 \
-				--reps 1 --profile >"$OUT/.p" 2>>"$LOG" && grep -E '^\|' "$OUT/.p" >"$OUT/profile-8b-q4km-q8act$q.txt"
+				--reps 1 --profile >"$OUT/profile-8b-q4km-q8act$q.txt" 2>>"$LOG"
 		done
+		for q in 0 1; do have_time 60 "curve q8_act=$q" && PV_CUDA_Q8_ACT=$q curve "8B Q4_K_M q8_act=$q" "$m" 1 4 16; done
 		if have_time 90 "court 8B"; then
 			export PV_CUDA_Q8_ACT=1
 			court "8B Q4_K_M self-draft (q8_act)" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 4
@@ -410,6 +416,8 @@ elif [ "$PART" = l ]; then
 	m=$W/qwen3-8b-q8_0.gguf
 	if have_time 120 "8B q8_0" && synth qwen3-8b q8_0 "$m"; then
 		ab "8B Q8_0" "$m" 2
+		PV_CUDA_Q8_ACT=1 PROVEN_LEDGER=off timeout 100 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 64 \
+			--reps 1 --profile >"$OUT/profile-8b-q8_0-q8act1.txt" 2>>"$LOG"
 		rm -f "$m"
 	fi
 	m=$W/q35moe-q4_k_m.gguf
