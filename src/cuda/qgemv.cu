@@ -118,13 +118,13 @@ __device__ __forceinline__ void k4_int(const uint4& h, int j, int* sc, int* m)
 template <int K>
 struct QK;
 
-/* the chain of rows t < T over a pass's steps: lane t, y its running sum */
+/* the chains of a pass's steps: lane L < nl runs chain L (sw + L * (STEPS * NV + 1)), y its sum */
 template <int STEPS, int NV>
-__device__ __forceinline__ void chain(const float* sw, int nj, int T, float& y)
+__device__ __forceinline__ void chain(const float* sw, int nj, int nl, float& y)
 {
 	const int lane = threadIdx.x & 31;
 	__syncwarp();
-	if (lane < T) {
+	if (lane < nl) {
 		const float* r = sw + lane * (STEPS * NV + 1);
 		float acc = y;
 		if (nj == STEPS) {
@@ -152,6 +152,7 @@ struct QK<K_Q8_0> {
 		unsigned short d;
 	};
 	__device__ static int passes(int cols) { return (cols / 32 + 31) / 32; }
+	__device__ static int steps(int cols, int ps) { return min(32, cols / 32 - 32 * ps); }
 	__device__ static Raw load(const RowP& rp, int cols, int ps)
 	{
 		const int b = 32 * ps + (threadIdx.x & 31);
@@ -164,9 +165,9 @@ struct QK<K_Q8_0> {
 		return r;
 	}
 	template <int TT>
-	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* sw, float& y)
+	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* sw)
 	{
-		const int lane = threadIdx.x & 31, nb = cols / 32, b = 32 * ps + lane, nj = min(32, nb - 32 * ps);
+		const int lane = threadIdx.x & 31, nb = cols / 32, b = 32 * ps + lane;
 		const float dw = f16f(r.d);
 		if (b < nb) {
 #pragma unroll
@@ -184,7 +185,6 @@ struct QK<K_Q8_0> {
 				o[1] = __int2float_rn(I);
 			}
 		}
-		chain<STEPS, NV>(sw, nj, T, y);
 	}
 };
 
@@ -198,6 +198,7 @@ struct QK<K_Q4_K> {
 		uint4 h, q0, q1;
 	};
 	__device__ static int passes(int cols) { return (cols / 256 + 7) / 8; }
+	__device__ static int steps(int cols, int ps) { return min(8, cols / 256 - 8 * ps); }
 	__device__ static Raw load(const RowP& rp, int cols, int ps)
 	{
 		const int lane = threadIdx.x & 31, sb = 8 * ps + (lane >> 2), i = lane & 3;
@@ -211,11 +212,10 @@ struct QK<K_Q4_K> {
 		return r;
 	}
 	template <int TT>
-	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* sw, float& y)
+	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* sw)
 	{
 		const int lane = threadIdx.x & 31, nsb = cols / 256, sb = 8 * ps + (lane >> 2), i = lane & 3;
 		const bool on = sb < nsb;
-		const int nj = min(8, nsb - 8 * ps);
 		int sc0, m0, sc1, m1;
 		k4_int(r.h, 2 * i, &sc0, &m0);
 		k4_int(r.h, 2 * i + 1, &sc1, &m1);
@@ -252,7 +252,6 @@ struct QK<K_Q4_K> {
 				o[3] = __int2float_rn(M);
 			}
 		}
-		chain<STEPS, NV>(sw, nj, T, y);
 	}
 };
 
@@ -269,6 +268,7 @@ struct QK<K_Q6_K> {
 		unsigned short d;
 	};
 	__device__ static int passes(int cols) { return (cols / 256 + 3) / 4; }
+	__device__ static int steps(int cols, int ps) { return min(4, cols / 256 - 4 * ps); }
 	__device__ static Raw load(const RowP& rp, int cols, int ps)
 	{
 		const int lane = threadIdx.x & 31, sb = 4 * ps + (lane >> 3), i = lane & 7, h = i >> 2, k = i & 3;
@@ -285,11 +285,10 @@ struct QK<K_Q6_K> {
 		return r;
 	}
 	template <int TT>
-	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* sw, float& y)
+	__device__ static void dot(const Raw& r, int cols, int ps, const QAct& A, int x0, int T, float* sw)
 	{
 		const int lane = threadIdx.x & 31, nsb = cols / 256, sb = 4 * ps + (lane >> 3), i = lane & 7, h = i >> 2, k = i & 3;
 		const bool on = sb < nsb;
-		const int nj = min(4, nsb - 4 * ps);
 		const int sc0 = (int)(signed char)(r.sc & 0xff), sc1 = (int)(signed char)(r.sc >> 8);
 		const float d = f16f(r.d);
 		uint32_t v[8]; /* the 32 values minus 32, as signed bytes */
@@ -324,49 +323,67 @@ struct QK<K_Q6_K> {
 				o[1] = __int2float_rn(I);
 			}
 		}
-		chain<STEPS, NV>(sw, nj, T, y);
 	}
 };
 
-/* shared floats of one warp's chain array for TT rows */
+/* shared floats of one warp's chain arrays for R weight rows of TT activation rows */
 template <int K>
-__host__ __device__ constexpr int sw_floats(int TT)
+__host__ __device__ constexpr int sw_floats(int R, int TT)
 {
-	return TT * (QK<K>::STEPS * QK<K>::NV + 1);
+	return R * TT * (QK<K>::STEPS * QK<K>::NV + 1);
 }
 
-/* lane t < T: y, row t's output of one weight row (its planes at rp); the passes in order, U at a time */
-template <int K, int TT>
-__device__ __forceinline__ void row_dot(const RowP& rp, int cols, const QAct& A, int x0, int T, float* sw, float& y)
+/* weight rows per warp: a gate/up pair's two rows; 4 for one activation row of Q8_0 (its chain
+ * is a step per 32 weights: four rows chain side by side on four lanes); else 1 */
+__host__ __device__ constexpr int rows_of(int K, int TT, bool pair)
+{
+	return pair ? 2 : K == K_Q8_0 && TT == 1 ? 4 : 1;
+}
+
+/* Weight rows rp[0 .. live) of a warp against activation rows x0 .. x0 + T: lane r * T + t ends
+ * with y = row r's output for activation row t. The passes in order, U / R at a time; each pass's
+ * steps go to the warp's shared arrays ([r][t]), then every (r, t) chains on its own lane. */
+template <int K, int TT, int R>
+__device__ __forceinline__ void rows_dot(const RowP* rp, int live, int cols, const QAct& A, int x0, int T, float* sw, float& y)
 {
 	using Q = QK<K>;
+	constexpr int SW = Q::STEPS * Q::NV + 1, U = (Q::U + R - 1) / R; /* about U passes' bytes in flight */
 	const int np = Q::passes(cols);
-	for (int p0 = 0; p0 < np; p0 += Q::U) {
-		typename Q::Raw r[Q::U];
+	for (int p0 = 0; p0 < np; p0 += U) {
+		typename Q::Raw raw[U][R];
 #pragma unroll
-		for (int u = 0; u < Q::U; u++)
-			if (p0 + u < np) r[u] = Q::load(rp, cols, p0 + u);
+		for (int u = 0; u < U; u++)
 #pragma unroll
-		for (int u = 0; u < Q::U; u++)
-			if (p0 + u < np) Q::template dot<TT>(r[u], cols, p0 + u, A, x0, T, sw, y);
+			for (int r = 0; r < R; r++)
+				if (p0 + u < np && r < live) raw[u][r] = Q::load(rp[r], cols, p0 + u);
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			if (p0 + u >= np) break;
+#pragma unroll
+			for (int r = 0; r < R; r++)
+				if (r < live) Q::template dot<TT>(raw[u][r], cols, p0 + u, A, x0, T, sw + r * T * SW);
+			chain<Q::STEPS, Q::NV>(sw, Q::steps(cols, p0 + u), live * T, y);
+		}
 	}
 }
 
-template <int K, int TT>
+template <int K, int TT, bool PAIR>
 __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ QParams p)
 {
-	__shared__ float swa[WARPS * sw_floats<K>(TT)];
+	constexpr int R = rows_of(K, TT, PAIR);
+	__shared__ float swa[WARPS * sw_floats<K>(R, TT)];
 	const int b = blockIdx.x;
 	const Seg* sp = &p.seg[0];
-	if (!p.pair && p.nseg > 1 && b >= p.seg[1].block0) sp = &p.seg[1];
-	if (!p.pair && p.nseg > 2 && b >= p.seg[2].block0) sp = &p.seg[2];
+	if (!PAIR && p.nseg > 1 && b >= p.seg[1].block0) sp = &p.seg[1];
+	if (!PAIR && p.nseg > 2 && b >= p.seg[2].block0) sp = &p.seg[2];
 	const Seg& s = *sp;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	float* sw = swa + warp * sw_floats<K>(TT);
-	const int64_t row = (int64_t)(b - s.block0) * WARPS + warp;
+	float* sw = swa + warp * sw_floats<K>(R, TT);
+	/* the warp's first output row: R rows per warp, or one (the pair's gate and up rows) */
+	const int64_t row0 = ((int64_t)(b - s.block0) * WARPS + warp) * (PAIR ? 1 : R);
 	pv_grid_sync(); /* the activations and the expert ids are earlier kernels' (PDL) */
-	if (row >= s.rows) return; /* a whole warp; no block-wide barrier follows */
-	int64_t wrow = row;
+	if (row0 >= s.rows) return; /* a whole warp; no block-wide barrier follows */
+	int64_t wrow = row0;
 	int x0 = 0;
 	float* yo = s.y;
 	if (p.sel) {
@@ -375,40 +392,55 @@ __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ 
 		x0 = p.x_by_slot ? q : q / p.sel_k;
 		yo += (size_t)q * s.ldy;
 	}
-	float y = 0.0f; /* lane t: activation row t's output */
-	row_dot<K, TT>(rowp(s, wrow), p.cols, p.act, x0, p.T, sw, y);
-	if (p.pair) {
-		/* the up row; silu(g) * u as gemv.cu's pair (and swiglu_kernel) */
-		float u = 0.0f;
-		row_dot<K, 1>(rowp(p.seg[1], wrow), p.cols, p.act, x0, 1, sw, u);
+	RowP rp[R];
+	int live;
+	if constexpr (PAIR) {
+		rp[0] = rowp(s, wrow);
+		rp[1] = rowp(p.seg[1], wrow);
+		live = 2;
+	} else {
+		live = (int)min((int64_t)R, s.rows - row0);
+#pragma unroll
+		for (int r = 0; r < R; r++) rp[r] = rowp(s, wrow + (r < live ? r : 0));
+	}
+	const int T = PAIR ? 1 : p.T;
+	float y = 0.0f; /* lane r * T + t: weight row r's output for activation row t */
+	rows_dot<K, TT, R>(rp, live, p.cols, p.act, x0, T, sw, y);
+	if constexpr (PAIR) {
+		/* silu(g) * u as gemv.cu's pair (and swiglu_kernel): g on lane 0, u on lane 1 */
+		float u = __shfl_sync(0xffffffffu, y, 1);
 		if (lane == 0) {
 			float g = y;
-			if (s.bias) g = g + s.bias[row];
-			if (p.seg[1].bias) u = u + p.seg[1].bias[row];
-			yo[row] = (g / (1.0f + expf(-g))) * u; /* pv_silu(gate) * up */
+			if (s.bias) g = g + s.bias[row0];
+			if (p.seg[1].bias) u = u + p.seg[1].bias[row0];
+			yo[row0] = (g / (1.0f + expf(-g))) * u; /* pv_silu(gate) * up */
 		}
 		return;
 	}
-	if (lane < p.T) yo[(size_t)lane * s.ldy + row] = s.bias ? y + s.bias[row] : y;
+	if (lane < live * T) {
+		const int r = lane / T, t = lane - r * T;
+		yo[(size_t)t * s.ldy + row0 + r] = s.bias ? y + s.bias[row0 + r] : y;
+	}
 }
 
 typedef void (*qkernel_fn)(QParams);
 
 template <int K>
-qkernel_fn pick_tt(int TT)
+qkernel_fn pick_tt(int TT, int pair)
 {
+	if (pair) return qgemv_kernel<K, 1, true>;
 	switch (TT) {
-	case 1: return qgemv_kernel<K, 1>;
-	case 2: return qgemv_kernel<K, 2>;
-	case 4: return qgemv_kernel<K, 4>;
-	case 8: return qgemv_kernel<K, 8>;
-	default: return qgemv_kernel<K, 16>;
+	case 1: return qgemv_kernel<K, 1, false>;
+	case 2: return qgemv_kernel<K, 2, false>;
+	case 4: return qgemv_kernel<K, 4, false>;
+	case 8: return qgemv_kernel<K, 8, false>;
+	default: return qgemv_kernel<K, 16, false>;
 	}
 }
 
-qkernel_fn pick(int kind, int TT)
+qkernel_fn pick(int kind, int TT, int pair)
 {
-	return kind == K_Q8_0 ? pick_tt<K_Q8_0>(TT) : kind == K_Q4_K ? pick_tt<K_Q4_K>(TT) : pick_tt<K_Q6_K>(TT);
+	return kind == K_Q8_0 ? pick_tt<K_Q8_0>(TT, pair) : kind == K_Q4_K ? pick_tt<K_Q4_K>(TT, pair) : pick_tt<K_Q6_K>(TT, pair);
 }
 
 /* the weight kinds of this numerics and their activation blocks (0: not one of them) */
@@ -502,12 +534,13 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 			s.bias = outs[j].bias;
 			s.rows = (int)(ga ? w->rows / ga->n_experts : w->rows);
 			s.block0 = (int)blocks;
-			if (!pair || j == i) blocks += (s.rows + WARPS - 1) / WARPS;
+			const int rpb = WARPS * (pair ? 1 : rows_of(kind, TT, false)); /* output rows per block */
+			if (!pair || j == i) blocks += (s.rows + rpb - 1) / rpb;
 			done[j] = 1;
 		}
 		if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: q8 gemv grid of %lld blocks", (long long)blocks);
 		const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
-		PV_LAUNCH("q8 gemv", tu, err, errlen, pick(kind, pair ? 1 : TT), grid, dim3(THREADS), 0, st, p);
+		PV_LAUNCH("q8 gemv", tu, err, errlen, pick(kind, TT, pair), grid, dim3(THREADS), 0, st, p);
 		if (n_launch) ++*n_launch;
 	}
 	return 1;

@@ -401,10 +401,6 @@ elif [ "$PART" = l ]; then
 	m=$W/qwen3-8b-q4_k_m.gguf
 	if have_time 120 "8B q4_k_m" && synth qwen3-8b q4_k_m "$m"; then
 		ab "8B Q4_K_M" "$m" 2
-		for q in 0 1; do
-			PV_CUDA_Q8_ACT=$q PROVEN_LEDGER=off timeout 100 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 64 \
-				--reps 1 --profile >"$OUT/profile-8b-q4km-q8act$q.txt" 2>>"$LOG"
-		done
 		for q in 0 1; do have_time 60 "curve q8_act=$q" && PV_CUDA_Q8_ACT=$q curve "8B Q4_K_M q8_act=$q" "$m" 1 4 16; done
 		if have_time 90 "court 8B"; then
 			export PV_CUDA_Q8_ACT=1
@@ -416,8 +412,6 @@ elif [ "$PART" = l ]; then
 	m=$W/qwen3-8b-q8_0.gguf
 	if have_time 120 "8B q8_0" && synth qwen3-8b q8_0 "$m"; then
 		ab "8B Q8_0" "$m" 2
-		PV_CUDA_Q8_ACT=1 PROVEN_LEDGER=off timeout 100 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 64 \
-			--reps 1 --profile >"$OUT/profile-8b-q8_0-q8act1.txt" 2>>"$LOG"
 		rm -f "$m"
 	fi
 	m=$W/q35moe-q4_k_m.gguf
