@@ -36,6 +36,9 @@
 #                                with it, courts with it (tiny MoE hybrid, the 8B Q4_K_M shape),
 #                                decode A/B off/on on the 8B Q4_K_M / Q8_0 and 35B-A3B Q4_K_M shapes
 #                                (L_SKIP35=1: not the 35B), the q8_0 KV cache at depth 4096 (L_KV=1)
+#   tools/cuda/spec-check.sh m   the re-verify at the end of session 5: test_cuda_api whole, test_cuda fixtures,
+#                                quant and prefill, then the recorded traces replayed on the 35B-A3B
+#                                Q4_K_M shape with cuda.q8_act off and on
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
 #                                the exactness court with --draft mtp (snapshot and replay rollback,
@@ -366,6 +369,18 @@ elif [ "$PART" = h ]; then
 			say "ncu prefill 35B-A3B: rc $? ($(grep -c 'Duration' "$f") kernels)"
 			rm -f "$m"
 		fi
+	fi
+elif [ "$PART" = m ]; then
+	runtest "test_cuda_api" timeout 200 $B/cuda/test_cuda_api
+	for t in fixtures quant prefill; do have_time 60 "test_cuda $t" && runtest "test_cuda $t" timeout 150 $B/cuda/test_cuda $t; done
+	m=$W/q35moe-q4_k_m.gguf
+	if have_time 120 "35B-A3B replays" && synth qwen3.5-35b-a3b q4_k_m "$m"; then
+		for q in 0 1; do
+			for tr in $TR/*.jsonl; do
+				have_time 60 "replay q8_act=$q $(basename "$tr")" && PV_CUDA_Q8_ACT=$q replay "35B-A3B Q4_K_M q8_act=$q" "$m" "$tr"
+			done
+		done
+		rm -f "$m"
 	fi
 elif [ "$PART" = l ]; then
 	# session 5 (2026-12-02): cuda.q8_act. PROVEN_LEDGER=off where only the JSON line is kept.
