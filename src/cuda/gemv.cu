@@ -368,7 +368,9 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	const int rm = tu->gemv_rows_multi;
 	/* the shared walk in place needs plain 16-byte-aligned rows, one weight row set (no gather) */
 	const int inplace = T > 1 && xmode == PV_X_PLAIN && !((uintptr_t)x & 15) && ldx % 4 == 0 && !ga;
-	const int sh = tu->gemv_shared == 2 && !inplace ? 1 : tu->gemv_shared;
+	/* one weight row per warp (rm 1) has no in-place form: it takes the staged shared walk, and
+	 * its tile must be allocated (pick_r) */
+	const int sh = tu->gemv_shared == 2 && (!inplace || (rm == 1 && T > 1)) ? 1 : tu->gemv_shared;
 	const int UE = unit_of(kind), rpb = WARPS * rows_per_warp(TT, r2, rm, sh);
 	Params p;
 	memset(&p, 0, sizeof p);
