@@ -59,7 +59,7 @@ int pick_host(struct pv_session** ss, const struct pv_step* sp, int count)
 		const struct dsession* d = dsess(s);
 		/* one model: one state layout (state_floats, lin_index), one scratch shape */
 		if (s->m != s0->m || s->be != s0->be || !d || d->failed || d->kvt != d0->kvt ||
-		    memcmp(&d->tu, &d0->tu, sizeof d->tu) || d->state_floats != d0->state_floats ||
+		    pv_cuda_knobs_differ(&d->tu, &d0->tu) || d->state_floats != d0->state_floats ||
 		    (d->state_floats && !d->state))
 			return -1;
 		if (p->n != 1 || !p->exact || p->snap_row0 >= 0 || p->pos0 < 0 || p->pos0 >= s->n_ctx) return -1;

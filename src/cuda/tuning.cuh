@@ -12,6 +12,7 @@
 #define PV_CUDA_TUNING_CUH
 
 #include <stddef.h>
+#include <string.h>
 
 struct pv_knob;
 
@@ -53,6 +54,12 @@ struct pv_cuda_tuning {
 	int q8_have_blk, q8_have_rows;
 };
 #define PV_CUDA_N_KNOBS 23
+
+/* whether two settings differ in a knob (not in the session's scratch pointers after them) */
+static inline int pv_cuda_knobs_differ(const struct pv_cuda_tuning* a, const struct pv_cuda_tuning* b)
+{
+	return memcmp(a, b, offsetof(struct pv_cuda_tuning, q8_buf)) != 0;
+}
 
 /* The settings: every knob's default, then its environment variable when set and not empty, then
  * spec ("name=value,..." with name "cuda.pdl" or "pdl"; NULL or "": none). knobs (may be NULL)
