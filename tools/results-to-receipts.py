@@ -5,6 +5,7 @@
     tools/results-to-receipts.py cpu    > docs/results/receipts-cpu-tables-2026-12.jsonl
     tools/results-to-receipts.py h200-s3 > docs/results/receipts-h200-2026-12-02-s3.jsonl
     tools/results-to-receipts.py h200-s4 > docs/results/receipts-h200-2026-12-02-s4.jsonl
+    tools/results-to-receipts.py h200-s5 > docs/results/receipts-h200-2026-12-02-s5.jsonl
     tools/results-to-receipts.py --check h200 docs/results/receipts-h200-2026-12.jsonl
     tools/results-to-receipts.py --check h200-s3 docs/results/receipts-h200-2026-12-02-s3.jsonl
 
@@ -638,8 +639,34 @@ def cpu_spec():
     return out
 
 
+# ---- H200, 2026-12-02, fifth session (h200-2026-12-02-s5.md) ------------------------------------
+
+def s5_benches():
+    """spec-check l, calls 1-4: decode A/Bs of cuda.q8_act (tg128 after pp512; named by the .jsonl's
+    "name"), the exact-step curve (rows 1/4/16 at depth 512, unnamed: its knobs say the arm), and the
+    KV cache at depth 4096 (call 1). Call 1's q8_act A/B is left out: its build (c116f0b) had the
+    integer GEMVs but not the call into them (h200-2026-12-02-s5.md section 1), so both arms ran the
+    same kernels."""
+    out = []
+    for part, build, sec in (("l1", "c116f0b", 4), ("l2", "6724e73", 2), ("l3", "03458bc", 2), ("l4", "993a090", 2)):
+        jl = RESULTS + "h200-2026-12-02-s5-%s.jsonl" % part
+        for bi, rec in jsonl_at(jl):
+            if "tg_tok_s" not in rec:
+                continue
+            name = rec.get("name")
+            if part == "l1" and not (name or "").startswith("8B BF16 kv"):
+                continue
+            assert rec["build_commit"].startswith(build), (jl, bi)
+            if not name:
+                name = "8B Q4_K_M rows %d q8_act=%d" % (rec["pp"], rec["knobs"]["cuda.q8_act"])
+            out.append(bench_json(rec, jl, bi, name, {},
+                                  extra={"run": name.replace(" ", "-"),
+                                         "note": "random weights of the published shape; h200-2026-12-02-s5.md section %d" % sec}))
+    return out
+
+
 PARTS = {"h200": [v5_peer, v5b_splits, spec_d, shared_walk], "cpu": [cpu_peer, cpu_kv_quality, cpu_spec],
-         "h200-s3": [s3_curves], "h200-s4": [s4_hang, s4_later, s4_prompts]}
+         "h200-s3": [s3_curves], "h200-s4": [s4_hang, s4_later, s4_prompts], "h200-s5": [s5_benches]}
 
 
 def render(part):
