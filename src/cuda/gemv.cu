@@ -399,19 +399,8 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	int64_t blocks = 0;
 	for (int i = 0; i < n; i++) {
 		const struct dmat* w = outs[i].w;
-		Seg& s = p.seg[i];
-		s.p0 = w->p[0];
-		s.p1 = w->p[1];
-		s.p2 = w->p[2];
-		s.s0 = w->stride[0];
-		s.s1 = w->stride[1];
-		s.s2 = w->stride[2];
-		s.y = outs[i].y;
-		s.ldy = outs[i].ldy;
-		s.bias = outs[i].bias;
-		s.rows = (int)(ga ? w->rows / ga->n_experts : w->rows); /* gathered: rows of one expert */
-		s.block0 = (int)blocks;
-		if (!pair || i == 0) blocks += (s.rows + rpb - 1) / rpb;
+		const Seg& s = p.seg[i] = seg_of(w, outs[i], (int)(ga ? w->rows / ga->n_experts : w->rows), (int)blocks);
+		if (!pair || i == 0) blocks += (s.rows + rpb - 1) / rpb; /* gathered: rows of one expert */
 	}
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
 	const size_t smem = p.direct || (T > 1 && sh == 2) ? 0 : (size_t)TT * (size_t)tc * sizeof(float);

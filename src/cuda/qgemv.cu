@@ -522,18 +522,7 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 			int bj = 0;
 			if (done[j] || (qkind(outs[j].w, &bj) != kind && !pair)) continue;
 			const struct dmat* w = outs[j].w;
-			Seg& s = p.seg[p.nseg++];
-			s.p0 = w->p[0];
-			s.p1 = w->p[1];
-			s.p2 = w->p[2];
-			s.s0 = w->stride[0];
-			s.s1 = w->stride[1];
-			s.s2 = w->stride[2];
-			s.y = outs[j].y;
-			s.ldy = outs[j].ldy;
-			s.bias = outs[j].bias;
-			s.rows = (int)(ga ? w->rows / ga->n_experts : w->rows);
-			s.block0 = (int)blocks;
+			const Seg& s = p.seg[p.nseg++] = seg_of(w, outs[j], (int)(ga ? w->rows / ga->n_experts : w->rows), (int)blocks);
 			const int rpb = WARPS * (pair ? 1 : rows_of(kind, TT, false)); /* output rows per block */
 			if (!pair || j == i) blocks += (s.rows + rpb - 1) / rpb;
 			done[j] = 1;

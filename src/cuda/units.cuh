@@ -68,6 +68,26 @@ struct Seg {
 	int block0; /* first block of this output */
 };
 
+/* The segment of one output: matrix w's planes (struct dmat: p[], stride[]), the output o
+ * (struct gemv_out: y, ldy, bias), its rows (of one expert when gathered) and first block */
+template <class M, class O>
+inline Seg seg_of(const M* w, const O& o, int rows, int block0)
+{
+	Seg s;
+	s.p0 = w->p[0];
+	s.p1 = w->p[1];
+	s.p2 = w->p[2];
+	s.s0 = w->stride[0];
+	s.s1 = w->stride[1];
+	s.s2 = w->stride[2];
+	s.y = o.y;
+	s.ldy = o.ldy;
+	s.bias = o.bias;
+	s.rows = rows;
+	s.block0 = block0;
+	return s;
+}
+
 /* Weight loads: read once per call, so they bypass L1. */
 PV_HD uint4 ldw4(const unsigned char* p)
 {
