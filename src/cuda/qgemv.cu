@@ -12,15 +12,17 @@
  * kernel that computes it: batch-invariant by construction, and the CPU's own bits (test_cuda
  * qgemv compares them). The bias is added after, as the float path does.
  *
- * Work split: a warp per weight row (a gate/up pair: the gate row and the up row), 8 warps a
- * block. A pass of the warp covers 32 Q8_0 blocks (a lane each), 8 Q4_K super-blocks (4 lanes
- * each: lane i of a super-block has sub-blocks 2i and 2i+1, 32 qs bytes) or 4 Q6_K super-blocks
- * (8 lanes each: half h = i / 4, group k = i % 4, 32 elements under two sub-block scales). The
- * lanes of a block add their integers by xor shuffles, then every lane runs the pass's float
- * chain over the blocks in order (the block's values shuffled from its first lane).
+ * Work split: R weight rows per warp (rows_of: the gate/up pair's two rows, four rows of a
+ * one-row Q8_0 call, else one), 8 warps a block. A pass of the warp over a row covers 32 Q8_0
+ * blocks (a lane each), 8 Q4_K super-blocks (4 lanes each: lane i of a super-block has sub-blocks
+ * 2i and 2i+1, 32 qs bytes) or 4 Q6_K super-blocks (8 lanes each: half h = i / 4, group k = i % 4,
+ * 32 elements under two sub-block scales). The lanes of a block add their integers by xor
+ * shuffles; each block's float operands go to the warp's shared array, and lane r * T + t then
+ * runs weight row r's chain for activation row t over the pass's blocks in order (the chains of a
+ * call side by side: the chain is one dependent fma per block, h200-2026-12-02-s5.md).
  *
- * Activation scratch (tuning.cuh q8_buf): per row, q int8[n] | d float[n / blk] | s int32[n / 32]
- * (the sums of q per 32 elements, for Q4_K's mins), each part 16-byte aligned. Only calls whose
+ * Activation scratch (tuning.cuh q8_buf, layout in qact.cuh); the add+RMSNorm before a projection
+ * may have written it already (tuning.cuh q8_have), else a small kernel quantizes x. Only calls whose
  * weights all take one activation format, of at most 16 rows (gathered: one per slot), come here;
  * the rest keep the float GEMVs (a choice made from the weights alone, so the one-row step and a
  * verify window make the same one).
