@@ -25,6 +25,13 @@ __host__ __device__ inline size_t pv_qrow_bytes(int blk, int64_t n)
 	return pv_a16((size_t)n) + pv_a16((size_t)(n / blk) * 4) + pv_a16((size_t)(n / 32) * 4);
 }
 
+/* where a row's scales and sums start, past its n codes (blocks of blk) */
+__host__ __device__ constexpr size_t pv_qrow_d_off(int n) { return pv_a16((size_t)n); }
+__host__ __device__ constexpr size_t pv_qrow_s_off(int blk, int n)
+{
+	return pv_a16((size_t)n) + pv_a16((size_t)(n / blk) * 4);
+}
+
 /* x86 minps / maxps (qdot.c): the second operand when either is NaN */
 __device__ __forceinline__ float pv_min_x86(float a, float b) { return a < b ? a : b; }
 __device__ __forceinline__ float pv_max_x86(float a, float b) { return a > b ? a : b; }
@@ -60,8 +67,8 @@ __device__ __forceinline__ void pv_q8_chunk(const float* v, int n, int blk, int 
 	s += __shfl_xor_sync(0xffffffffu, s, 2);
 	if (e0 >= n) return;
 	*reinterpret_cast<uint2*>(row + e0) = make_uint2(w[0], w[1]);
-	float* dd = reinterpret_cast<float*>(row + pv_a16((size_t)n));
-	int* ss = reinterpret_cast<int*>(row + pv_a16((size_t)n) + pv_a16((size_t)(n / blk) * 4));
+	float* dd = reinterpret_cast<float*>(row + pv_qrow_d_off(n));
+	int* ss = reinterpret_cast<int*>(row + pv_qrow_s_off(blk, n));
 	if ((lane & 3) == 0) {
 		ss[e0 / 32] = s;
 		if (blk == 32) dd[e0 / 32] = d;

@@ -45,13 +45,22 @@ struct QAct {
 	__device__ __forceinline__ const int8_t* q(int t) const { return reinterpret_cast<const int8_t*>(base + (size_t)t * rb); }
 	__device__ __forceinline__ const float* d(int t) const
 	{
-		return reinterpret_cast<const float*>(base + (size_t)t * rb + pv_a16((size_t)n));
+		return reinterpret_cast<const float*>(base + (size_t)t * rb + pv_qrow_d_off(n));
 	}
 	__device__ __forceinline__ const int* s(int t) const
 	{
-		return reinterpret_cast<const int*>(base + (size_t)t * rb + pv_a16((size_t)n) + pv_a16((size_t)(n / blk) * 4));
+		return reinterpret_cast<const int*>(base + (size_t)t * rb + pv_qrow_s_off(blk, n));
 	}
 };
+
+/* the sum of v over the G lanes of an aligned group (integers: exact in any order) */
+template <int G>
+__device__ __forceinline__ int group_sum(int v)
+{
+#pragma unroll
+	for (int o = 1; o < G; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
 
 /* ---- activations -------------------------------------------------------------------------- */
 
@@ -242,10 +251,8 @@ struct QK<K_Q4_K> {
 				M = m0 * __ldg(S) + m1 * __ldg(S + 1);
 				dx = __ldg(A.d(x0 + t) + sb);
 			}
-			I += __shfl_xor_sync(0xffffffffu, I, 1);
-			I += __shfl_xor_sync(0xffffffffu, I, 2);
-			M += __shfl_xor_sync(0xffffffffu, M, 1);
-			M += __shfl_xor_sync(0xffffffffu, M, 2);
+			I = group_sum<4>(I);
+			M = group_sum<4>(M);
 			if (on && i == 0) {
 				float* o = sw + t * (STEPS * NV + 1) + NV * (lane >> 2);
 				o[0] = __fmul_rn(d, dx);
@@ -316,9 +323,7 @@ struct QK<K_Q6_K> {
 				I = sc0 * s0 + sc1 * s1;
 				dx = __ldg(A.d(x0 + t) + sb);
 			}
-			I += __shfl_xor_sync(0xffffffffu, I, 1);
-			I += __shfl_xor_sync(0xffffffffu, I, 2);
-			I += __shfl_xor_sync(0xffffffffu, I, 4);
+			I = group_sum<8>(I);
 			if (on && i == 0) {
 				float* o = sw + t * (STEPS * NV + 1) + NV * (lane >> 3);
 				o[0] = __fmul_rn(d, dx);
@@ -458,6 +463,12 @@ int qkind(const struct dmat* w, int* blk)
 
 } // namespace
 
+/* activation rows of a call: T, or gathered, one per slot (x_by_slot) or per token */
+static int x_rows(int T, const struct gemv_gather* ga)
+{
+	return ga ? (ga->x_by_slot ? ga->slots : (ga->slots + ga->k - 1) / ga->k) : T;
+}
+
 size_t pv_cuda_q8_bytes(int64_t rows, int64_t cols)
 {
 	return (size_t)rows * pv_qrow_bytes(32, (cols + 31) / 32 * 32); /* blocks of 32 take the most */
@@ -475,8 +486,7 @@ int pv_cuda_q8_applies(const struct pv_cuda_tuning* tu, const struct gemv_out* o
 			return 0;
 		blk = b;
 	}
-	const int64_t xrows = ga ? (ga->x_by_slot ? ga->slots : (ga->slots + ga->k - 1) / ga->k) : T;
-	return (size_t)xrows * pv_qrow_bytes(blk, outs[0].w->cols) <= tu->q8_bytes;
+	return (size_t)x_rows(T, ga) * pv_qrow_bytes(blk, outs[0].w->cols) <= tu->q8_bytes;
 }
 
 int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_out* outs, int n_out, const float* x,
@@ -488,7 +498,7 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 	int blk = 0;
 	qkind(outs[0].w, &blk);
 	const int n = (int)outs[0].w->cols;
-	const int xrows = ga ? (ga->x_by_slot ? ga->slots : (ga->slots + ga->k - 1) / ga->k) : T;
+	const int xrows = x_rows(T, ga);
 	const int side = (void*)st == tu->q8_side && tu->q8_buf2;
 	unsigned char* buf = side ? tu->q8_buf2 : tu->q8_buf;
 	const size_t rb = pv_qrow_bytes(blk, n);
@@ -517,8 +527,7 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 			p.sel_k = ga->k;
 			p.x_by_slot = ga->x_by_slot;
 		}
-		int blk_i = 0;
-		const int kind = qkind(outs[i].w, &blk_i);
+		const int kind = qkind(outs[i].w, &blk);
 		int64_t blocks = 0;
 		for (int j = i; j < n_out && p.nseg < 3; j++) {
 			int bj = 0;
