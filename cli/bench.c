@@ -315,6 +315,7 @@ int cmd_bench(int argc, char** argv)
 	struct pv_profile prof;
 	memset(&prof, 0, sizeof(prof));
 	int have_prof = cuda && profile && pv_session_rollback(s, depth + pp) == 0 && pv_session_profile(s, toks[0], 20, &prof) == 0;
+	if (cuda && profile && !have_prof) fprintf(stderr, "proven bench: --profile: %s\n", pv_session_error(s));
 	/* CPU --profile: one more prompt and one more decode run of the same shapes, untimed, with
 	 * the per-op timer on (cprof[0]: per prompt token, cprof[1]: per decode token) */
 	struct pv_profile cprof[2];

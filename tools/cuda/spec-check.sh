@@ -39,6 +39,10 @@
 #   tools/cuda/spec-check.sh m   the re-verify at the end of session 5: test_cuda_api whole, test_cuda fixtures,
 #                                quant and prefill, then the recorded traces replayed on the 35B-A3B
 #                                Q4_K_M shape with cuda.q8_act off and on
+#   tools/cuda/spec-check.sh n   session 6: test_cuda qgemv / quant / fixtures at this build, then on the 8B
+#                                Q4_K_M shape the decode profile (--profile) with cuda.q8_act off / on and
+#                                every kernel's time over short decode runs (ncu, N_NCU=1), and the 8B Q8_0
+#                                shape's profile (N_Q8=1)
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
 #                                the exactness court with --draft mtp (snapshot and replay rollback,
@@ -380,6 +384,44 @@ elif [ "$PART" = m ]; then
 				have_time 60 "replay q8_act=$q $(basename "$tr")" && PV_CUDA_Q8_ACT=$q replay "35B-A3B Q4_K_M q8_act=$q" "$m" "$tr"
 			done
 		done
+		rm -f "$m"
+	fi
+elif [ "$PART" = n ]; then
+	# session 6 (2026-12-02): where a Q4_K_M decode token's time goes with cuda.q8_act
+	runtest "test_cuda qgemv" timeout 150 $B/cuda/test_cuda qgemv
+	for t in ${N_TESTS:-}; do runtest "test_cuda $t" timeout 150 $B/cuda/test_cuda $t; done
+	for part in ${N_API:-}; do runtest "test_cuda_api $part" timeout 200 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api; done
+	prof() { # label model env...: decode tg64 after pp512 with the per-group profile
+		local label=$1 m=$2
+		shift 2
+		have_time 40 "profile $label" || return
+		env PROVEN_LEDGER=off "$@" timeout 150 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 64 --reps 2 \
+			--profile >"$OUT/.b" 2>"$OUT/.e"
+		[ $? = 0 ] || status=1
+		cat "$OUT/.e" >>"$LOG"
+		grep '^{' "$OUT/.b" | sed "s/^{/{\"name\":\"$label\",/" >>"$JSON"
+		say "profile $label: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ') $(grep -i 'profile' "$OUT/.e" | head -2)"
+		grep -E '^\| ' "$OUT/.b" | grep -v '^| ---' | tee -a "$SUM" >/dev/null
+	}
+	ncu_decode() { # label model env...: every kernel's time and DRAM bytes over a 1-token prompt and 3 tokens
+		command -v ncu >/dev/null && have_time 90 "ncu $1" || return
+		local label=$1 m=$2 t=$(date +%s) f=$OUT/ncu-$1.csv
+		shift 2
+		env PROVEN_LEDGER=off "$@" timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+			--csv --print-units base --kernel-name-base demangled -c 2500 $B/proven bench --backend cuda --model "$m" \
+			--pp 1 --tg 3 --reps 1 >"$f" 2>&1
+		say "ncu $label: rc $? ($(grep -c gpu__time_duration "$f") kernels, $(($(date +%s) - t)) s)"
+	}
+	m=$W/qwen3-8b-q4_k_m.gguf
+	if have_time 120 "8B q4_k_m" && synth qwen3-8b q4_k_m "$m"; then
+		for q in 1 0 1; do prof "8B Q4_K_M q8_act=$q" "$m" PV_CUDA_Q8_ACT=$q; done
+		[ -n "${N_NCU:-}" ] && ncu_decode q4km-q8 "$m" PV_CUDA_Q8_ACT=1
+		rm -f "$m"
+	fi
+	m=$W/qwen3-8b-q8_0.gguf
+	if [ -n "${N_Q8:-}" ] && have_time 120 "8B q8_0" && synth qwen3-8b q8_0 "$m"; then
+		prof "8B Q8_0" "$m" PV_CUDA_Q8_ACT=0
+		[ -n "${N_NCU:-}" ] && ncu_decode q80 "$m" PV_CUDA_Q8_ACT=0
 		rm -f "$m"
 	fi
 elif [ "$PART" = l ]; then
