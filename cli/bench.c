@@ -311,10 +311,11 @@ int cmd_bench(int argc, char** argv)
 		pp_ns[r] = 1e9 * (t1 - t0);
 		tg_ns[r] = 1e9 * (t3 - t2);
 	}
-	/* CUDA --profile: where a decode token's time goes (last: it disturbs the session's state) */
+	/* CUDA --profile: where a decode token's time goes, at the position the last decode run ended
+	 * (depth + tg: the decode starts at depth, as llama-bench's tg) */
 	struct pv_profile prof;
 	memset(&prof, 0, sizeof(prof));
-	int have_prof = cuda && profile && pv_session_rollback(s, depth + pp) == 0 && pv_session_profile(s, toks[0], 20, &prof) == 0;
+	int have_prof = cuda && profile && pv_session_profile(s, toks[0], 20, &prof) == 0;
 	if (cuda && profile && !have_prof) fprintf(stderr, "proven bench: --profile: %s\n", pv_session_error(s));
 	/* CPU --profile: one more prompt and one more decode run of the same shapes, untimed, with
 	 * the per-op timer on (cprof[0]: per prompt token, cprof[1]: per decode token) */

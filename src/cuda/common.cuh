@@ -681,28 +681,72 @@ __device__ __forceinline__ float pv_warp_max(float v)
  * butterfly, then the warps in order on thread 0. The standalone add+RMSNorm kernel
  * (norm_rope.cu) and the fused GEMV epilogue (gemv.cu) both run this with NT = 256, so a row gets
  * the same bits either way. red: NT / 32 + 1 floats of shared memory. */
-template <int NT>
+template <int NT, int KR = 0>
 __device__ __forceinline__ void pv_add_rmsnorm_row(float* x, const float* delta, float* xn, const float* w, int H, float eps,
                                                    float* red)
 {
+	/* KR > 0: rows of up to KR float4s per thread (H <= 8192 at NT = 256, KR = 8) are held in
+	 * registers, every load of x, delta and w issued before the first use (one memory latency,
+	 * not one per float4: the standalone kernel is on the decode's critical path); the same
+	 * operations in the same order as the loop below, so the same bits. The GEMV epilogue keeps
+	 * the loop (KR = 0: no registers added to the GEMV). */
 	const int H4 = H >> 2, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	float4* x4 = reinterpret_cast<float4*>(x);
 	const float4* d4 = reinterpret_cast<const float4*>(delta);
+	const float4* w4 = reinterpret_cast<const float4*>(w);
+	float4* o4 = reinterpret_cast<float4*>(xn);
+	const bool regs = KR > 0 && H4 <= KR * NT;
+	float4 xv[KR > 0 ? KR : 1], gv[KR > 0 ? KR : 1];
 	float ss = 0.0f;
-	for (int i = threadIdx.x; i < H4; i += NT) {
-		float4 v = __ldcg(x4 + i);
-		if (d4) {
-			const float4 d = __ldcg(d4 + i);
-			v.x = v.x + d.x;
-			v.y = v.y + d.y;
-			v.z = v.z + d.z;
-			v.w = v.w + d.w;
-			x4[i] = v;
+	if (regs) {
+#pragma unroll
+		for (int k = 0; k < KR; k++) {
+			const int i = threadIdx.x + k * NT;
+			if (i < H4) {
+				xv[k] = __ldcg(x4 + i);
+				gv[k] = __ldg(w4 + i);
+			}
 		}
-		ss = ss + v.x * v.x;
-		ss = ss + v.y * v.y;
-		ss = ss + v.z * v.z;
-		ss = ss + v.w * v.w;
+		if (d4) {
+#pragma unroll
+			for (int k = 0; k < KR; k++) {
+				const int i = threadIdx.x + k * NT;
+				if (i < H4) {
+					const float4 d = __ldcg(d4 + i);
+					xv[k].x = xv[k].x + d.x;
+					xv[k].y = xv[k].y + d.y;
+					xv[k].z = xv[k].z + d.z;
+					xv[k].w = xv[k].w + d.w;
+				}
+			}
+		}
+#pragma unroll
+		for (int k = 0; k < KR; k++) {
+			const int i = threadIdx.x + k * NT;
+			if (i < H4) {
+				if (d4) x4[i] = xv[k];
+				ss = ss + xv[k].x * xv[k].x;
+				ss = ss + xv[k].y * xv[k].y;
+				ss = ss + xv[k].z * xv[k].z;
+				ss = ss + xv[k].w * xv[k].w;
+			}
+		}
+	} else {
+		for (int i = threadIdx.x; i < H4; i += NT) {
+			float4 v = __ldcg(x4 + i);
+			if (d4) {
+				const float4 d = __ldcg(d4 + i);
+				v.x = v.x + d.x;
+				v.y = v.y + d.y;
+				v.z = v.z + d.z;
+				v.w = v.w + d.w;
+				x4[i] = v;
+			}
+			ss = ss + v.x * v.x;
+			ss = ss + v.y * v.y;
+			ss = ss + v.z * v.z;
+			ss = ss + v.w * v.w;
+		}
 	}
 	ss = pv_warp_sum(ss);
 	if (lane == 0) red[warp] = ss;
@@ -714,8 +758,17 @@ __device__ __forceinline__ void pv_add_rmsnorm_row(float* x, const float* delta,
 	}
 	__syncthreads();
 	const float r = 1.0f / sqrtf(red[NT / 32] / (float)H + eps); /* pv_rmsnorm */
-	const float4* w4 = reinterpret_cast<const float4*>(w);
-	float4* o4 = reinterpret_cast<float4*>(xn);
+	if (regs) {
+#pragma unroll
+		for (int k = 0; k < KR; k++) {
+			const int i = threadIdx.x + k * NT;
+			if (i < H4) {
+				const float4 v = xv[k], g = gv[k];
+				o4[i] = make_float4((v.x * r) * g.x, (v.y * r) * g.y, (v.z * r) * g.z, (v.w * r) * g.w);
+			}
+		}
+		return;
+	}
 	for (int i = threadIdx.x; i < H4; i += NT) {
 		const float4 v = x4[i]; /* this thread's own value (written above, or untouched) */
 		const float4 g = __ldg(w4 + i);

@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(NORM4_THREADS) add_rmsnorm4_q8_kernel(float* x
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ float red[NORM4_THREADS / 32 + 1];
 	const size_t o = (size_t)blockIdx.x * H;
-	pv_add_rmsnorm_row<NORM4_THREADS>(x + o, delta ? delta + o : nullptr, xn + o, w, H, eps, red);
+	pv_add_rmsnorm_row<NORM4_THREADS, 8>(x + o, delta ? delta + o : nullptr, xn + o, w, H, eps, red);
 	__syncthreads(); /* the row of xn is written (global memory, this block) */
 	for (int c = threadIdx.x >> 5; c * 256 < H; c += NORM4_THREADS / 32) {
 		float v[8];
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(NORM4_THREADS) add_rmsnorm4_kernel(float* x, c
 	pv_grid_sync(); /* before any global memory access (PDL) */
 	__shared__ float red[NORM4_THREADS / 32 + 1];
 	const size_t o = (size_t)blockIdx.x * H;
-	pv_add_rmsnorm_row<NORM4_THREADS>(x + o, delta ? delta + o : nullptr, xn + o, w, H, eps, red);
+	pv_add_rmsnorm_row<NORM4_THREADS, 8>(x + o, delta ? delta + o : nullptr, xn + o, w, H, eps, red);
 }
 
 /* One warp per head vector: q heads, then k heads, then v heads, of row blockIdx.y. K and V go

@@ -395,8 +395,8 @@ elif [ "$PART" = n ]; then
 		local label=$1 m=$2
 		shift 2
 		have_time 40 "profile $label" || return
-		env PROVEN_LEDGER=off "$@" timeout 150 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 64 --reps 2 \
-			--profile >"$OUT/.b" 2>"$OUT/.e"
+		env PROVEN_LEDGER=off "$@" timeout 150 $B/proven bench --backend cuda --model "$m" --pp 64 --depth 512 --tg 64 \
+			--reps 2 --profile >"$OUT/.b" 2>"$OUT/.e"
 		[ $? = 0 ] || status=1
 		cat "$OUT/.e" >>"$LOG"
 		grep '^{' "$OUT/.b" | sed "s/^{/{\"name\":\"$label\",/" >>"$JSON"
@@ -407,21 +407,33 @@ elif [ "$PART" = n ]; then
 		command -v ncu >/dev/null && have_time 90 "ncu $1" || return
 		local label=$1 m=$2 t=$(date +%s) f=$OUT/ncu-$1.csv
 		shift 2
-		env PROVEN_LEDGER=off "$@" timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+		env PROVEN_LEDGER=off "$@" timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,sm__cycles_elapsed.avg.per_second \
 			--csv --print-units base --kernel-name-base demangled -c 2500 $B/proven bench --backend cuda --model "$m" \
 			--pp 1 --tg 3 --reps 1 >"$f" 2>&1
 		say "ncu $label: rc $? ($(grep -c gpu__time_duration "$f") kernels, $(($(date +%s) - t)) s)"
+	}
+	ncu_detail() { # label model env...: the full sections of 16 decode kernels in the middle of a token
+		command -v ncu >/dev/null && have_time 90 "ncu detail $1" || return
+		local label=$1 m=$2 t=$(date +%s) f=$OUT/ncu-detail-$1.txt
+		shift 2
+		env PROVEN_LEDGER=off "$@" timeout 240 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+			--section LaunchStats --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+			--kernel-name-base demangled -k "regex:gemv|rmsnorm|attn|act_quant" --launch-skip ${N_SKIP:-1200} \
+			--launch-count 16 $B/proven bench --backend cuda --model "$m" --pp 1 --tg 3 --reps 1 >"$f" 2>&1
+		say "ncu detail $label: rc $? ($(grep -c 'Duration' "$f") kernels, $(($(date +%s) - t)) s)"
 	}
 	m=$W/qwen3-8b-q4_k_m.gguf
 	if have_time 120 "8B q4_k_m" && synth qwen3-8b q4_k_m "$m"; then
 		for q in 1 0 1; do prof "8B Q4_K_M q8_act=$q" "$m" PV_CUDA_Q8_ACT=$q; done
 		[ -n "${N_NCU:-}" ] && ncu_decode q4km-q8 "$m" PV_CUDA_Q8_ACT=1
+		[ -n "${N_DETAIL:-}" ] && ncu_detail q4km-q8 "$m" PV_CUDA_Q8_ACT=1
 		rm -f "$m"
 	fi
 	m=$W/qwen3-8b-q8_0.gguf
 	if [ -n "${N_Q8:-}" ] && have_time 120 "8B q8_0" && synth qwen3-8b q8_0 "$m"; then
 		prof "8B Q8_0" "$m" PV_CUDA_Q8_ACT=0
 		[ -n "${N_NCU:-}" ] && ncu_decode q80 "$m" PV_CUDA_Q8_ACT=0
+		[ -n "${N_DETAIL:-}" ] && ncu_detail q80 "$m" PV_CUDA_Q8_ACT=0
 		rm -f "$m"
 	fi
 elif [ "$PART" = l ]; then
