@@ -422,15 +422,33 @@ elif [ "$PART" = n ]; then
 			--launch-count 16 $B/proven bench --backend cuda --model "$m" --pp 1 --tg 3 --reps 1 >"$f" 2>&1
 		say "ncu detail $label: rc $? ($(grep -c 'Duration' "$f") kernels, $(($(date +%s) - t)) s)"
 	}
+	ab_old() { # label model env...: decode tg128 after pp512, $B/proven-old (the baseline build) and
+		# $B/proven alternating, twice
+		[ -x $B/proven-old ] || return
+		local label=$1 m=$2
+		shift 2
+		for r in 1 2; do
+			for bin in proven-old proven; do
+				have_time 25 "$label $bin" || return
+				env PROVEN_LEDGER=off "$@" timeout 150 $B/$bin bench --backend cuda --model "$m" --pp 512 --tg 128 --reps 3 \
+					--json-only >"$OUT/.b" 2>>"$LOG"
+				[ $? = 0 ] || status=1
+				sed "s/^{/{\"name\":\"$label $bin\",/" "$OUT/.b" | grep '^{' >>"$JSON"
+				say "decode $label $bin: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
+			done
+		done
+	}
 	m=$W/qwen3-8b-q4_k_m.gguf
 	if have_time 120 "8B q4_k_m" && synth qwen3-8b q4_k_m "$m"; then
-		for q in 1 0 1; do prof "8B Q4_K_M q8_act=$q" "$m" PV_CUDA_Q8_ACT=$q; done
+		ab_old "8B Q4_K_M q8_act=1" "$m" PV_CUDA_Q8_ACT=1
+		for q in 1 0; do prof "8B Q4_K_M q8_act=$q" "$m" PV_CUDA_Q8_ACT=$q; done
 		[ -n "${N_NCU:-}" ] && ncu_decode q4km-q8 "$m" PV_CUDA_Q8_ACT=1
 		[ -n "${N_DETAIL:-}" ] && ncu_detail q4km-q8 "$m" PV_CUDA_Q8_ACT=1
 		rm -f "$m"
 	fi
 	m=$W/qwen3-8b-q8_0.gguf
 	if [ -n "${N_Q8:-}" ] && have_time 120 "8B q8_0" && synth qwen3-8b q8_0 "$m"; then
+		ab_old "8B Q8_0" "$m" PV_CUDA_Q8_ACT=0
 		prof "8B Q8_0" "$m" PV_CUDA_Q8_ACT=0
 		[ -n "${N_NCU:-}" ] && ncu_decode q80 "$m" PV_CUDA_Q8_ACT=0
 		[ -n "${N_DETAIL:-}" ] && ncu_detail q80 "$m" PV_CUDA_Q8_ACT=0
