@@ -172,6 +172,14 @@ int pv_cuda_set_knobs(struct pv_session* s, const char* spec, char* err, size_t 
  * same upload and GEMV kernels as the forward pass (T is split into steps of at most 16 rows). */
 int pv_cuda_test_matmul(const struct pv_tensor* W, const float* x, int T, float* y, char* err, size_t errlen);
 
+/* Tests: the add+RMSNorm of n rows (1-16) of H through the kernel the knobs select (the defaults,
+ * the environment, then spec, "name=value,..."): x[n][H] += delta (unless NULL), in place; xn =
+ * rmsnorm(x) * w; with blk (32 or 256; 0: none) also xn's quantized form for cuda.q8_act into q,
+ * pv_qrow_bytes(blk, H) bytes per row (src/cuda/qact.cuh: int8 q[H] | float d[H / blk] | int32
+ * s[H / 32], each part 16-byte aligned). Returns 0, or -1 with a message. */
+int pv_cuda_test_norm(float* x, const float* delta, const float* w, int H, int n, float eps, const char* spec, float* xn,
+                      int blk, unsigned char* q, char* err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@
 #include "qact.cuh"
 #include "units.cuh"
 
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <float.h>
 
@@ -78,6 +79,85 @@ __global__ void __launch_bounds__(NORM4_THREADS) add_rmsnorm4_kernel(float* x, c
 	__shared__ float red[NORM4_THREADS / 32 + 1];
 	const size_t o = (size_t)blockIdx.x * H;
 	pv_add_rmsnorm_row<NORM4_THREADS, 8>(x + o, delta ? delta + o : nullptr, xn + o, w, H, eps, red);
+}
+
+/* cuda.norm_cluster (the default): the add+RMSNorm of row blockIdx.y by a cluster of C blocks
+ * (C = min(8, chunks)), H a multiple of 4 and at most 8192, 16-byte aligned rows. Chunk c
+ * (elements 256 c .. 256 c + 255, zeros past H) belongs to warp c / C of block c % C, lane l
+ * holding its 8 elements from 256 c + 8 l: qact.cuh's chunk layout, so the quantized form is
+ * written from registers. Every load is issued before the first use, and no block runs more than
+ * four warps' latency chains: one block (add_rmsnorm4_kernel) ran every chunk of the row on 8
+ * warps, latency-bound (ledger cuda-norm-cluster). Order of the sum of squares, a function of H
+ * alone: each lane's 8 squares in element order, the warp's butterfly, then the chunk sums by a
+ * butterfly over lanes (chunk k on lane k, zeros past the last), read from the blocks' shared
+ * memory across the cluster; every block computes the same total. */
+constexpr int NCL = 8;      /* blocks per cluster (the portable limit)           */
+constexpr int NCL_WARPS = 4; /* warps per block: chunks = H / 256 <= 32 (H <= 8192) */
+
+struct NormArgs {
+	float* x;
+	const float* delta;
+	float* xn;
+	const float* w;
+	int H;
+	float eps;
+	int blk; /* Q8: the quantized form's block (32, 256) */
+	unsigned char* q;
+	size_t rb;
+};
+
+template <bool Q8>
+__global__ void __launch_bounds__(NCL_WARPS * 32) add_rmsnorm_cluster_kernel(const __grid_constant__ NormArgs a)
+{
+	namespace cg = cooperative_groups;
+	cg::cluster_group cl = cg::this_cluster();
+	__shared__ float part[NCL_WARPS];
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	const int C = (int)cl.num_blocks(), b = (int)cl.block_rank(); /* the cluster spans gridDim.x */
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int H = a.H, nch = (H + 255) / 256, c = b + warp * C;
+	const size_t o = (size_t)blockIdx.y * H;
+	const int e0 = c * 256 + lane * 8;
+	const bool on0 = c < nch && e0 < H, on1 = c < nch && e0 + 4 < H;
+	const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	float4 x0 = z, x1 = z, d0 = z, d1 = z, g0 = z, g1 = z;
+	if (on0) {
+		x0 = __ldcg(reinterpret_cast<const float4*>(a.x + o + e0));
+		g0 = __ldg(reinterpret_cast<const float4*>(a.w + e0));
+		if (a.delta) d0 = __ldcg(reinterpret_cast<const float4*>(a.delta + o + e0));
+	}
+	if (on1) {
+		x1 = __ldcg(reinterpret_cast<const float4*>(a.x + o + e0 + 4));
+		g1 = __ldg(reinterpret_cast<const float4*>(a.w + e0 + 4));
+		if (a.delta) d1 = __ldcg(reinterpret_cast<const float4*>(a.delta + o + e0 + 4));
+	}
+	float v[8] = { x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w };
+	const float g[8] = { g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w };
+	if (a.delta) {
+		const float d[8] = { d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w };
+#pragma unroll
+		for (int i = 0; i < 8; i++) v[i] = v[i] + d[i];
+		if (on0) *reinterpret_cast<float4*>(a.x + o + e0) = make_float4(v[0], v[1], v[2], v[3]);
+		if (on1) *reinterpret_cast<float4*>(a.x + o + e0 + 4) = make_float4(v[4], v[5], v[6], v[7]);
+	}
+	float ss = 0.0f;
+#pragma unroll
+	for (int i = 0; i < 8; i++) ss = ss + v[i] * v[i];
+	ss = pv_warp_sum(ss);
+	if (lane == 0) part[warp] = ss;
+	cl.sync(); /* every block's chunk sums are written */
+	float t = 0.0f;
+	if (lane < nch) t = *cl.map_shared_rank(&part[lane / C], lane % C);
+	t = pv_warp_sum(t);
+	cl.sync(); /* no block leaves while another may still read its part[] */
+	if (c >= nch) return; /* a whole warp */
+	const float r = 1.0f / sqrtf(t / (float)H + a.eps); /* pv_rmsnorm */
+	float y[8];
+#pragma unroll
+	for (int i = 0; i < 8; i++) y[i] = (v[i] * r) * g[i];
+	if (on0) *reinterpret_cast<float4*>(a.xn + o + e0) = make_float4(y[0], y[1], y[2], y[3]);
+	if (on1) *reinterpret_cast<float4*>(a.xn + o + e0 + 4) = make_float4(y[4], y[5], y[6], y[7]);
+	if constexpr (Q8) pv_q8_chunk(y, H, a.blk, c, a.q + (size_t)blockIdx.y * a.rb);
 }
 
 /* One warp per head vector: q heads, then k heads, then v heads, of row blockIdx.y. K and V go
@@ -183,10 +263,43 @@ int pv_cuda_embed(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 	return 0;
 }
 
+/* whether the cluster form takes a row of H (vec: H % 4 == 0, rows 16-byte aligned) */
+static int norm_cluster_fits(const struct pv_cuda_tuning* tu, int vec, int H)
+{
+	return tu->norm_cluster && !tu->norm_fuse && vec && H >= 4 && H <= 32 * 256;
+}
+
+/* the cluster form over n rows: grid (C, n), clusters of C blocks along x */
+static int launch_norm_cluster(cudaStream_t st, const struct pv_cuda_tuning* tu, const NormArgs& a, int n, bool q8,
+                               char* err, size_t errlen)
+{
+	const int nch = (a.H + 255) / 256, C = nch < NCL ? nch : NCL, warps = (nch + C - 1) / C;
+	cudaLaunchConfig_t cfg = {};
+	cfg.gridDim = dim3((unsigned)C, (unsigned)n);
+	cfg.blockDim = dim3((unsigned)(32 * warps));
+	cfg.stream = st;
+	cudaLaunchAttribute at[2] = {};
+	at[0].id = cudaLaunchAttributeClusterDimension;
+	at[0].val.clusterDim.x = (unsigned)C;
+	at[0].val.clusterDim.y = 1;
+	at[0].val.clusterDim.z = 1;
+	at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[1].val.programmaticStreamSerializationAllowed = 1;
+	cfg.attrs = at;
+	cfg.numAttrs = tu->pdl ? 2 : 1;
+	if (pv_cuda_trace_seconds()) pv_last_launch = pv_launch_rec{ cfg.gridDim, cfg.blockDim, 0, st, tu->pdl };
+	CU(q8 ? cudaLaunchKernelEx(&cfg, add_rmsnorm_cluster_kernel<true>, a)
+	      : cudaLaunchKernelEx(&cfg, add_rmsnorm_cluster_kernel<false>, a),
+	   err, errlen);
+	if (pv_cuda_trace_seconds() && pv_cuda_trace("add_rmsnorm (cluster)", err, errlen)) return -1;
+	return 0;
+}
+
 int pv_cuda_add_rmsnorm(cudaStream_t st, const struct pv_cuda_tuning* tu, float* x, const float* delta, float* xn,
                         const float* w, int H, float eps, int n, char* err, size_t errlen)
 {
 	const int vec = H % 4 == 0 && !(((uintptr_t)x | (uintptr_t)delta | (uintptr_t)xn | (uintptr_t)w) & 15);
+	if (norm_cluster_fits(tu, vec, H)) return launch_norm_cluster(st, tu, NormArgs{ x, delta, xn, w, H, eps, 0, NULL, 0 }, n, false, err, errlen);
 	if (vec)
 		PV_LAUNCH("add_rmsnorm", tu, err, errlen, add_rmsnorm4_kernel, dim3((unsigned)n), dim3(NORM4_THREADS), 0, st, x,
 		          delta, xn, w, H, eps);
@@ -203,6 +316,8 @@ int pv_cuda_add_rmsnorm_q8(cudaStream_t st, const struct pv_cuda_tuning* tu, flo
 	const size_t rb = blk ? pv_qrow_bytes(blk, H) : 0;
 	if (!tu->q8_act || !tu->q8_buf || !vec || (blk != 32 && blk != 256) || H % blk || n < 1 || (size_t)n * rb > tu->q8_bytes)
 		return 0;
+	if (norm_cluster_fits(tu, vec, H))
+		return launch_norm_cluster(st, tu, NormArgs{ x, delta, xn, w, H, eps, blk, tu->q8_buf, rb }, n, true, err, errlen) ? -1 : 1;
 	PV_LAUNCH("add_rmsnorm_q8", tu, err, errlen, add_rmsnorm4_q8_kernel, dim3((unsigned)n), dim3(NORM4_THREADS), 0, st, x,
 	          delta, xn, w, H, eps, blk, tu->q8_buf, rb);
 	return 1;
@@ -246,4 +361,60 @@ int pv_cuda_argmax(cudaStream_t st, const struct pv_cuda_tuning* tu, const float
 {
 	PV_LAUNCH("argmax", tu, err, errlen, argmax_kernel, dim3((unsigned)n), dim3(ARGMAX_THREADS), 0, st, logits, V, ids);
 	return 0;
+}
+
+/* ---- tests: n rows through the add+RMSNorm the knobs select ----------------------------------- */
+
+int pv_cuda_test_norm(float* x, const float* delta, const float* w, int H, int n, float eps, const char* spec, float* xn,
+                      int blk, unsigned char* q, char* err, size_t errlen)
+{
+	struct pv_cuda_tuning tu; /* the defaults, the environment, then spec: no model here */
+	if (H < 1 || n < 1 || n > PV_CUDA_ROWS) return pv_errf(err, errlen, "test_norm: %d rows of %d", n, H);
+	if (pv_cuda_tuning_read(&tu, NULL, spec, err, errlen) || pv_cuda_select_device(err, errlen)) return -1;
+	const size_t xb = sizeof(float) * (size_t)n * (size_t)H, wb = sizeof(float) * (size_t)H;
+	const size_t rb = blk ? pv_qrow_bytes(blk, H) : 0;
+	float *dx = NULL, *dd = NULL, *dn = NULL, *dw = NULL;
+	unsigned char* dq = NULL;
+	cudaStream_t st = NULL;
+	int rc = -1;
+	CU_OR(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), done);
+	CU_OR(cudaMalloc((void**)&dx, xb), done);
+	CU_OR(cudaMalloc((void**)&dn, xb), done);
+	CU_OR(cudaMalloc((void**)&dw, wb), done);
+	if (delta) CU_OR(cudaMalloc((void**)&dd, xb), done);
+	if (blk) {
+		CU_OR(cudaMalloc((void**)&dq, rb * (size_t)n), done);
+		CU_OR(cudaMemsetAsync(dq, 0xa5, rb * (size_t)n, st), done);
+		tu.q8_act = 1;
+		tu.q8_buf = dq;
+		tu.q8_bytes = rb * (size_t)n;
+	}
+	CU_OR(cudaMemsetAsync(dn, 0xff, xb, st), done); /* NaN: every output must be written */
+	CU_OR(cudaMemcpyAsync(dx, x, xb, cudaMemcpyHostToDevice, st), done);
+	CU_OR(cudaMemcpyAsync(dw, w, wb, cudaMemcpyHostToDevice, st), done);
+	if (delta) CU_OR(cudaMemcpyAsync(dd, delta, xb, cudaMemcpyHostToDevice, st), done);
+	if (blk) {
+		const int r = pv_cuda_add_rmsnorm_q8(st, &tu, dx, dd, dn, dw, H, eps, n, blk, err, errlen);
+		if (r < 0) goto done;
+		if (r == 0) {
+			pv_errf(err, errlen, "test_norm: no quantizing add+RMSNorm for %d rows of %d in blocks of %d", n, H, blk);
+			goto done;
+		}
+	} else if (pv_cuda_add_rmsnorm(st, &tu, dx, dd, dn, dw, H, eps, n, err, errlen)) {
+		goto done;
+	}
+	CU_OR(cudaMemcpyAsync(x, dx, xb, cudaMemcpyDeviceToHost, st), done);
+	CU_OR(cudaMemcpyAsync(xn, dn, xb, cudaMemcpyDeviceToHost, st), done);
+	if (blk) CU_OR(cudaMemcpyAsync(q, dq, rb * (size_t)n, cudaMemcpyDeviceToHost, st), done);
+	CU_OR(cudaStreamSynchronize(st), done);
+	rc = 0;
+done:
+	if (st) cudaStreamSynchronize(st);
+	if (st) cudaStreamDestroy(st);
+	cudaFree(dx);
+	cudaFree(dd);
+	cudaFree(dn);
+	cudaFree(dw);
+	cudaFree(dq);
+	return rc;
 }

@@ -86,6 +86,11 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "Q8_0/Q4_K/Q6_K GEMVs of 1-16 rows take int8 activations and integer dot products, the CPU's fast numerics"
 	  " bit for bit (qgemv.cu)",
 	  F(q8_act) },
+	{ "cuda.norm_cluster", "PV_CUDA_NORM_CLUSTER", 1, 0, 1, NULL, 0,
+	  "the add+RMSNorm of a row (width a multiple of 4, at most 8192) as a cluster of up to 8 blocks, a warp per"
+	  " 256 elements (its own order of the sum of squares); 0: one block per row (the order the GEMV epilogue of"
+	  " cuda.norm_fuse keeps, which turns this off)",
+	  F(norm_cluster) },
 };
 #undef F
 static_assert(offsetof(struct pv_cuda_tuning, q8_buf) == (PV_CUDA_N_KNOBS * sizeof(int) + sizeof(void*) - 1) / sizeof(void*) * sizeof(void*),

@@ -252,6 +252,92 @@ static void qgemv_case(enum pv_dtype t, int rows, int cols, int mode)
 	free(yk);
 }
 
+/* The add+RMSNorm (norm_rope.cu) by the cluster form (cuda.norm_cluster, the default) and by one
+ * block per row: x += delta bitwise the host's float adds; xn within 4e-6 of a double reference
+ * (of the largest |xn|); each row alone and calls of n rows the same bits (batch invariance);
+ * the quantized form of xn (cuda.q8_act) bitwise the CPU's pv_act_convert of the GPU's own xn:
+ * codes, scales and the 32-element sums. Widths: one chunk, partial chunks (896, 4100), up to
+ * 8192 (32 chunks) and 12288 (the one-block fallback). */
+static size_t a16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+static void norm_case(int H, int n, int blk, const char* spec)
+{
+	char err[512];
+	const size_t N = (size_t)n * H;
+	float *x = malloc(sizeof(float) * N), *x0 = malloc(sizeof(float) * N), *delta = malloc(sizeof(float) * N);
+	float *w = malloc(sizeof(float) * H), *xn = malloc(sizeof(float) * N), *x1 = malloc(sizeof(float) * H);
+	float* xn1 = malloc(sizeof(float) * H);
+	const size_t rb = blk ? a16((size_t)H) + a16((size_t)(H / blk) * 4) + a16((size_t)(H / 32) * 4) : 0;
+	unsigned char* q = blk ? malloc(rb * n) : NULL;
+	unsigned char* q1 = blk ? malloc(rb) : NULL;
+	for (size_t i = 0; i < N; i++) x0[i] = 3.0f * frand(), delta[i] = frand();
+	for (int i = 0; i < H; i++) w[i] = 1.0f + 0.25f * frand();
+	memcpy(x, x0, sizeof(float) * N);
+	const float eps = 1e-6f;
+	int rc = pv_cuda_test_norm(x, delta, w, H, n, eps, spec, xn, blk, q, err, sizeof err);
+	CHECK(rc == 0, "norm H %d n %d blk %d %s: %s", H, n, blk, spec, err);
+	double worst = 0;
+	int add_ok = 1, alone_ok = 1, q_ok = 1;
+	for (int t = 0; rc == 0 && t < n; t++) {
+		const float* xr = x + (size_t)t * H;
+		double ss = 0, amax = 0;
+		for (int i = 0; i < H; i++) {
+			const float v = x0[(size_t)t * H + i] + delta[(size_t)t * H + i];
+			if (memcmp(&v, &xr[i], 4)) add_ok = 0;
+			ss += (double)v * v;
+		}
+		const double r = 1.0 / sqrt(ss / H + eps);
+		for (int i = 0; i < H; i++) amax = fmax(amax, fabs((double)xr[i] * r * w[i]));
+		for (int i = 0; i < H; i++) {
+			const double e = fabs(xn[(size_t)t * H + i] - (double)xr[i] * r * w[i]) / amax;
+			if (!(e <= worst)) worst = e;
+		}
+		/* the row alone */
+		memcpy(x1, x0 + (size_t)t * H, sizeof(float) * H);
+		if (pv_cuda_test_norm(x1, delta + (size_t)t * H, w, H, 1, eps, spec, xn1, blk, q1, err, sizeof err) ||
+		    memcmp(x1, xr, sizeof(float) * H) || memcmp(xn1, xn + (size_t)t * H, sizeof(float) * H) ||
+		    (blk && memcmp(q1, q + rb * t, rb)))
+			alone_ok = 0;
+		if (blk) { /* the CPU's conversion of this xn */
+			const int fmt = blk == 256 ? PV_ACT_Q8K : PV_ACT_Q8;
+			const size_t crb = pv_act_row_bytes(fmt, H);
+			void* act = aligned_alloc(64, (crb + 63) / 64 * 64);
+			pv_act_convert(fmt, xn + (size_t)t * H, H, 1, H, act, crb);
+			struct pv_qrow cr = pv_act_row(act, fmt, H);
+			const unsigned char* g = q + rb * t;
+			const float* gd = (const float*)(const void*)(g + a16((size_t)H));
+			const int32_t* gs = (const int32_t*)(const void*)(g + a16((size_t)H) + a16((size_t)(H / blk) * 4));
+			if (memcmp(g, cr.q, (size_t)H) || memcmp(gd, cr.d, sizeof(float) * (size_t)(H / blk))) q_ok = 0;
+			for (int b = 0; b < H / 32 && q_ok; b++) {
+				int sum = 0;
+				for (int i = 0; i < 32; i++) sum += cr.q[32 * b + i];
+				q_ok = gs[b] == sum;
+			}
+			free(act);
+		}
+	}
+	CHECK(rc == 0 && add_ok, "norm H %d n %d %s: x + delta is not the host's float add", H, n, spec);
+	CHECK(rc == 0 && worst <= 4e-6, "norm H %d n %d %s: xn off the double reference by %.3g of its largest", H, n, spec, worst);
+	CHECK(rc == 0 && alone_ok, "norm H %d n %d blk %d %s: a row alone differs from the %d-row call", H, n, blk, spec, n);
+	CHECK(rc == 0 && q_ok, "norm H %d n %d blk %d %s: the quantized form is not the CPU's conversion of xn", H, n, blk, spec);
+	printf("  norm %-20s H %5d n %2d blk %3d: rel %.2e%s\n", spec[0] ? spec : "(defaults)", H, n, blk, worst,
+	       add_ok && alone_ok && q_ok ? "" : " FAILED");
+	free(x), free(x0), free(delta), free(w), free(xn), free(x1), free(xn1), free(q), free(q1);
+}
+
+static void test_norm(void)
+{
+	static const int Hs[] = { 64, 896, 1024, 2560, 4096, 4100, 5120, 8192, 12288 };
+	static const char* const specs[] = { "", "cuda.norm_cluster=0" };
+	for (size_t h = 0; h < sizeof Hs / sizeof Hs[0]; h++)
+		for (int si = 0; si < 2; si++) {
+			const int H = Hs[h];
+			norm_case(H, 5, 0, specs[si]);
+			if (H % 32 == 0) norm_case(H, 16, 32, specs[si]);
+			if (H % 256 == 0) norm_case(H, 3, 256, specs[si]);
+		}
+}
+
 static void test_qgemv(void)
 {
 	static const enum pv_dtype types[] = { PV_Q8_0, PV_Q4_K, PV_Q6_K };
@@ -1285,6 +1371,12 @@ TEST_CASE(qgemv)
 {
 	g_rng = RNG_SEED;
 	test_qgemv();
+}
+
+TEST_CASE(norm)
+{
+	g_rng = RNG_SEED;
+	test_norm();
 }
 
 TEST_CASE(fixtures)

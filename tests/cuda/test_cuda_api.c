@@ -373,7 +373,7 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		                            "cuda.prefill",      "cuda.prefill_chunk", "cuda.prefill_attn", "cuda.prefill_moe",
 		                            "cuda.prefill_delta", "cuda.gemv_rows_multi", "cuda.gemv_shared",
 		                            "cuda.window_graphs", "cuda.batch_graphs",
-		                            "cuda.batch_hybrid", "cuda.q8_act" };
+		                            "cuda.batch_hybrid", "cuda.q8_act", "cuda.norm_cluster" };
 	const int nw = (int)(sizeof want / sizeof want[0]);
 	CHECK(n == nw && k, "%s: %d knobs listed, want %d", name, n, nw);
 	for (int i = 0; i < nw; i++) {
@@ -387,17 +387,27 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 	const struct pv_knob* split = find_knob(k, n, "cuda.att_split");
 	CHECK(split && split->def == 32, "%s: cuda.att_split's default", name);
 
-	/* a knobs string: the values change; pdl, graphs, the staged GEMV and the add+RMSNorm in the
-	 * GEMV's epilogue (the same row code as the standalone kernel, which holds the row in
-	 * registers) keep the bits */
+	/* a knobs string: the values change; pdl, graphs and the staged GEMV keep the bits; the
+	 * add+RMSNorm in the GEMV's epilogue (cuda.norm_fuse=1) keeps the bits of the one-block
+	 * kernel (cuda.norm_cluster=0: the same row code, its order of the sum) */
 	static const char* const same_bits[2] = { "cuda.pdl=0,cuda.graphs=0,cuda.gemv_direct=0", "cuda.norm_fuse=1" };
 	pv_model* m2 = NULL;
 	char err[512];
 	for (int ks = 0; ks < 2; ks++) {
+		pv_model* mref = m;
+		if (ks == 1) {
+			struct pv_model_params pr = { .backend = "cuda", .knobs = "cuda.norm_cluster=0" };
+			mref = NULL;
+			CHECK(pv_model_open(&mref, dir, &pr, err, sizeof err) == PV_OK, "%s: open with cuda.norm_cluster=0: %s", name, err);
+			if (!mref) continue;
+		}
 		m2 = NULL;
 		struct pv_model_params p = { .backend = "cuda", .knobs = same_bits[ks] };
 		CHECK(pv_model_open(&m2, dir, &p, err, sizeof err) == PV_OK, "%s: open with knobs %s: %s", name, same_bits[ks], err);
-		if (!m2) continue;
+		if (!m2) {
+			if (mref != m) pv_model_close(mref);
+			continue;
+		}
 		const struct pv_knob* k2 = NULL;
 		const int n2 = pv_model_knobs(m2, &k2);
 		const struct pv_knob *a = find_knob(k2, n2, "cuda.pdl"), *g = find_knob(k2, n2, "cuda.graphs"),
@@ -410,7 +420,7 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		const int V = pv_model_get_info(m)->vocab;
 		float* x = malloc(sizeof(float) * V * NP);
 		float* y = malloc(sizeof(float) * V * NP);
-		pv_session* s1 = new_session(m, 0);
+		pv_session* s1 = new_session(mref, 0);
 		pv_session* s2 = new_session(m2, 0);
 		CHECK(run_exact(s1, g_toks, NP, 1, x, V) == 0 && run_exact(s2, g_toks, NP, 1, y, V) == 0, "%s: runs", name);
 		CHECK(same(x, y, (size_t)V * NP), "%s: %s changed the logits", name, same_bits[ks]);
@@ -424,6 +434,7 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		free(x);
 		free(y);
 		pv_model_close(m2);
+		if (mref != m) pv_model_close(mref);
 	}
 	/* the multi-row GEMV variants (rows per warp: cuda.gemv_rows_multi; the shared walk:
 	 * cuda.gemv_shared, on by default, and the old walk): the same bits for exact calls of 2, 3,

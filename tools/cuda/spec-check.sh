@@ -438,9 +438,24 @@ elif [ "$PART" = n ]; then
 			done
 		done
 	}
+	ab_env() { # label model var env0 env1 [more env...]: decode tg128 after pp512, var=0 / var=1 alternating, twice
+		local label=$1 m=$2 var=$3
+		shift 3
+		for r in 1 2; do
+			for v in 0 1; do
+				have_time 25 "$label $var=$v" || return
+				env PROVEN_LEDGER=off "$@" $var=$v timeout 150 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 128 \
+					--reps 3 --json-only >"$OUT/.b" 2>>"$LOG"
+				[ $? = 0 ] || status=1
+				sed "s/^{/{\"name\":\"$label $var=$v\",/" "$OUT/.b" | grep '^{' >>"$JSON"
+				say "decode $label $var=$v: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
+			done
+		done
+	}
 	m=$W/qwen3-8b-q4_k_m.gguf
 	if have_time 120 "8B q4_k_m" && synth qwen3-8b q4_k_m "$m"; then
 		ab_old "8B Q4_K_M q8_act=1" "$m" PV_CUDA_Q8_ACT=1
+		[ -n "${N_AB:-}" ] && ab_env "8B Q4_K_M q8_act=1" "$m" $N_AB PV_CUDA_Q8_ACT=1
 		for q in 1 0; do prof "8B Q4_K_M q8_act=$q" "$m" PV_CUDA_Q8_ACT=$q; done
 		[ -n "${N_NCU:-}" ] && ncu_decode q4km-q8 "$m" PV_CUDA_Q8_ACT=1
 		[ -n "${N_DETAIL:-}" ] && ncu_detail q4km-q8 "$m" PV_CUDA_Q8_ACT=1
@@ -449,9 +464,22 @@ elif [ "$PART" = n ]; then
 	m=$W/qwen3-8b-q8_0.gguf
 	if [ -n "${N_Q8:-}" ] && have_time 120 "8B q8_0" && synth qwen3-8b q8_0 "$m"; then
 		ab_old "8B Q8_0" "$m" PV_CUDA_Q8_ACT=0
+		[ -n "${N_AB:-}" ] && ab_env "8B Q8_0" "$m" $N_AB PV_CUDA_Q8_ACT=0
 		prof "8B Q8_0" "$m" PV_CUDA_Q8_ACT=0
 		[ -n "${N_NCU:-}" ] && ncu_decode q80 "$m" PV_CUDA_Q8_ACT=0
 		[ -n "${N_DETAIL:-}" ] && ncu_detail q80 "$m" PV_CUDA_Q8_ACT=0
+		rm -f "$m"
+	fi
+	m=$W/qwen3-8b-bf16.gguf
+	if [ -n "${N_BF16:-}" ] && have_time 120 "8B bf16" && synth qwen3-8b bf16 "$m"; then
+		[ -n "${N_AB:-}" ] && ab_env "8B BF16" "$m" $N_AB
+		prof "8B BF16" "$m"
+		rm -f "$m"
+	fi
+	m=$W/q35moe-q4_k_m.gguf
+	if [ -n "${N_35:-}" ] && have_time 150 "35B-A3B q4_k_m" && synth qwen3.5-35b-a3b q4_k_m "$m"; then
+		[ -n "${N_AB:-}" ] && ab_env "35B-A3B Q4_K_M q8_act=1" "$m" $N_AB PV_CUDA_Q8_ACT=1
+		prof "35B-A3B Q4_K_M q8_act=1" "$m" PV_CUDA_Q8_ACT=1
 		rm -f "$m"
 	fi
 elif [ "$PART" = l ]; then
