@@ -431,8 +431,8 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
                   const float* x2, int ldx, int xmode, int T, const struct gemv_gather* ga, int pair, int* n_launch,
                   char* err, size_t errlen);
 size_t pv_cuda_q8_bytes(int64_t rows, int64_t cols);
-/* the activation block a matrix takes under cuda.q8_act (32, 256), 0 when it keeps the float GEMVs */
-int pv_cuda_q8_blk(const struct dmat* w);
+/* the activation block a matrix takes under tu's cuda.q8_act (32, 256), 0 when it keeps the float GEMVs */
+int pv_cuda_q8_blk(const struct pv_cuda_tuning* tu, const struct dmat* w);
 /* pv_cuda_add_rmsnorm that also writes xn quantized in blocks of blk into tu->q8_buf (qact.cuh):
  * 1 when it launched, 0 when it cannot (no scratch, shapes, alignment: the caller runs the plain
  * one), -1 on error. The GEMVs that read xn then skip their quantization (tu->q8_have). */

@@ -29,7 +29,7 @@ int norm_for(struct dsession* d, cudaStream_t st, float* x, const float* delta, 
              int n, const struct dmat* next, char* err, size_t errlen)
 {
 	d->tu.q8_have = NULL;
-	const int blk = next && next->type >= 0 ? pv_cuda_q8_blk(next) : 0;
+	const int blk = next && next->type >= 0 ? pv_cuda_q8_blk(&d->tu, next) : 0;
 	const int f = blk ? pv_cuda_add_rmsnorm_q8(st, &d->tu, x, delta, xn, w, H, eps, n, blk, err, errlen) : 0;
 	if (f < 0) return -1;
 	if (f) {

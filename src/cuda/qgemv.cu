@@ -450,11 +450,15 @@ qkernel_fn pick(int kind, int TT, int pair)
 	return kind == K_Q8_0 ? pick_tt<K_Q8_0>(TT, pair) : kind == K_Q4_K ? pick_tt<K_Q4_K>(TT, pair) : pick_tt<K_Q6_K>(TT, pair);
 }
 
-/* the weight kinds of this numerics and their activation blocks (0: not one of them) */
-int qkind(const struct dmat* w, int* blk)
+/* the weight kinds of this numerics under cuda.q8_act = mode (1: Q8_0, Q4_K, Q6_K; 2: Q4_K, Q6_K)
+ * and their activation blocks (0: not one of them) */
+int qkind(const struct dmat* w, int mode, int* blk)
 {
 	switch (w->type) {
-	case PV_Q8_0: *blk = 32; return K_Q8_0;
+	case PV_Q8_0:
+		if (mode != 1) return 0;
+		*blk = 32;
+		return K_Q8_0;
 	case PV_Q4_K: *blk = 256; return K_Q4_K;
 	case PV_Q6_K: *blk = 256; return K_Q6_K;
 	default: return 0;
@@ -482,7 +486,7 @@ int pv_cuda_q8_applies(const struct pv_cuda_tuning* tu, const struct gemv_out* o
 	int blk = 0;
 	for (int i = 0; i < n_out; i++) {
 		int b = 0;
-		if (!qkind(outs[i].w, &b) || (i && b != blk) || outs[i].w->cols != outs[0].w->cols || outs[i].w->cols % b)
+		if (!qkind(outs[i].w, tu->q8_act, &b) || (i && b != blk) || outs[i].w->cols != outs[0].w->cols || outs[i].w->cols % b)
 			return 0;
 		blk = b;
 	}
@@ -496,7 +500,7 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 	if (!pv_cuda_q8_applies(tu, outs, n_out, T, ga) || ((uintptr_t)x & 15) || ldx % 4 || (x2 && ((uintptr_t)x2 & 15)))
 		return 0;
 	int blk = 0;
-	qkind(outs[0].w, &blk);
+	qkind(outs[0].w, tu->q8_act, &blk);
 	const int n = (int)outs[0].w->cols;
 	const int xrows = x_rows(T, ga);
 	const int side = (void*)st == tu->q8_side && tu->q8_buf2;
@@ -527,11 +531,11 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 			p.sel_k = ga->k;
 			p.x_by_slot = ga->x_by_slot;
 		}
-		const int kind = qkind(outs[i].w, &blk);
+		const int kind = qkind(outs[i].w, tu->q8_act, &blk);
 		int64_t blocks = 0;
 		for (int j = i; j < n_out && p.nseg < 3; j++) {
 			int bj = 0;
-			if (done[j] || (qkind(outs[j].w, &bj) != kind && !pair)) continue;
+			if (done[j] || (qkind(outs[j].w, tu->q8_act, &bj) != kind && !pair)) continue;
 			const struct dmat* w = outs[j].w;
 			const Seg& s = p.seg[p.nseg++] = seg_of(w, outs[j], (int)(ga ? w->rows / ga->n_experts : w->rows), (int)blocks);
 			const int rpb = WARPS * (pair ? 1 : rows_of(kind, TT, false)); /* output rows per block */
@@ -546,8 +550,8 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 	return 1;
 }
 
-int pv_cuda_q8_blk(const struct dmat* w)
+int pv_cuda_q8_blk(const struct pv_cuda_tuning* tu, const struct dmat* w)
 {
 	int blk = 0;
-	return qkind(w, &blk) ? blk : 0;
+	return tu->q8_act && qkind(w, tu->q8_act, &blk) ? blk : 0;
 }

@@ -82,9 +82,9 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "continuous batching of the hybrid models (gated attention, DeltaNet layers over each row's own state;"
 	  " bitwise each session alone on the H200, 2026-12-02); 0: they step alone",
 	  F(batch_hybrid) },
-	{ "cuda.q8_act", "PV_CUDA_Q8_ACT", 0, 0, 1, NULL, 0,
-	  "Q8_0/Q4_K/Q6_K GEMVs of 1-16 rows take int8 activations and integer dot products, the CPU's fast numerics"
-	  " bit for bit (qgemv.cu)",
+	{ "cuda.q8_act", "PV_CUDA_Q8_ACT", 2, 0, 2, NULL, 0,
+	  "GEMVs of 1-16 rows over Q4_K/Q6_K (2, the default) or also Q8_0 (1) weights take int8 activations and integer"
+	  " dot products, the CPU's fast numerics bit for bit (qgemv.cu); 0: f32 activations for every type",
 	  F(q8_act) },
 	{ "cuda.norm_cluster", "PV_CUDA_NORM_CLUSTER", 1, 0, 1, NULL, 0,
 	  "the add+RMSNorm of a row (width a multiple of 4, at most 8192) as a cluster of up to 8 blocks, a warp per"

@@ -765,6 +765,10 @@ static void quantized(const char* name, enum pv_dtype t)
 		int V = m->cfg.vocab, np;
 		int32_t* prompt = fx_ids(json_object_get(json_array_get(json_object_get(ref, "cases"), 0), "prompt"), &np);
 		pv_session* g = new_session(m, np + 40, 4);
+		/* f32 activations, the CPU's exact numerics (the K types' default, cuda.q8_act=2, is the
+		 * CPU's fast numerics: qgemv here, test_cuda_api's q8 check) */
+		CHECK(g && pv_cuda_set_knobs(g, "cuda.q8_act=0", err, sizeof err) == PV_OK, "%s/%s: knobs: %s", name,
+		      pv_dtype_name(t), err);
 		const struct pv_backend* cuda = m->backend;
 		m->backend = pv_backend_find("cpu"); /* the same weights on the CPU */
 		pv_session* c = new_session(m, np + 40, 4);
@@ -822,7 +826,9 @@ static void real_model(void)
 	CHECK(ref != NULL, "tests/data/real/reference.json missing (run from the repository root)");
 	if (!ref) return;
 	pv_model *gm = NULL, *cm = NULL;
-	struct pv_model_params gp = { .backend = "cuda" };
+	/* f32 activations for every type, as the CPU's exact numerics (cuda.q8_act is the CPU's fast
+	 * numerics for the K types: qgemv, quant) */
+	struct pv_model_params gp = { .backend = "cuda", .knobs = "cuda.q8_act=0" };
 	int rc = pv_model_open(&gm, path, &gp, err, sizeof(err));
 	CHECK(rc == 0, "real model: open on cuda: %s", err);
 	if (rc || pv_model_open(&cm, path, &cpu_exact, err, sizeof(err))) {
@@ -1355,7 +1361,9 @@ static void teardown(void)
 TEST_CASE_MANUAL(quick, "quick")
 {
 	g_rng = RNG_SEED;
+	setenv("PV_CUDA_Q8_ACT", "0", 1);
 	test_gemv_quick();
+	unsetenv("PV_CUDA_Q8_ACT");
 	fixture("qwen3");
 	fixture("qwen3_5");
 	fixture("qwen3_next");
@@ -1364,7 +1372,9 @@ TEST_CASE_MANUAL(quick, "quick")
 TEST_CASE(gemv)
 {
 	g_rng = RNG_SEED;
+	setenv("PV_CUDA_Q8_ACT", "0", 1); /* the float GEMVs (qgemv: the integer ones) */
 	test_gemv();
+	unsetenv("PV_CUDA_Q8_ACT");
 }
 
 TEST_CASE(qgemv)

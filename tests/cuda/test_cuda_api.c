@@ -1073,6 +1073,46 @@ static void test_mtp(pv_model* m, pv_model* cm, const int32_t* toks, int T, doub
 	}
 }
 
+/* The K types under the default cuda.q8_act (2: int8 activations for Q4_K / Q6_K, qgemv.cu)
+ * against the CPU's fast numerics, its default (the same int8 activations, bit for bit in those
+ * GEMVs: test_cuda qgemv): T exact one-row steps of a Q4_K_M file. The rest of the forward (norms,
+ * attention, the DeltaNet, float GEMVs; the CPU's bf16 activations for bf16 weights) rounds
+ * differently, and a rounding that moves one activation across an int8 step moves its products
+ * by a step, so TOL_Q8 is a gross bound (a wrong block or scale gives errors near 1); the
+ * printed figure is the measurement. */
+#define TOL_Q8 5e-2
+static void test_q8_fast(const char* path, const int32_t* toks, int T, const char* name)
+{
+	char err[512];
+	pv_model *g = NULL, *c = NULL;
+	struct pv_model_params gp = { .backend = "cuda" }, cp = { .backend = "cpu" };
+	int rc = pv_model_open(&g, path, &gp, err, sizeof err);
+	if (!rc) rc = pv_model_open(&c, path, &cp, err, sizeof err);
+	CHECK(rc == PV_OK, "%s q8: open: %s", name, err);
+	const struct pv_knob* k = NULL;
+	const int nk = rc ? 0 : pv_model_knobs(g, &k);
+	const struct pv_knob* q8 = find_knob(k, nk, "cuda.q8_act");
+	CHECK(rc || (q8 && q8->value == 2), "%s q8: cuda.q8_act is not 2 by default", name);
+	if (!rc) {
+		const int V = pv_model_get_info(g)->vocab;
+		float* lg = malloc(sizeof(float) * (size_t)V * T);
+		float* lc = malloc(sizeof(float) * (size_t)V * T);
+		pv_session* sg = new_session(g, 0);
+		pv_session* sc = new_session(c, 0);
+		const int ok = run_exact(sg, toks, T, 1, lg, V) == 0 && run_exact(sc, toks, T, 1, lc, V) == 0;
+		CHECK(ok, "%s q8: runs", name);
+		const double e = ok ? rel_err(lg, lc, T, V) : 1;
+		CHECK(e <= TOL_Q8, "%s: CUDA (cuda.q8_act=2) vs the CPU's fast numerics rel error %.3g > %g", name, e, TOL_Q8);
+		printf("  %-16s cuda.q8_act=2 vs the CPU's fast numerics: %d rows, rel %.3e\n", name, T, e);
+		pv_session_free(sg);
+		pv_session_free(sc);
+		free(lg);
+		free(lc);
+	}
+	pv_model_close(g);
+	pv_model_close(c);
+}
+
 /* A tiny synth file with a head (arch qwen35moe: an MoE layer; qwen35: dense), written to TMPDIR,
  * on both backends. The tolerance is looser than the fixtures' (random quantized weights, wider
  * rows): gross errors only; the printed figures are the measurement. */
@@ -1091,7 +1131,9 @@ static void test_mtp_synth(const char* arch, enum pv_convert_type type)
 		return;
 	}
 	pv_model *m = NULL, *cm = NULL;
-	struct pv_model_params gp = { .backend = "cuda" };
+	/* f32 activations for every type, as the CPU's exact numerics (the K types' default,
+	 * cuda.q8_act=2, is the CPU's fast numerics: test_cuda qgemv and quant) */
+	struct pv_model_params gp = { .backend = "cuda", .knobs = "cuda.q8_act=0" };
 	int rc = pv_model_open(&m, path, &gp, err, sizeof err);
 	CHECK(rc == PV_OK, "%s: open on cuda: %s", name, err);
 	if (!rc) rc = pv_model_open(&cm, path, &cpu_exact, err, sizeof err);
@@ -1105,6 +1147,7 @@ static void test_mtp_synth(const char* arch, enum pv_convert_type type)
 			toks[i] = (int32_t)((x >> 8) % (uint32_t)pv_model_get_info(m)->vocab);
 		}
 		test_mtp(m, cm, toks, MTP_T, 1e-3, name);
+		if (type == PV_CONVERT_Q4_K_M) test_q8_fast(path, toks, MTP_T, name);
 	}
 	pv_model_close(m);
 	pv_model_close(cm);

@@ -39,10 +39,13 @@
 #   tools/cuda/spec-check.sh m   the re-verify at the end of session 5: test_cuda_api whole, test_cuda fixtures,
 #                                quant and prefill, then the recorded traces replayed on the 35B-A3B
 #                                Q4_K_M shape with cuda.q8_act off and on
-#   tools/cuda/spec-check.sh n   session 6: test_cuda qgemv / quant / fixtures at this build, then on the 8B
-#                                Q4_K_M shape the decode profile (--profile) with cuda.q8_act off / on and
-#                                every kernel's time over short decode runs (ncu, N_NCU=1), and the 8B Q8_0
-#                                shape's profile (N_Q8=1)
+#   tools/cuda/spec-check.sh n   session 6: test_cuda qgemv and N_TESTS, test_cuda_api N_API, courts with the
+#                                defaults (N_COURTS=1), then on the 8B Q4_K_M shape: the baseline build
+#                                $B/proven-old alternating, N_AB=<variable> over N_AB_VALS alternating, the
+#                                decode profile (--profile) per cuda.q8_act in N_PROF_Q8, every kernel's time
+#                                over short decode runs (ncu, N_NCU=1) or 16 kernels' sections (N_DETAIL=1);
+#                                the same on the 8B Q8_0 (N_Q8=1), 8B BF16 (N_BF16=1) and 35B-A3B Q4_K_M
+#                                (N_35=1) shapes
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
 #                                the exactness court with --draft mtp (snapshot and replay rollback,
@@ -390,7 +393,14 @@ elif [ "$PART" = n ]; then
 	# session 6 (2026-12-02): where a Q4_K_M decode token's time goes with cuda.q8_act
 	runtest "test_cuda qgemv" timeout 150 $B/cuda/test_cuda qgemv
 	for t in ${N_TESTS:-}; do runtest "test_cuda $t" timeout 150 $B/cuda/test_cuda $t; done
-	for part in ${N_API:-}; do runtest "test_cuda_api $part" timeout 200 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api; done
+	for part in ${N_API:-}; do
+		if [ "$part" = all ]; then
+			runtest "test_cuda_api" timeout 420 $B/cuda/test_cuda_api
+			grep -E 'q8_act' "$OUT/.t" | head -4 | tee -a "$SUM" >/dev/null
+		else
+			runtest "test_cuda_api $part" timeout 200 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api
+		fi
+	done
 	prof() { # label model env...: decode tg64 after pp512 with the per-group profile
 		local label=$1 m=$2
 		shift 2
@@ -442,7 +452,7 @@ elif [ "$PART" = n ]; then
 		local label=$1 m=$2 var=$3
 		shift 3
 		for r in 1 2; do
-			for v in 0 1; do
+			for v in ${N_AB_VALS:-0 1}; do
 				have_time 25 "$label $var=$v" || return
 				env PROVEN_LEDGER=off "$@" $var=$v timeout 150 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 128 \
 					--reps 3 --json-only >"$OUT/.b" 2>>"$LOG"
@@ -452,11 +462,26 @@ elif [ "$PART" = n ]; then
 			done
 		done
 	}
+	if [ -n "${N_COURTS:-}" ]; then # the defaults (cuda.q8_act=2 on the K types, the cluster norm)
+		m=$W/tiny-q35moe-q4_k_m.gguf
+		if $B/proven synth --preset tiny --arch qwen35moe --type q4_k_m --out "$m" --quiet >>"$LOG" 2>&1; then
+			court "tiny qwen35moe q4_k_m self-draft replay-rollback" "$m" --draft "$m" --draft-fixed --rollback replay --max-tokens 16 --limit 12
+			court "tiny qwen35moe q4_k_m self-draft" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 16
+			court "tiny qwen35moe q4_k_m ngram" "$m" --draft ngram --draft-fixed --max-tokens 16 --limit 16
+			rm -f "$m"
+		fi
+		for d in $FX/qwen3 $FX/qwen3_5 $FX/qwen3_next; do
+			court "$(basename $d) ngram (cluster norm)" "$d" --draft ngram --draft-fixed --max-tokens 16 --limit 24
+		done
+	fi
 	m=$W/qwen3-8b-q4_k_m.gguf
 	if have_time 120 "8B q4_k_m" && synth qwen3-8b q4_k_m "$m"; then
 		ab_old "8B Q4_K_M q8_act=1" "$m" PV_CUDA_Q8_ACT=1
 		[ -n "${N_AB:-}" ] && ab_env "8B Q4_K_M q8_act=1" "$m" $N_AB PV_CUDA_Q8_ACT=1
-		for q in 1 0; do prof "8B Q4_K_M q8_act=$q" "$m" PV_CUDA_Q8_ACT=$q; done
+		for q in ${N_PROF_Q8:-1 0}; do prof "8B Q4_K_M q8_act=$q" "$m" PV_CUDA_Q8_ACT=$q; done
+		if [ -n "${N_COURTS:-}" ] && have_time 90 "court 8B"; then
+			court "8B Q4_K_M self-draft (defaults)" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 4
+		fi
 		[ -n "${N_NCU:-}" ] && ncu_decode q4km-q8 "$m" PV_CUDA_Q8_ACT=1
 		[ -n "${N_DETAIL:-}" ] && ncu_detail q4km-q8 "$m" PV_CUDA_Q8_ACT=1
 		rm -f "$m"
