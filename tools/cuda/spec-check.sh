@@ -45,7 +45,8 @@
 #                                decode profile (--profile) per cuda.q8_act in N_PROF_Q8, every kernel's time
 #                                over short decode runs (ncu, N_NCU=1) or 16 kernels' sections (N_DETAIL=1);
 #                                the same on the 8B Q8_0 (N_Q8=1), 8B BF16 (N_BF16=1) and 35B-A3B Q4_K_M
-#                                (N_35=1) shapes
+#                                (N_35=1) shapes; compute-sanitizer memcheck and racecheck of test_cuda norm,
+#                                memcheck of test_cuda quick (N_SAN=1)
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
 #                                the exactness court with --draft mtp (snapshot and replay rollback,
@@ -401,6 +402,15 @@ elif [ "$PART" = n ]; then
 			runtest "test_cuda_api $part" timeout 200 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api
 		fi
 	done
+	if [ -n "${N_SAN:-}" ] && command -v compute-sanitizer >/dev/null; then # memcheck / racecheck to completion
+		for st in "memcheck norm" "racecheck norm" "memcheck quick"; do
+			set -- $st
+			have_time 60 "sanitizer $st" || break
+			runtest "compute-sanitizer $1 test_cuda $2" timeout 240 compute-sanitizer --tool $1 --error-exitcode 9 $B/cuda/test_cuda $2
+			grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|hazard' "$OUT/.t" | head -3 | tee -a "$SUM" >/dev/null
+		done
+		set --
+	fi
 	prof() { # label model env...: decode tg64 after pp512 with the per-group profile
 		local label=$1 m=$2
 		shift 2
