@@ -458,9 +458,10 @@ elif [ "$PART" = n ]; then
 			done
 		done
 	}
-	ab_env() { # label model var env0 env1 [more env...]: decode tg128 after pp512, var=0 / var=1 alternating, twice
+	ab_env() { # label model var [env...]: decode tg128 after pp512, var over N_AB_VALS alternating, twice
 		local label=$1 m=$2 var=$3
 		shift 3
+		[ $# -gt 0 ] && label="$label $*" # the fixed environment in the name too (set before var: var wins)
 		for r in 1 2; do
 			for v in ${N_AB_VALS:-0 1}; do
 				have_time 25 "$label $var=$v" || return
@@ -487,7 +488,7 @@ elif [ "$PART" = n ]; then
 	m=$W/qwen3-8b-q4_k_m.gguf
 	if have_time 120 "8B q4_k_m" && synth qwen3-8b q4_k_m "$m"; then
 		ab_old "8B Q4_K_M q8_act=1" "$m" PV_CUDA_Q8_ACT=1
-		[ -n "${N_AB:-}" ] && ab_env "8B Q4_K_M q8_act=1" "$m" $N_AB PV_CUDA_Q8_ACT=1
+		[ -n "${N_AB:-}" ] && ab_env "8B Q4_K_M" "$m" $N_AB PV_CUDA_Q8_ACT=1
 		for q in ${N_PROF_Q8:-1 0}; do prof "8B Q4_K_M q8_act=$q" "$m" PV_CUDA_Q8_ACT=$q; done
 		if [ -n "${N_COURTS:-}" ] && have_time 90 "court 8B"; then
 			court "8B Q4_K_M self-draft (defaults)" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 4
@@ -513,7 +514,7 @@ elif [ "$PART" = n ]; then
 	fi
 	m=$W/q35moe-q4_k_m.gguf
 	if [ -n "${N_35:-}" ] && have_time 150 "35B-A3B q4_k_m" && synth qwen3.5-35b-a3b q4_k_m "$m"; then
-		[ -n "${N_AB:-}" ] && ab_env "35B-A3B Q4_K_M q8_act=1" "$m" $N_AB PV_CUDA_Q8_ACT=1
+		[ -n "${N_AB:-}" ] && ab_env "35B-A3B Q4_K_M" "$m" $N_AB PV_CUDA_Q8_ACT=1
 		prof "35B-A3B Q4_K_M q8_act=1" "$m" PV_CUDA_Q8_ACT=1
 		rm -f "$m"
 	fi
