@@ -341,20 +341,22 @@ __host__ __device__ constexpr int sw_floats(int R, int TT)
 }
 
 /* weight rows per warp: a gate/up pair's two rows; 4 for one activation row of Q8_0 (its chain
- * is a step per 32 weights: four rows chain side by side on four lanes); else 1 */
-__host__ __device__ constexpr int rows_of(int K, int TT, bool pair)
+ * is a step per 32 weights: four rows chain side by side on four lanes); rk (cuda.q8_rows) for one
+ * activation row of the K types; else 1 */
+__host__ __device__ constexpr int rows_of(int K, int TT, bool pair, int rk = 1)
 {
-	return pair ? 2 : K == K_Q8_0 && TT == 1 ? 4 : 1;
+	return pair ? 2 : K == K_Q8_0 && TT == 1 ? 4 : TT == 1 ? rk : 1;
 }
 
 /* Weight rows rp[0 .. live) of a warp against activation rows x0 .. x0 + T: lane r * T + t ends
  * with y = row r's output for activation row t. The passes in order, U / R at a time; each pass's
  * steps go to the warp's shared arrays ([r][t]), then every (r, t) chains on its own lane. */
-template <int K, int TT, int R>
+template <int K, int TT, int R, bool WIDE = false>
 __device__ __forceinline__ void rows_dot(const RowP* rp, int live, int cols, const QAct& A, int x0, int T, float* sw, float& y)
 {
 	using Q = QK<K>;
-	constexpr int SW = Q::STEPS * Q::NV + 1, U = (Q::U + R - 1) / R; /* about U passes' bytes in flight */
+	/* about U passes' bytes in flight; WIDE (cuda.q8_rows=2): U passes of every row */
+	constexpr int SW = Q::STEPS * Q::NV + 1, U = WIDE ? Q::U : (Q::U + R - 1) / R;
 	const int np = Q::passes(cols);
 	for (int p0 = 0; p0 < np; p0 += U) {
 		typename Q::Raw raw[U][R];
@@ -374,10 +376,10 @@ __device__ __forceinline__ void rows_dot(const RowP* rp, int live, int cols, con
 	}
 }
 
-template <int K, int TT, bool PAIR>
+template <int K, int TT, bool PAIR, int RK = 1>
 __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ QParams p)
 {
-	constexpr int R = rows_of(K, TT, PAIR);
+	constexpr int R = rows_of(K, TT, PAIR, RK);
 	__shared__ float swa[WARPS * sw_floats<K>(R, TT)];
 	const int b = blockIdx.x;
 	const Seg* sp = &p.seg[0];
@@ -412,7 +414,7 @@ __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ 
 	}
 	const int T = PAIR ? 1 : p.T;
 	float y = 0.0f; /* lane r * T + t: weight row r's output for activation row t */
-	rows_dot<K, TT, R>(rp, live, p.cols, p.act, x0, T, sw, y);
+	rows_dot<K, TT, R, (RK > 1)>(rp, live, p.cols, p.act, x0, T, sw, y);
 	if constexpr (PAIR) {
 		/* silu(g) * u as gemv.cu's pair (and swiglu_kernel): g on lane 0, u on lane 1 */
 		float u = __shfl_sync(0xffffffffu, y, 1);
@@ -433,11 +435,14 @@ __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ 
 typedef void (*qkernel_fn)(QParams);
 
 template <int K>
-qkernel_fn pick_tt(int TT, int pair)
+qkernel_fn pick_tt(int TT, int pair, int rk)
 {
 	if (pair) return qgemv_kernel<K, 1, true>;
 	switch (TT) {
-	case 1: return qgemv_kernel<K, 1, false>;
+	case 1:
+		if constexpr (K == K_Q4_K)
+			if (rk == 2) return qgemv_kernel<K, 1, false, 2>;
+		return qgemv_kernel<K, 1, false>;
 	case 2: return qgemv_kernel<K, 2, false>;
 	case 4: return qgemv_kernel<K, 4, false>;
 	case 8: return qgemv_kernel<K, 8, false>;
@@ -445,9 +450,11 @@ qkernel_fn pick_tt(int TT, int pair)
 	}
 }
 
-qkernel_fn pick(int kind, int TT, int pair)
+qkernel_fn pick(int kind, int TT, int pair, int rk)
 {
-	return kind == K_Q8_0 ? pick_tt<K_Q8_0>(TT, pair) : kind == K_Q4_K ? pick_tt<K_Q4_K>(TT, pair) : pick_tt<K_Q6_K>(TT, pair);
+	return kind == K_Q8_0 ? pick_tt<K_Q8_0>(TT, pair, 1)
+	       : kind == K_Q4_K ? pick_tt<K_Q4_K>(TT, pair, rk)
+	                        : pick_tt<K_Q6_K>(TT, pair, rk);
 }
 
 /* the weight kinds of this numerics under cuda.q8_act = mode (1: Q8_0, Q4_K, Q6_K; 2: Q4_K, Q6_K)
@@ -516,6 +523,8 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 		if (n_launch) ++*n_launch;
 	}
 	const int TT = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : 16;
+	/* cuda.q8_rows: Q4_K weight rows per warp of a one-row call (Q6_K's two-row form took 150 registers) */
+	const int rk = tu->q8_rows == 2 ? 2 : 1;
 	/* outputs of one kind share a launch, in order (a pair: both of one kind, checked by the caller) */
 	int done[3] = { 0, 0, 0 };
 	for (int i = 0; i < n_out; i++) {
@@ -538,13 +547,13 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 			if (done[j] || (qkind(outs[j].w, tu->q8_act, &bj) != kind && !pair)) continue;
 			const struct dmat* w = outs[j].w;
 			const Seg& s = p.seg[p.nseg++] = seg_of(w, outs[j], (int)(ga ? w->rows / ga->n_experts : w->rows), (int)blocks);
-			const int rpb = WARPS * (pair ? 1 : rows_of(kind, TT, false)); /* output rows per block */
+			const int rpb = WARPS * (pair ? 1 : rows_of(kind, TT, false, kind == K_Q4_K ? rk : 1)); /* output rows per block */
 			if (!pair || j == i) blocks += (s.rows + rpb - 1) / rpb;
 			done[j] = 1;
 		}
 		if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: q8 gemv grid of %lld blocks", (long long)blocks);
 		const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
-		PV_LAUNCH("q8 gemv", tu, err, errlen, pick(kind, TT, pair), grid, dim3(THREADS), 0, st, p);
+		PV_LAUNCH("q8 gemv", tu, err, errlen, pick(kind, TT, pair, rk), grid, dim3(THREADS), 0, st, p);
 		if (n_launch) ++*n_launch;
 	}
 	return 1;

@@ -41,6 +41,7 @@ struct pv_cuda_tuning {
 	int batch_hybrid;    /* cuda.batch_hybrid: forward_many covers the hybrids (off until GPU-verified) */
 	int q8_act;          /* cuda.q8_act: quantized weights meet int8 activations (qgemv.cu)      */
 	int norm_cluster;    /* cuda.norm_cluster: the add+RMSNorm as a cluster of blocks (norm_rope.cu) */
+	int q8_rows;         /* cuda.q8_rows: Q4_K weight rows per warp of a one-row integer GEMV      */
 	/* Not knobs (after them, never read from the table): the session's scratch for the
 	 * quantized activations of cuda.q8_act, set when a session lays out its memory; NULL in a
 	 * model's copy. Launches on stream q8_side (the MoE shared expert's) use q8_buf2, so two
@@ -54,7 +55,7 @@ struct pv_cuda_tuning {
 	const float* q8_have;
 	int q8_have_blk, q8_have_rows;
 };
-#define PV_CUDA_N_KNOBS 24
+#define PV_CUDA_N_KNOBS 25
 
 /* whether two settings differ in a knob (not in the session's scratch pointers after them) */
 static inline int pv_cuda_knobs_differ(const struct pv_cuda_tuning* a, const struct pv_cuda_tuning* b)

@@ -351,6 +351,12 @@ static void test_qgemv(void)
 	}
 	qgemv_case(PV_Q8_0, 33, 896, 0); /* not a whole number of 256-element chunks */
 	qgemv_case(PV_Q8_0, 33, 96, 1);
+	/* cuda.q8_rows=2: two Q4_K rows per warp in one-row calls (an odd row count leaves one alone) */
+	setenv("PV_CUDA_Q8_ROWS", "2", 1);
+	for (size_t ri = 0; ri < 3; ri++) qgemv_case(PV_Q4_K, rows[ri], 4096, 0);
+	qgemv_case(PV_Q4_K, 64, 2816, 1);
+	qgemv_case(PV_Q4_K, 1024, 12288, 0);
+	unsetenv("PV_CUDA_Q8_ROWS");
 }
 
 static void test_gemv_quick(void)

@@ -373,7 +373,7 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		                            "cuda.prefill",      "cuda.prefill_chunk", "cuda.prefill_attn", "cuda.prefill_moe",
 		                            "cuda.prefill_delta", "cuda.gemv_rows_multi", "cuda.gemv_shared",
 		                            "cuda.window_graphs", "cuda.batch_graphs",
-		                            "cuda.batch_hybrid", "cuda.q8_act", "cuda.norm_cluster" };
+		                            "cuda.batch_hybrid", "cuda.q8_act", "cuda.norm_cluster", "cuda.q8_rows" };
 	const int nw = (int)(sizeof want / sizeof want[0]);
 	CHECK(n == nw && k, "%s: %d knobs listed, want %d", name, n, nw);
 	for (int i = 0; i < nw; i++) {
