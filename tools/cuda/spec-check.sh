@@ -402,15 +402,6 @@ elif [ "$PART" = n ]; then
 			runtest "test_cuda_api $part" timeout 200 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api
 		fi
 	done
-	if [ -n "${N_SAN:-}" ] && command -v compute-sanitizer >/dev/null; then # memcheck / racecheck to completion
-		for st in "memcheck norm" "racecheck norm" "memcheck quick"; do
-			set -- $st
-			have_time 60 "sanitizer $st" || break
-			runtest "compute-sanitizer $1 test_cuda $2" timeout 240 compute-sanitizer --tool $1 --error-exitcode 9 $B/cuda/test_cuda $2
-			grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|hazard' "$OUT/.t" | head -3 | tee -a "$SUM" >/dev/null
-		done
-		set --
-	fi
 	prof() { # label model env...: decode tg64 after pp512 with the per-group profile
 		local label=$1 m=$2
 		shift 2
@@ -517,6 +508,15 @@ elif [ "$PART" = n ]; then
 		[ -n "${N_AB:-}" ] && ab_env "35B-A3B Q4_K_M" "$m" $N_AB PV_CUDA_Q8_ACT=1
 		prof "35B-A3B Q4_K_M q8_act=1" "$m" PV_CUDA_Q8_ACT=1
 		rm -f "$m"
+	fi
+	if [ -n "${N_SAN:-}" ] && command -v compute-sanitizer >/dev/null; then # memcheck / racecheck to completion
+		for st in "memcheck norm" "memcheck quick" "racecheck norm"; do
+			set -- $st
+			have_time 60 "sanitizer $st" || break
+			runtest "compute-sanitizer $1 test_cuda $2" timeout 150 compute-sanitizer --tool $1 --error-exitcode 9 $B/cuda/test_cuda $2
+			grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|hazard' "$OUT/.t" | head -3 | tee -a "$SUM" >/dev/null
+		done
+		set --
 	fi
 elif [ "$PART" = l ]; then
 	# session 5 (2026-12-02): cuda.q8_act. PROVEN_LEDGER=off where only the JSON line is kept.
