@@ -12,8 +12,12 @@
  * kernel that computes it: batch-invariant by construction, and the CPU's own bits (test_cuda
  * qgemv compares them). The bias is added after, as the float path does.
  *
+ * Which weights: cuda.q8_act=2 (the default) Q4_K and Q6_K; 1 also Q8_0 (slower than its float
+ * kernel); 0 none.
+ *
  * Work split: R weight rows per warp (rows_of: the gate/up pair's two rows, four rows of a
- * one-row Q8_0 call, else one), 8 warps a block. A pass of the warp over a row covers 32 Q8_0
+ * one-row Q8_0 call, two Q4_K rows of a one-row call with cuda.q8_rows=2 (opt-in, slower: 118
+ * registers, ledger cuda-q8-two-rows), else one), 8 warps a block. A pass of the warp over a row covers 32 Q8_0
  * blocks (a lane each), 8 Q4_K super-blocks (4 lanes each: lane i of a super-block has sub-blocks
  * 2i and 2i+1, 32 qs bytes) or 4 Q6_K super-blocks (8 lanes each: half h = i / 4, group k = i % 4,
  * 32 elements under two sub-block scales). The lanes of a block add their integers by xor
