@@ -633,9 +633,10 @@ extern thread_local struct pv_launch_rec pv_last_launch;
 int pv_cuda_trace_seconds(void);
 int pv_cuda_trace(const char* what, char* err, size_t errlen);
 
+/* cluster_x > 0: the grid's x blocks form clusters of cluster_x (sm_90 thread block clusters) */
 template <typename... KArgs, typename... Args>
-static inline cudaError_t pv_launch(int pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
-                                    Args... args)
+static inline cudaError_t pv_launch_cl(int pdl, unsigned cluster_x, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                       cudaStream_t st, Args... args)
 {
 	if (pv_cuda_trace_seconds()) pv_last_launch = pv_launch_rec{ grid, block, smem, st, pdl };
 	cudaLaunchConfig_t cfg = {};
@@ -643,19 +644,37 @@ static inline cudaError_t pv_launch(int pdl, void (*kernel)(KArgs...), dim3 grid
 	cfg.blockDim = block;
 	cfg.dynamicSmemBytes = smem;
 	cfg.stream = st;
-	cudaLaunchAttribute at[1] = {};
-	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	at[0].val.programmaticStreamSerializationAllowed = 1;
+	cudaLaunchAttribute at[2] = {};
+	int n = 0;
+	if (pdl) {
+		at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[n++].val.programmaticStreamSerializationAllowed = 1;
+	}
+	if (cluster_x) {
+		at[n].id = cudaLaunchAttributeClusterDimension;
+		at[n].val.clusterDim.x = cluster_x;
+		at[n].val.clusterDim.y = 1;
+		at[n++].val.clusterDim.z = 1;
+	}
 	cfg.attrs = at;
-	cfg.numAttrs = pdl ? 1 : 0;
+	cfg.numAttrs = (unsigned)n;
 	return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
+template <typename... KArgs, typename... Args>
+static inline cudaError_t pv_launch(int pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                    Args... args)
+{
+	return pv_launch_cl(pdl, 0, kernel, grid, block, smem, st, args...);
+}
+
 /* PV_LAUNCH(what, tu, err, errlen, kernel, grid, block, smem, stream, args...) inside a launcher
- * returning int: tu (const struct pv_cuda_tuning*) says whether to use PDL */
-#define PV_LAUNCH(what, tu, err, errlen, ...)                                        \
+ * returning int: tu (const struct pv_cuda_tuning*) says whether to use PDL; PV_LAUNCH_CL the same
+ * with clusters of cx blocks along x */
+#define PV_LAUNCH(what, tu, err, errlen, ...) PV_LAUNCH_CL(what, tu, err, errlen, 0, __VA_ARGS__)
+#define PV_LAUNCH_CL(what, tu, err, errlen, cx, ...)                                 \
 	do {                                                                         \
-		CU(pv_launch((tu)->pdl, __VA_ARGS__), err, errlen);                  \
+		CU(pv_launch_cl((tu)->pdl, cx, __VA_ARGS__), err, errlen);           \
 		if (pv_cuda_trace_seconds() && pv_cuda_trace(what, err, errlen)) return -1; \
 	} while (0)
 

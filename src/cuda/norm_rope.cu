@@ -266,7 +266,7 @@ int pv_cuda_embed(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 /* whether the cluster form takes a row of H (vec: H % 4 == 0, rows 16-byte aligned) */
 static int norm_cluster_fits(const struct pv_cuda_tuning* tu, int vec, int H)
 {
-	return tu->norm_cluster && !tu->norm_fuse && vec && H >= 4 && H <= 32 * 256;
+	return tu->norm_cluster && !tu->norm_fuse && vec && H <= 32 * 256;
 }
 
 /* the cluster form over n rows: grid (C, n), clusters of C blocks along x */
@@ -274,24 +274,13 @@ static int launch_norm_cluster(cudaStream_t st, const struct pv_cuda_tuning* tu,
                                char* err, size_t errlen)
 {
 	const int nch = (a.H + 255) / 256, C = nch < NCL ? nch : NCL, warps = (nch + C - 1) / C;
-	cudaLaunchConfig_t cfg = {};
-	cfg.gridDim = dim3((unsigned)C, (unsigned)n);
-	cfg.blockDim = dim3((unsigned)(32 * warps));
-	cfg.stream = st;
-	cudaLaunchAttribute at[2] = {};
-	at[0].id = cudaLaunchAttributeClusterDimension;
-	at[0].val.clusterDim.x = (unsigned)C;
-	at[0].val.clusterDim.y = 1;
-	at[0].val.clusterDim.z = 1;
-	at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	at[1].val.programmaticStreamSerializationAllowed = 1;
-	cfg.attrs = at;
-	cfg.numAttrs = tu->pdl ? 2 : 1;
-	if (pv_cuda_trace_seconds()) pv_last_launch = pv_launch_rec{ cfg.gridDim, cfg.blockDim, 0, st, tu->pdl };
-	CU(q8 ? cudaLaunchKernelEx(&cfg, add_rmsnorm_cluster_kernel<true>, a)
-	      : cudaLaunchKernelEx(&cfg, add_rmsnorm_cluster_kernel<false>, a),
-	   err, errlen);
-	if (pv_cuda_trace_seconds() && pv_cuda_trace("add_rmsnorm (cluster)", err, errlen)) return -1;
+	const dim3 grid((unsigned)C, (unsigned)n), block((unsigned)(32 * warps));
+	if (q8)
+		PV_LAUNCH_CL("add_rmsnorm_q8 (cluster)", tu, err, errlen, (unsigned)C, add_rmsnorm_cluster_kernel<true>, grid, block, 0,
+		             st, a);
+	else
+		PV_LAUNCH_CL("add_rmsnorm (cluster)", tu, err, errlen, (unsigned)C, add_rmsnorm_cluster_kernel<false>, grid, block, 0,
+		             st, a);
 	return 0;
 }
 

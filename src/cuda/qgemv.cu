@@ -17,8 +17,8 @@
  *
  * Work split: R weight rows per warp (rows_of: the gate/up pair's two rows, four rows of a
  * one-row Q8_0 call, two Q4_K rows of a one-row call with cuda.q8_rows=2 (opt-in, slower: 118
- * registers, ledger cuda-q8-two-rows), else one), 8 warps a block. A pass of the warp over a row covers 32 Q8_0
- * blocks (a lane each), 8 Q4_K super-blocks (4 lanes each: lane i of a super-block has sub-blocks
+ * registers, ledger cuda-q8-two-rows), else one), 8 warps a block. A pass of the warp over a row
+ * covers 32 Q8_0 blocks (a lane each), 8 Q4_K super-blocks (4 lanes each: lane i of a super-block has sub-blocks
  * 2i and 2i+1, 32 qs bytes) or 4 Q6_K super-blocks (8 lanes each: half h = i / 4, group k = i % 4,
  * 32 elements under two sub-block scales). The lanes of a block add their integers by xor
  * shuffles; each block's float operands go to the warp's shared array, and lane r * T + t then
@@ -456,9 +456,7 @@ qkernel_fn pick_tt(int TT, int pair, int rk)
 
 qkernel_fn pick(int kind, int TT, int pair, int rk)
 {
-	return kind == K_Q8_0 ? pick_tt<K_Q8_0>(TT, pair, 1)
-	       : kind == K_Q4_K ? pick_tt<K_Q4_K>(TT, pair, rk)
-	                        : pick_tt<K_Q6_K>(TT, pair, rk);
+	return kind == K_Q8_0 ? pick_tt<K_Q8_0>(TT, pair, rk) : kind == K_Q4_K ? pick_tt<K_Q4_K>(TT, pair, rk) : pick_tt<K_Q6_K>(TT, pair, rk);
 }
 
 /* the weight kinds of this numerics under cuda.q8_act = mode (1: Q8_0, Q4_K, Q6_K; 2: Q4_K, Q6_K)
@@ -527,8 +525,6 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 		if (n_launch) ++*n_launch;
 	}
 	const int TT = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : T <= 8 ? 8 : 16;
-	/* cuda.q8_rows: Q4_K weight rows per warp of a one-row call (Q6_K's two-row form took 150 registers) */
-	const int rk = tu->q8_rows == 2 ? 2 : 1;
 	/* outputs of one kind share a launch, in order (a pair: both of one kind, checked by the caller) */
 	int done[3] = { 0, 0, 0 };
 	for (int i = 0; i < n_out; i++) {
@@ -545,13 +541,15 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 			p.x_by_slot = ga->x_by_slot;
 		}
 		const int kind = qkind(outs[i].w, tu->q8_act, &blk);
+		/* cuda.q8_rows: Q4_K weight rows per warp of a one-row call (Q6_K's two-row form took 150 registers) */
+		const int rk = kind == K_Q4_K && tu->q8_rows == 2 ? 2 : 1;
 		int64_t blocks = 0;
 		for (int j = i; j < n_out && p.nseg < 3; j++) {
 			int bj = 0;
 			if (done[j] || (qkind(outs[j].w, tu->q8_act, &bj) != kind && !pair)) continue;
 			const struct dmat* w = outs[j].w;
 			const Seg& s = p.seg[p.nseg++] = seg_of(w, outs[j], (int)(ga ? w->rows / ga->n_experts : w->rows), (int)blocks);
-			const int rpb = WARPS * (pair ? 1 : rows_of(kind, TT, false, kind == K_Q4_K ? rk : 1)); /* output rows per block */
+			const int rpb = WARPS * (pair ? 1 : rows_of(kind, TT, false, rk)); /* output rows per block */
 			if (!pair || j == i) blocks += (s.rows + rpb - 1) / rpb;
 			done[j] = 1;
 		}
