@@ -345,45 +345,79 @@ __host__ __device__ constexpr int sw_floats(int R, int TT)
 }
 
 /* weight rows per warp: a gate/up pair's two rows; 4 for one activation row of Q8_0 (its chain
- * is a step per 32 weights: four rows chain side by side on four lanes); rk (cuda.q8_rows) for one
- * activation row of the K types; else 1 */
+ * is a step per 32 weights: four rows chain side by side on four lanes); two for one activation
+ * row of the K types under cuda.q8_rows=2 or 3 (rk); else 1 */
 __host__ __device__ constexpr int rows_of(int K, int TT, bool pair, int rk = 1)
 {
-	return pair ? 2 : K == K_Q8_0 && TT == 1 ? 4 : TT == 1 ? rk : 1;
+	return pair ? 2 : K == K_Q8_0 && TT == 1 ? 4 : TT == 1 && rk > 1 ? 2 : 1;
 }
 
-/* Weight rows rp[0 .. live) of a warp against activation rows x0 .. x0 + T: lane r * T + t ends
- * with y = row r's output for activation row t. The passes in order, U / R at a time; each pass's
- * steps go to the warp's shared arrays ([r][t]), then every (r, t) chains on its own lane. */
-template <int K, int TT, int R, bool WIDE = false>
-__device__ __forceinline__ void rows_dot(const RowP* rp, int live, int cols, const QAct& A, int x0, int T, float* sw, float& y)
+/* passes of a row whose weight bytes a warp loads together (about Q::U passes' bytes in flight);
+ * WIDE (cuda.q8_rows=2): U passes of every row */
+template <int K, int R, bool WIDE>
+__host__ __device__ constexpr int passes_u()
+{
+	return WIDE ? QK<K>::U : (QK<K>::U + R - 1) / R;
+}
+
+template <int K, int R, int U>
+__device__ __forceinline__ void load_passes(const RowP* rp, int live, int cols, int p0, int np, typename QK<K>::Raw (&raw)[U][R])
+{
+#pragma unroll
+	for (int u = 0; u < U; u++)
+#pragma unroll
+		for (int r = 0; r < R; r++)
+			if (p0 + u < np && r < live) raw[u][r] = QK<K>::load(rp[r], cols, p0 + u);
+}
+
+/* The passes p0 .. p0 + U of rows rp[0 .. live) (raw: their weight bytes) against activation
+ * rows x0 .. x0 + T: each pass's steps go to the warp's shared arrays ([r][t]), then every
+ * (r, t) chains on its own lane, y its sum so far. */
+template <int K, int TT, int R, int U>
+__device__ __forceinline__ void batch_dot(const typename QK<K>::Raw (&raw)[U][R], int live, int cols, int p0, int np,
+                                          const QAct& A, int x0, int T, float* sw, float& y)
 {
 	using Q = QK<K>;
-	/* about U passes' bytes in flight; WIDE (cuda.q8_rows=2): U passes of every row */
-	constexpr int SW = Q::STEPS * Q::NV + 1, U = WIDE ? Q::U : (Q::U + R - 1) / R;
-	const int np = Q::passes(cols);
-	for (int p0 = 0; p0 < np; p0 += U) {
-		typename Q::Raw raw[U][R];
+	constexpr int SW = Q::STEPS * Q::NV + 1;
 #pragma unroll
-		for (int u = 0; u < U; u++)
+	for (int u = 0; u < U; u++) {
+		if (p0 + u >= np) break;
 #pragma unroll
-			for (int r = 0; r < R; r++)
-				if (p0 + u < np && r < live) raw[u][r] = Q::load(rp[r], cols, p0 + u);
-#pragma unroll
-		for (int u = 0; u < U; u++) {
-			if (p0 + u >= np) break;
-#pragma unroll
-			for (int r = 0; r < R; r++)
-				if (r < live) Q::template dot<TT>(raw[u][r], cols, p0 + u, A, x0, T, sw + r * T * SW);
-			chain<Q::STEPS, Q::NV>(sw, Q::steps(cols, p0 + u), live * T, y);
-		}
+		for (int r = 0; r < R; r++)
+			if (r < live) Q::template dot<TT>(raw[u][r], cols, p0 + u, A, x0, T, sw + r * T * SW);
+		chain<Q::STEPS, Q::NV>(sw, Q::steps(cols, p0 + u), live * T, y);
 	}
 }
 
-template <int K, int TT, bool PAIR, int RK = 1>
+/* Weight rows rp[0 .. live) of a warp against activation rows x0 .. x0 + T: lane r * T + t ends
+ * with y = row r's output for activation row t. The passes in order, U at a time; EARLY: pre
+ * holds the first U, loaded before the PDL wait (cuda.q8_early). */
+template <int K, int TT, int R, int U, bool EARLY, int PU>
+__device__ __forceinline__ void rows_dot(const RowP* rp, int live, int cols, const QAct& A, int x0, int T, float* sw,
+                                         const typename QK<K>::Raw (&pre)[PU][R], float& y)
+{
+	const int np = QK<K>::passes(cols);
+	int p0 = 0;
+	if constexpr (EARLY) {
+		static_assert(PU == U, "the early passes are the first batch");
+		batch_dot<K, TT, R, U>(pre, live, cols, 0, np, A, x0, T, sw, y);
+		p0 = U;
+	}
+	for (; p0 < np; p0 += U) {
+		typename QK<K>::Raw raw[U][R];
+		load_passes<K, R, U>(rp, live, cols, p0, np, raw);
+		batch_dot<K, TT, R, U>(raw, live, cols, p0, np, A, x0, T, sw, y);
+	}
+}
+
+/* RK: cuda.q8_rows of a one-row Q4_K call (1 one row a warp, 2 WIDE, 3 two rows a pass at a
+ * time). EARLY (cuda.q8_early, one-row calls that are not gathered): the first passes' weight
+ * bytes are requested before the PDL wait. */
+template <int K, int TT, bool PAIR, int RK = 1, bool EARLY = false>
 __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ QParams p)
 {
 	constexpr int R = rows_of(K, TT, PAIR, RK);
+	constexpr int U = passes_u<K, R, RK == 2>();
 	__shared__ float swa[WARPS * sw_floats<K>(R, TT)];
 	const int b = blockIdx.x;
 	const Seg* sp = &p.seg[0];
@@ -394,6 +428,28 @@ __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ 
 	float* sw = swa + warp * sw_floats<K>(R, TT);
 	/* the warp's first output row: R rows per warp, or one (the pair's gate and up rows) */
 	const int64_t row0 = ((int64_t)(b - s.block0) * WARPS + warp) * (PAIR ? 1 : R);
+	RowP rp[R];
+	int live;
+	/* the weight rows from wrow (gathered: the previous kernel chose the expert) */
+	auto rows_at = [&](int64_t wrow) {
+		if constexpr (PAIR) {
+			rp[0] = rowp(s, wrow);
+			rp[1] = rowp(p.seg[1], wrow);
+			live = 2;
+		} else {
+			live = (int)min((int64_t)R, s.rows - row0);
+#pragma unroll
+			for (int r = 0; r < R; r++) rp[r] = rowp(s, wrow + (r < live ? r : 0));
+		}
+	};
+	typename QK<K>::Raw pre[EARLY ? U : 1][R];
+	if constexpr (EARLY) {
+		/* the weights never depend on the previous kernel: in flight while it drains */
+		if (row0 < s.rows) {
+			rows_at(row0);
+			load_passes<K, R, U>(rp, live, p.cols, 0, QK<K>::passes(p.cols), pre);
+		}
+	}
 	pv_grid_sync(); /* the activations and the expert ids are earlier kernels' (PDL) */
 	if (row0 >= s.rows) return; /* a whole warp; no block-wide barrier follows */
 	int64_t wrow = row0;
@@ -405,20 +461,10 @@ __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ 
 		x0 = p.x_by_slot ? q : q / p.sel_k;
 		yo += (size_t)q * s.ldy;
 	}
-	RowP rp[R];
-	int live;
-	if constexpr (PAIR) {
-		rp[0] = rowp(s, wrow);
-		rp[1] = rowp(p.seg[1], wrow);
-		live = 2;
-	} else {
-		live = (int)min((int64_t)R, s.rows - row0);
-#pragma unroll
-		for (int r = 0; r < R; r++) rp[r] = rowp(s, wrow + (r < live ? r : 0));
-	}
+	if (!EARLY || p.sel) rows_at(wrow); /* (the host never gathers with EARLY) */
 	const int T = PAIR ? 1 : p.T;
 	float y = 0.0f; /* lane r * T + t: weight row r's output for activation row t */
-	rows_dot<K, TT, R, (RK > 1)>(rp, live, p.cols, p.act, x0, T, sw, y);
+	rows_dot<K, TT, R, U, EARLY>(rp, live, p.cols, p.act, x0, T, sw, pre, y);
 	if constexpr (PAIR) {
 		/* silu(g) * u as gemv.cu's pair (and swiglu_kernel): g on lane 0, u on lane 1 */
 		float u = __shfl_sync(0xffffffffu, y, 1);
@@ -438,15 +484,18 @@ __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ 
 
 typedef void (*qkernel_fn)(QParams);
 
+/* early: cuda.q8_early for a one-row call that is not gathered */
 template <int K>
-qkernel_fn pick_tt(int TT, int pair, int rk)
+qkernel_fn pick_tt(int TT, int pair, int rk, int early)
 {
-	if (pair) return qgemv_kernel<K, 1, true>;
+	if (pair) return early ? qgemv_kernel<K, 1, true, 1, true> : qgemv_kernel<K, 1, true>;
 	switch (TT) {
 	case 1:
-		if constexpr (K == K_Q4_K)
-			if (rk == 2) return qgemv_kernel<K, 1, false, 2>;
-		return qgemv_kernel<K, 1, false>;
+		if constexpr (K == K_Q4_K) {
+			if (rk == 2) return early ? qgemv_kernel<K, 1, false, 2, true> : qgemv_kernel<K, 1, false, 2>;
+			if (rk == 3) return early ? qgemv_kernel<K, 1, false, 3, true> : qgemv_kernel<K, 1, false, 3>;
+		}
+		return early ? qgemv_kernel<K, 1, false, 1, true> : qgemv_kernel<K, 1, false>;
 	case 2: return qgemv_kernel<K, 2, false>;
 	case 4: return qgemv_kernel<K, 4, false>;
 	case 8: return qgemv_kernel<K, 8, false>;
@@ -454,9 +503,11 @@ qkernel_fn pick_tt(int TT, int pair, int rk)
 	}
 }
 
-qkernel_fn pick(int kind, int TT, int pair, int rk)
+qkernel_fn pick(int kind, int TT, int pair, int rk, int early)
 {
-	return kind == K_Q8_0 ? pick_tt<K_Q8_0>(TT, pair, rk) : kind == K_Q4_K ? pick_tt<K_Q4_K>(TT, pair, rk) : pick_tt<K_Q6_K>(TT, pair, rk);
+	return kind == K_Q8_0   ? pick_tt<K_Q8_0>(TT, pair, rk, early)
+	       : kind == K_Q4_K ? pick_tt<K_Q4_K>(TT, pair, rk, early)
+	                        : pick_tt<K_Q6_K>(TT, pair, rk, early);
 }
 
 /* the weight kinds of this numerics under cuda.q8_act = mode (1: Q8_0, Q4_K, Q6_K; 2: Q4_K, Q6_K)
@@ -542,7 +593,7 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 		}
 		const int kind = qkind(outs[i].w, tu->q8_act, &blk);
 		/* cuda.q8_rows: Q4_K weight rows per warp of a one-row call (Q6_K's two-row form took 150 registers) */
-		const int rk = kind == K_Q4_K && tu->q8_rows == 2 ? 2 : 1;
+		const int rk = kind == K_Q4_K ? tu->q8_rows : 1;
 		int64_t blocks = 0;
 		for (int j = i; j < n_out && p.nseg < 3; j++) {
 			int bj = 0;
@@ -555,7 +606,7 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 		}
 		if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: q8 gemv grid of %lld blocks", (long long)blocks);
 		const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
-		PV_LAUNCH("q8 gemv", tu, err, errlen, pick(kind, TT, pair, rk), grid, dim3(THREADS), 0, st, p);
+		PV_LAUNCH("q8 gemv", tu, err, errlen, pick(kind, TT, pair, rk, tu->q8_early && !ga), grid, dim3(THREADS), 0, st, p);
 		if (n_launch) ++*n_launch;
 	}
 	return 1;

@@ -42,6 +42,7 @@ struct pv_cuda_tuning {
 	int q8_act;          /* cuda.q8_act: quantized weights meet int8 activations (qgemv.cu)      */
 	int norm_cluster;    /* cuda.norm_cluster: the add+RMSNorm as a cluster of blocks (norm_rope.cu) */
 	int q8_rows;         /* cuda.q8_rows: Q4_K weight rows per warp of a one-row integer GEMV      */
+	int q8_early;        /* cuda.q8_early: integer GEMVs request their first weights before the PDL wait */
 	/* Not knobs (after them, never read from the table): the session's scratch for the
 	 * quantized activations of cuda.q8_act, set when a session lays out its memory; NULL in a
 	 * model's copy. Launches on stream q8_side (the MoE shared expert's) use q8_buf2, so two
@@ -55,7 +56,7 @@ struct pv_cuda_tuning {
 	const float* q8_have;
 	int q8_have_blk, q8_have_rows;
 };
-#define PV_CUDA_N_KNOBS 25
+#define PV_CUDA_N_KNOBS 26
 
 /* whether two settings differ in a knob (not in the session's scratch pointers after them) */
 static inline int pv_cuda_knobs_differ(const struct pv_cuda_tuning* a, const struct pv_cuda_tuning* b)

@@ -356,7 +356,24 @@ static void test_qgemv(void)
 	for (size_t ri = 0; ri < 3; ri++) qgemv_case(PV_Q4_K, rows[ri], 4096, 0);
 	qgemv_case(PV_Q4_K, 64, 2816, 1);
 	qgemv_case(PV_Q4_K, 1024, 12288, 0);
+	/* cuda.q8_rows=3: two Q4_K rows per warp, a pass of both at a time */
+	setenv("PV_CUDA_Q8_ROWS", "3", 1);
+	for (size_t ri = 0; ri < 3; ri++) qgemv_case(PV_Q4_K, rows[ri], 4096, 0);
+	qgemv_case(PV_Q4_K, 64, 2816, 1);
+	qgemv_case(PV_Q4_K, 1024, 12288, 0);
 	unsetenv("PV_CUDA_Q8_ROWS");
+	/* cuda.q8_early=1: the first weight passes requested before the PDL wait (one-row calls) */
+	setenv("PV_CUDA_Q8_EARLY", "1", 1);
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+		qgemv_case(types[ti], 37, 4096, 0);
+		qgemv_case(types[ti], 64, 2816, 1);
+		qgemv_case(types[ti], 1024, 12288, 0);
+	}
+	setenv("PV_CUDA_Q8_ROWS", "3", 1);
+	qgemv_case(PV_Q4_K, 37, 4096, 0);
+	qgemv_case(PV_Q4_K, 300, 12288, 0);
+	unsetenv("PV_CUDA_Q8_ROWS");
+	unsetenv("PV_CUDA_Q8_EARLY");
 }
 
 static void test_gemv_quick(void)

@@ -373,7 +373,8 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		                            "cuda.prefill",      "cuda.prefill_chunk", "cuda.prefill_attn", "cuda.prefill_moe",
 		                            "cuda.prefill_delta", "cuda.gemv_rows_multi", "cuda.gemv_shared",
 		                            "cuda.window_graphs", "cuda.batch_graphs",
-		                            "cuda.batch_hybrid", "cuda.q8_act", "cuda.norm_cluster", "cuda.q8_rows" };
+		                            "cuda.batch_hybrid", "cuda.q8_act", "cuda.norm_cluster", "cuda.q8_rows",
+		                            "cuda.q8_early" };
 	const int nw = (int)(sizeof want / sizeof want[0]);
 	CHECK(n == nw && k, "%s: %d knobs listed, want %d", name, n, nw);
 	for (int i = 0; i < nw; i++) {
@@ -1111,6 +1112,21 @@ static void test_q8_fast(const char* path, pv_model* cm, const int32_t* toks, in
 		      "(the CPU's fast vs exact)", name, e, spread);
 		printf("  %-16s cuda.q8_act=2 vs the CPU's fast numerics: %d rows, rel %.3e (the CPU's fast vs exact: %.3e)\n", name,
 		       T, e, spread);
+		/* the integer GEMVs' scheduling switches keep the bits: weights requested before the PDL
+		 * wait (cuda.q8_early), two Q4_K rows per warp (cuda.q8_rows 2, 3) */
+		static const char* const same_bits[] = { "cuda.q8_early=1", "cuda.q8_rows=3", "cuda.q8_rows=2",
+		                                         "cuda.q8_early=1,cuda.q8_rows=3", "cuda.q8_early=1,cuda.pdl=0" };
+		for (size_t v = 0; ok && v < sizeof same_bits / sizeof same_bits[0]; v++) {
+			pv_model* gv = NULL;
+			struct pv_model_params vp = { .backend = "cuda", .knobs = same_bits[v] };
+			CHECK(pv_model_open(&gv, path, &vp, err, sizeof err) == PV_OK, "%s q8: open with %s: %s", name, same_bits[v], err);
+			if (!gv) continue;
+			pv_session* sv = new_session(gv, 0);
+			CHECK(run_exact(sv, toks, T, 1, lx, V) == 0 && same(lg, lx, (size_t)V * T), "%s: %s changed the logits", name,
+			      same_bits[v]);
+			pv_session_free(sv);
+			pv_model_close(gv);
+		}
 		pv_session_free(sg);
 		pv_session_free(sc);
 		pv_session_free(sx);

@@ -47,6 +47,10 @@
 #                                the same on the 8B Q8_0 (N_Q8=1), 8B BF16 (N_BF16=1) and 35B-A3B Q4_K_M
 #                                (N_35=1) shapes; compute-sanitizer memcheck and racecheck of test_cuda norm,
 #                                memcheck of test_cuda quick (N_SAN=1)
+#   tools/cuda/spec-check.sh o   session 7: test_cuda qgemv, O_TESTS, test_cuda_knobs, test_cuda_api O_API, courts
+#                                (O_COURTS=1, environment O_COURT_ENV), then per model of O_MODELS
+#                                ("preset:type:label;..."), decode over the arms of O_ARMS ("base;old;ENV;...")
+#                                alternating O_ROUNDS times, and on the first the profiles of O_PROF
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
 #                                the exactness court with --draft mtp (snapshot and replay rollback,
@@ -157,6 +161,93 @@ replay() { # label model trace
 	say "replay $label $(basename "$tr" .jsonl): rc $rc ($(($(date +%s) - t)) s)"
 	grep '^|' "$OUT/.r" | tee -a "$SUM" >/dev/null
 	grep '^|' "$OUT/.r"
+}
+
+prof() { # label model env...: decode tg64 after pp512 with the per-group profile
+	local label=$1 m=$2
+	shift 2
+	have_time 40 "profile $label" || return
+	env PROVEN_LEDGER=off "$@" timeout 150 $B/proven bench --backend cuda --model "$m" --pp 64 --depth 512 --tg 64 \
+		--reps 2 --profile >"$OUT/.b" 2>"$OUT/.e"
+	[ $? = 0 ] || status=1
+	cat "$OUT/.e" >>"$LOG"
+	grep '^{' "$OUT/.b" | sed "s/^{/{\"name\":\"$label\",/" >>"$JSON"
+	say "profile $label: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ') $(grep -i 'profile' "$OUT/.e" | head -2)"
+	grep -E '^\| ' "$OUT/.b" | grep -v '^| ---' | tee -a "$SUM" >/dev/null
+}
+ncu_decode() { # label model env...: every kernel's time and DRAM bytes over a 1-token prompt and 3 tokens
+	command -v ncu >/dev/null && have_time 90 "ncu $1" || return
+	local label=$1 m=$2 t=$(date +%s) f=$OUT/ncu-$1.csv
+	shift 2
+	env PROVEN_LEDGER=off "$@" timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,sm__cycles_elapsed.avg.per_second \
+		--csv --print-units base --kernel-name-base demangled -c 2500 $B/proven bench --backend cuda --model "$m" \
+		--pp 1 --tg 3 --reps 1 >"$f" 2>&1
+	say "ncu $label: rc $? ($(grep -c gpu__time_duration "$f") kernels, $(($(date +%s) - t)) s)"
+}
+ncu_detail() { # label model env...: the full sections of 16 decode kernels in the middle of a token
+	command -v ncu >/dev/null && have_time 90 "ncu detail $1" || return
+	local label=$1 m=$2 t=$(date +%s) f=$OUT/ncu-detail-$1.txt
+	shift 2
+	env PROVEN_LEDGER=off "$@" timeout 240 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+		--section LaunchStats --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+		--kernel-name-base demangled -k "regex:gemv|rmsnorm|attn|act_quant" --launch-skip ${N_SKIP:-1200} \
+		--launch-count 16 $B/proven bench --backend cuda --model "$m" --pp 1 --tg 3 --reps 1 >"$f" 2>&1
+	say "ncu detail $label: rc $? ($(grep -c 'Duration' "$f") kernels, $(($(date +%s) - t)) s)"
+}
+ab_old() { # label model env...: decode tg128 after pp512, $B/proven-old (the baseline build) and
+	# $B/proven alternating, twice
+	[ -x $B/proven-old ] || return
+	local label=$1 m=$2
+	shift 2
+	for r in 1 2; do
+		for bin in proven-old proven; do
+			have_time 25 "$label $bin" || return
+			env PROVEN_LEDGER=off "$@" timeout 150 $B/$bin bench --backend cuda --model "$m" --pp 512 --tg 128 --reps 3 \
+				--json-only >"$OUT/.b" 2>>"$LOG"
+			[ $? = 0 ] || status=1
+			sed "s/^{/{\"name\":\"$label $bin\",/" "$OUT/.b" | grep '^{' >>"$JSON"
+			say "decode $label $bin: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
+		done
+	done
+}
+ab_env() { # label model var [env...]: decode tg128 after pp512, var over N_AB_VALS alternating, twice
+	local label=$1 m=$2 var=$3
+	shift 3
+	[ $# -gt 0 ] && label="$label $*" # the fixed environment in the name too (set before var: var wins)
+	for r in 1 2; do
+		for v in ${N_AB_VALS:-0 1}; do
+			have_time 25 "$label $var=$v" || return
+			env PROVEN_LEDGER=off "$@" $var=$v timeout 150 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 128 \
+				--reps 3 --json-only >"$OUT/.b" 2>>"$LOG"
+			[ $? = 0 ] || status=1
+			sed "s/^{/{\"name\":\"$label $var=$v\",/" "$OUT/.b" | grep '^{' >>"$JSON"
+			say "decode $label $var=$v: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
+		done
+	done
+}
+
+arms() { # label model: decode tg128 after pp512 over the arms of O_ARMS (';'-separated: "base" the
+	# defaults, "old" $B/proven-old, else an environment such as "PV_CUDA_Q8_EARLY=1 PV_CUDA_Q8_ROWS=3"),
+	# alternating, O_ROUNDS times (2)
+	local label=$1 m=$2 a r
+	local -a A
+	IFS=';' read -ra A <<<"${O_ARMS:-base}"
+	for r in $(seq "${O_ROUNDS:-2}"); do
+		for a in "${A[@]}"; do
+			local bin=proven envs=
+			case "$a" in
+			old) [ -x $B/proven-old ] || continue; bin=proven-old ;;
+			base) ;;
+			*) envs=$a ;;
+			esac
+			have_time 25 "$label [$a]" || return
+			env PROVEN_LEDGER=off $envs timeout 150 $B/$bin bench --backend cuda --model "$m" --pp 512 --tg 128 --reps 3 \
+				--json-only >"$OUT/.b" 2>>"$LOG"
+			[ $? = 0 ] || status=1
+			sed "s/^{/{\"name\":\"$label [$a]\",/" "$OUT/.b" | grep '^{' >>"$JSON"
+			say "decode $label [$a]: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
+		done
+	done
 }
 
 model_rows() { # preset type label
@@ -390,6 +481,58 @@ elif [ "$PART" = m ]; then
 		done
 		rm -f "$m"
 	fi
+elif [ "$PART" = o ]; then
+	# session 7 (2026-12-02): the integer GEMVs' first weights before the PDL wait (cuda.q8_early),
+	# two Q4_K rows a pass (cuda.q8_rows=3); tests, then the arms of O_ARMS on each model of O_MODELS
+	# (';'-separated "preset:type:label"), the profile per arm of O_PROF (';'-separated environments,
+	# "base" the defaults) on the first model, courts with O_COURT_ENV (O_COURTS=1)
+	runtest "test_cuda qgemv" timeout 150 $B/cuda/test_cuda qgemv
+	for t in ${O_TESTS:-}; do runtest "test_cuda $t" timeout 150 $B/cuda/test_cuda $t; done
+	[ -x $B/tests/test_cuda_knobs ] && runtest "test_cuda_knobs" timeout 60 $B/tests/test_cuda_knobs
+	for part in ${O_API:-}; do
+		if [ "$part" = all ]; then
+			runtest "test_cuda_api" timeout 420 $B/cuda/test_cuda_api
+		else
+			runtest "test_cuda_api $part" timeout 200 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api
+		fi
+		grep -E 'q8_act=2 vs' "$OUT/.t" | head -4 | tee -a "$SUM" >/dev/null
+	done
+	set_env() { local kv; for kv in ${O_COURT_ENV:-}; do export "$kv"; done; }
+	unset_env() { local kv; for kv in ${O_COURT_ENV:-}; do unset "${kv%%=*}"; done; }
+	if [ -n "${O_COURTS:-}" ]; then
+		set_env
+		m=$W/tiny-q35moe-q4_k_m.gguf
+		if $B/proven synth --preset tiny --arch qwen35moe --type q4_k_m --out "$m" --quiet >>"$LOG" 2>&1; then
+			court "tiny qwen35moe q4_k_m self-draft [${O_COURT_ENV:-}]" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 16
+			court "tiny qwen35moe q4_k_m ngram [${O_COURT_ENV:-}]" "$m" --draft ngram --draft-fixed --max-tokens 16 --limit 16
+			rm -f "$m"
+		fi
+		for d in $FX/qwen3 $FX/qwen3_5 $FX/qwen3_next; do
+			court "$(basename $d) ngram [${O_COURT_ENV:-}]" "$d" --draft ngram --draft-fixed --max-tokens 16 --limit 24
+		done
+		unset_env
+	fi
+	first=1
+	IFS=';' read -ra MODELS <<<"${O_MODELS:-qwen3-8b:q4_k_m:8B Q4_K_M}"
+	for spec in "${MODELS[@]}"; do
+		IFS=':' read -r preset type label <<<"$spec"
+		m=$W/$preset-$type.gguf
+		have_time 100 "$label" && synth "$preset" "$type" "$m" || continue
+		arms "$label" "$m"
+		if [ $first = 1 ]; then
+			IFS=';' read -ra P <<<"${O_PROF:-}"
+			for a in "${P[@]}"; do
+				[ "$a" = base ] && prof "$label [base]" "$m" || prof "$label [$a]" "$m" $a
+			done
+			if [ -n "${O_COURTS:-}" ] && have_time 90 "court $label"; then
+				set_env
+				court "$label self-draft [${O_COURT_ENV:-}]" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 4
+				unset_env
+			fi
+		fi
+		first=0
+		rm -f "$m"
+	done
 elif [ "$PART" = n ]; then
 	# session 6 (2026-12-02): where a Q4_K_M decode token's time goes with cuda.q8_act
 	runtest "test_cuda qgemv" timeout 150 $B/cuda/test_cuda qgemv
@@ -402,68 +545,6 @@ elif [ "$PART" = n ]; then
 			runtest "test_cuda_api $part" timeout 200 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api
 		fi
 	done
-	prof() { # label model env...: decode tg64 after pp512 with the per-group profile
-		local label=$1 m=$2
-		shift 2
-		have_time 40 "profile $label" || return
-		env PROVEN_LEDGER=off "$@" timeout 150 $B/proven bench --backend cuda --model "$m" --pp 64 --depth 512 --tg 64 \
-			--reps 2 --profile >"$OUT/.b" 2>"$OUT/.e"
-		[ $? = 0 ] || status=1
-		cat "$OUT/.e" >>"$LOG"
-		grep '^{' "$OUT/.b" | sed "s/^{/{\"name\":\"$label\",/" >>"$JSON"
-		say "profile $label: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ') $(grep -i 'profile' "$OUT/.e" | head -2)"
-		grep -E '^\| ' "$OUT/.b" | grep -v '^| ---' | tee -a "$SUM" >/dev/null
-	}
-	ncu_decode() { # label model env...: every kernel's time and DRAM bytes over a 1-token prompt and 3 tokens
-		command -v ncu >/dev/null && have_time 90 "ncu $1" || return
-		local label=$1 m=$2 t=$(date +%s) f=$OUT/ncu-$1.csv
-		shift 2
-		env PROVEN_LEDGER=off "$@" timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,sm__cycles_elapsed.avg.per_second \
-			--csv --print-units base --kernel-name-base demangled -c 2500 $B/proven bench --backend cuda --model "$m" \
-			--pp 1 --tg 3 --reps 1 >"$f" 2>&1
-		say "ncu $label: rc $? ($(grep -c gpu__time_duration "$f") kernels, $(($(date +%s) - t)) s)"
-	}
-	ncu_detail() { # label model env...: the full sections of 16 decode kernels in the middle of a token
-		command -v ncu >/dev/null && have_time 90 "ncu detail $1" || return
-		local label=$1 m=$2 t=$(date +%s) f=$OUT/ncu-detail-$1.txt
-		shift 2
-		env PROVEN_LEDGER=off "$@" timeout 240 ncu --clock-control none --section SpeedOfLight --section Occupancy \
-			--section LaunchStats --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
-			--kernel-name-base demangled -k "regex:gemv|rmsnorm|attn|act_quant" --launch-skip ${N_SKIP:-1200} \
-			--launch-count 16 $B/proven bench --backend cuda --model "$m" --pp 1 --tg 3 --reps 1 >"$f" 2>&1
-		say "ncu detail $label: rc $? ($(grep -c 'Duration' "$f") kernels, $(($(date +%s) - t)) s)"
-	}
-	ab_old() { # label model env...: decode tg128 after pp512, $B/proven-old (the baseline build) and
-		# $B/proven alternating, twice
-		[ -x $B/proven-old ] || return
-		local label=$1 m=$2
-		shift 2
-		for r in 1 2; do
-			for bin in proven-old proven; do
-				have_time 25 "$label $bin" || return
-				env PROVEN_LEDGER=off "$@" timeout 150 $B/$bin bench --backend cuda --model "$m" --pp 512 --tg 128 --reps 3 \
-					--json-only >"$OUT/.b" 2>>"$LOG"
-				[ $? = 0 ] || status=1
-				sed "s/^{/{\"name\":\"$label $bin\",/" "$OUT/.b" | grep '^{' >>"$JSON"
-				say "decode $label $bin: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
-			done
-		done
-	}
-	ab_env() { # label model var [env...]: decode tg128 after pp512, var over N_AB_VALS alternating, twice
-		local label=$1 m=$2 var=$3
-		shift 3
-		[ $# -gt 0 ] && label="$label $*" # the fixed environment in the name too (set before var: var wins)
-		for r in 1 2; do
-			for v in ${N_AB_VALS:-0 1}; do
-				have_time 25 "$label $var=$v" || return
-				env PROVEN_LEDGER=off "$@" $var=$v timeout 150 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 128 \
-					--reps 3 --json-only >"$OUT/.b" 2>>"$LOG"
-				[ $? = 0 ] || status=1
-				sed "s/^{/{\"name\":\"$label $var=$v\",/" "$OUT/.b" | grep '^{' >>"$JSON"
-				say "decode $label $var=$v: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
-			done
-		done
-	}
 	if [ -n "${N_COURTS:-}" ]; then # the defaults (cuda.q8_act=2 on the K types, the cluster norm)
 		m=$W/tiny-q35moe-q4_k_m.gguf
 		if $B/proven synth --preset tiny --arch qwen35moe --type q4_k_m --out "$m" --quiet >>"$LOG" 2>&1; then
