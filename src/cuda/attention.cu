@@ -240,10 +240,31 @@ __device__ __forceinline__ void attn_split_body(const attn_args& a, const SRC ro
 	}
 }
 
-template <int KVT>
+/* cuda.attn_early: before the PDL wait, the block asks L2 for the K and V head slices of its
+ * first split's keys below the row's position (earlier steps wrote them; the key at the position
+ * is this kernel's own, fused, write), one 128-byte line per thread at a time: no registers are
+ * held, and the loads after the q stage find them in L2. The position is the step struct's,
+ * written by the host before the graph starts. */
+template <int KVT, class SRC>
+__device__ __forceinline__ void attn_prefetch(const attn_args& a, const SRC rows)
+{
+	const int kh = blockIdx.y, t = blockIdx.z, pos = rows.pos(t);
+	const int j0 = (int)blockIdx.x * a.split, j1 = min(j0 + a.split, pos);
+	if (j0 >= j1) return;
+	const size_t HB = pv_kv_hbytes(KVT, a.hd), RB = (size_t)a.nkv * HB;
+	const int lines = (int)((HB + 127) / 128), per = (j1 - j0) * lines;
+	for (int i = threadIdx.x; i < 2 * per; i += THREADS) {
+		const int kv = i >= per, r = i - kv * per, j = j0 + r / lines, l = r - (r / lines) * lines;
+		const char* p = static_cast<const char*>(kv ? rows.v(t) : rows.k(t)) + (size_t)j * RB + (size_t)kh * HB + 128 * (size_t)l;
+		asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+	}
+}
+
+template <int KVT, bool EARLY = false>
 __global__ void __launch_bounds__(THREADS) attn_split_kernel(const __grid_constant__ attn_args a)
 {
-	pv_grid_sync(); /* before any global memory access (PDL) */
+	if constexpr (EARLY) attn_prefetch<KVT>(a, pv_rows_one<attn_args>{ a });
+	pv_grid_sync(); /* before any other global memory access (PDL) */
 	attn_split_body<KVT>(a, pv_rows_one<attn_args>{ a });
 }
 
@@ -347,6 +368,11 @@ int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const st
 	                          : a->kvt == PV_KV_BF16 ? attn_split_kernel<PV_KV_BF16>
 	                          : a->kvt == PV_KV_Q8_0 ? attn_split_kernel<PV_KV_Q8_0>
 	                                                 : attn_split_kernel<PV_KV_F32>; /* the check above: one of four */
+	if (tu->attn_early)
+		kern = a->kvt == PV_KV_F16    ? attn_split_kernel<PV_KV_F16, true>
+		       : a->kvt == PV_KV_BF16 ? attn_split_kernel<PV_KV_BF16, true>
+		       : a->kvt == PV_KV_Q8_0 ? attn_split_kernel<PV_KV_Q8_0, true>
+		                              : attn_split_kernel<PV_KV_F32, true>;
 	PV_LAUNCH("attention", tu, err, errlen, kern, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
 	          split_smem(G, a->hd, a->fuse, elem_vec(a->kvt)), st, *a);
 	PV_LAUNCH("attention combine", tu, err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS),

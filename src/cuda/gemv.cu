@@ -107,6 +107,12 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 	const int live = row0 < s.rows ? (int)min((int64_t)R, s.rows - row0) : 0;
 	[[maybe_unused]] typename Kern<K>::Raw raw[SH == 2 ? UB : 1][SH == 2 ? R : 1];
 	if constexpr (SH == 2) load_rows<K, R, UB>(s, p.stype, row0, live, lane, nu, raw);
+	/* SH 3 (cuda.gemv_early): a one-row call read in place, not gathered: the first batch of the
+	 * first weight row's units is requested before the PDL wait */
+	constexpr bool EARLY = SH == 3;
+	[[maybe_unused]] typename Kern<K>::Raw pre[EARLY ? Kern<K>::U : 1];
+	if constexpr (EARLY)
+		if (row0 < s.rows) walk_first<K>(s, p.stype, row0, lane, nu, pre);
 	if (p.prefetch && !p.sel && lane == 0) {
 		for (int r = 0; r < R; r++)
 			if (row0 + r < s.rows) {
@@ -153,7 +159,8 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 			for (int r = 0; r < R; r++) {
 				const int64_t row = row0 + r;
 				if (row >= s.rows) continue;
-				if (p.pipe) walk_direct<K>(s, p.stype, wrow + row, lane, nu, x, p.ldx, acc[r]);
+				if constexpr (EARLY) walk<K, TT, true>(s, p.stype, row, lane, 0, nu, x, p.ldx, 0, acc[r], pre);
+				else if (p.pipe) walk_direct<K>(s, p.stype, wrow + row, lane, nu, x, p.ldx, acc[r]);
 				else walk<K, TT>(s, p.stype, wrow + row, lane, 0, nu, x, p.ldx, 0, acc[r]);
 			}
 			if (ONE && p.pair && row0 < s.rows) {
@@ -317,7 +324,7 @@ kernel_fn pick_r(int r2, int rm, int sh)
 	constexpr int R = TT <= 2 ? 1 : TT == 4 ? 2 : 4;
 	if constexpr (TT == 1) {
 		(void)rm, (void)sh;
-		return r2 ? gemv_kernel<K, 1, 2, 0> : gemv_kernel<K, 1, 1, 0>;
+		return r2 ? gemv_kernel<K, 1, 2, 0> : sh == 3 ? gemv_kernel<K, 1, 1, 3> : gemv_kernel<K, 1, 1, 0>;
 	} else {
 		(void)r2;
 		if (rm == 1) return sh ? gemv_kernel<K, TT, 1, 1> : gemv_kernel<K, TT, 1, 0>;
@@ -376,6 +383,7 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	memset(&p, 0, sizeof p);
 	const int64_t cols = outs[0].w->cols;
 	p.cols = (int)cols;
+	p.direct = T == 1 && xmode == PV_X_PLAIN && !((uintptr_t)x & 15) && ldx % 4 == 0 && tu->gemv_direct;
 	const int tc = tile_cols(UE, TT, cols, SMEM_FLOATS);
 	p.tc = tc;
 	p.T = T;
@@ -387,7 +395,6 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	p.x2 = x2;
 	p.nseg = n;
 	p.prefetch = tu->prefetch;
-	p.direct = T == 1 && xmode == PV_X_PLAIN && !((uintptr_t)x & 15) && ldx % 4 == 0 && tu->gemv_direct;
 	p.pipe = tu->gemv_pipe;
 	p.pair = pair;
 	if (ne) p.ne = *ne;
@@ -405,7 +412,9 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: gemv grid of %lld blocks", (long long)blocks);
 	const size_t smem = p.direct || (T > 1 && sh == 2) ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
 	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : (unsigned)groups);
-	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2, rm, sh), grid, dim3(THREADS), smem, st, p);
+	/* cuda.gemv_early: a one-row call in place, one row per warp, no gather, prefetch or pipe */
+	const int early = tu->gemv_early && p.direct && !r2 && !ga && !p.prefetch && !p.pipe;
+	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2, rm, early ? 3 : sh), grid, dim3(THREADS), smem, st, p);
 	return 0;
 }
 

@@ -410,11 +410,12 @@ __device__ __forceinline__ void rows_dot(const RowP* rp, int live, int cols, con
 	}
 }
 
-/* RK: cuda.q8_rows of a one-row Q4_K call (1 one row a warp, 2 WIDE, 3 two rows a pass at a
- * time). EARLY (cuda.q8_early, one-row calls that are not gathered): the first passes' weight
+/* RK: the form of a one-row call (cuda.q8_rows): 1 one row a warp, 2 two Q4_K rows with every
+ * pass in flight (WIDE), 3 two rows a pass at a time (Q4_K, and Q6_K under 3 blocks an SM: 80
+ * registers, no spills, where the compiler alone takes 98). EARLY (cuda.q8_early, one-row calls that are not gathered): the first passes' weight
  * bytes are requested before the PDL wait. */
-template <int K, int TT, bool PAIR, int RK = 1, bool EARLY = false>
-__global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ QParams p)
+template <int K, int TT, bool PAIR, int RK, bool EARLY>
+__device__ __forceinline__ void qgemv_body(const QParams& p)
 {
 	constexpr int R = rows_of(K, TT, PAIR, RK);
 	constexpr int U = passes_u<K, R, RK == 2>();
@@ -482,6 +483,19 @@ __global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ 
 	}
 }
 
+template <int K, int TT, bool PAIR, int RK = 1, bool EARLY = false>
+__global__ void __launch_bounds__(THREADS) qgemv_kernel(const __grid_constant__ QParams p)
+{
+	qgemv_body<K, TT, PAIR, RK, EARLY>(p);
+}
+
+/* Q6_K's two rows a pass at a time, held to 80 registers (3 blocks an SM, no spills) */
+template <int K, int TT, bool PAIR, int RK, bool EARLY>
+__global__ void __launch_bounds__(THREADS, 3) qgemv_kernel3(const __grid_constant__ QParams p)
+{
+	qgemv_body<K, TT, PAIR, RK, EARLY>(p);
+}
+
 typedef void (*qkernel_fn)(QParams);
 
 /* early: cuda.q8_early for a one-row call that is not gathered */
@@ -491,10 +505,12 @@ qkernel_fn pick_tt(int TT, int pair, int rk, int early)
 	if (pair) return early ? qgemv_kernel<K, 1, true, 1, true> : qgemv_kernel<K, 1, true>;
 	switch (TT) {
 	case 1:
-		if constexpr (K == K_Q4_K) {
+		if constexpr (K == K_Q4_K)
 			if (rk == 2) return early ? qgemv_kernel<K, 1, false, 2, true> : qgemv_kernel<K, 1, false, 2>;
+		if constexpr (K == K_Q4_K)
 			if (rk == 3) return early ? qgemv_kernel<K, 1, false, 3, true> : qgemv_kernel<K, 1, false, 3>;
-		}
+		if constexpr (K == K_Q6_K)
+			if (rk == 3) return early ? qgemv_kernel3<K, 1, false, 3, true> : qgemv_kernel3<K, 1, false, 3, false>;
 		return early ? qgemv_kernel<K, 1, false, 1, true> : qgemv_kernel<K, 1, false>;
 	case 2: return qgemv_kernel<K, 2, false>;
 	case 4: return qgemv_kernel<K, 4, false>;
@@ -592,8 +608,9 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 			p.x_by_slot = ga->x_by_slot;
 		}
 		const int kind = qkind(outs[i].w, tu->q8_act, &blk);
-		/* cuda.q8_rows: Q4_K weight rows per warp of a one-row call (Q6_K's two-row form took 150 registers) */
-		const int rk = kind == K_Q4_K ? tu->q8_rows : 1;
+		/* cuda.q8_rows: the form of a one-row call's K-type GEMV (rk: qgemv_kernel's RK); 4 is 3 for
+		 * Q6_K too (its WIDE form took 150 registers) */
+		const int rk = kind == K_Q4_K ? (tu->q8_rows == 4 ? 3 : tu->q8_rows) : kind == K_Q6_K && tu->q8_rows == 4 ? 3 : 1;
 		int64_t blocks = 0;
 		for (int j = i; j < n_out && p.nseg < 3; j++) {
 			int bj = 0;

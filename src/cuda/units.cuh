@@ -706,8 +706,9 @@ PV_HD Kern<K_SCALAR>::Raw load_unit<K_SCALAR>(const Seg& s, int64_t row, int u, 
  * [u0, u1) of the staged tile (columns c0 .. c0 + tc, rows TT in xs), in increasing order, U
  * loads in flight. Because ownership is u mod 32 over the whole row, the walk over all tiles
  * visits the same units in the same order whatever the tile width. */
-template <int K, int TT>
-PV_HD void walk(const Seg& s, int stype, int64_t row, int lane, int u0, int u1, const float* xs, int tc, int c0, float* acc)
+template <int K, int TT, bool PRE = false>
+PV_HD void walk(const Seg& s, int stype, int64_t row, int lane, int u0, int u1, const float* xs, int tc, int c0, float* acc,
+                const typename Kern<K>::Raw* pre = nullptr)
 {
 	using KT = Kern<K>;
 	constexpr int UE = KT::UE, U = KT::U;
@@ -717,6 +718,14 @@ PV_HD void walk(const Seg& s, int stype, int64_t row, int lane, int u0, int u1, 
 		 * bounds checks, then the last partial batch (the same units in the same order) */
 		const RowP rp = rowp(s, row);
 		int ub = uf;
+		if constexpr (PRE) {
+			/* the first whole batch, loaded by walk_first before the PDL wait */
+			if (ub + 32 * (U - 1) < u1) {
+				PV_UNROLL
+				for (int k = 0; k < U; k++) KT::template dot<TT>(pre[k], xs, tc, (ub + 32 * k) * UE - c0, acc);
+				ub += 32 * U;
+			}
+		}
 		for (; ub + 32 * (U - 1) < u1; ub += 32 * U) {
 			typename KT::Raw raw[U];
 			const typename KT::Ptr q = KT::at(rp, ub); /* unit ub + 32k: q's pointers + k strides */
@@ -735,7 +744,14 @@ PV_HD void walk(const Seg& s, int stype, int64_t row, int lane, int u0, int u1, 
 				if (ub + 32 * k < u1) KT::template dot<TT>(raw[k], xs, tc, (ub + 32 * k) * UE - c0, acc);
 		}
 	} else {
-		for (int ub = uf; ub < u1; ub += 32 * U) {
+		int ub = uf;
+		if constexpr (PRE) {
+			PV_UNROLL
+			for (int k = 0; k < U; k++)
+				if (ub + 32 * k < u1) KT::template dot<TT>(pre[k], xs, tc, (ub + 32 * k) * UE - c0, acc);
+			ub += 32 * U;
+		}
+		for (; ub < u1; ub += 32 * U) {
 			typename KT::Raw raw[U] = {};
 			PV_UNROLL
 			for (int k = 0; k < U; k++)
@@ -744,6 +760,25 @@ PV_HD void walk(const Seg& s, int stype, int64_t row, int lane, int u0, int u1, 
 			for (int k = 0; k < U; k++)
 				if (ub + 32 * k < u1) KT::template dot<TT>(raw[k], xs, tc, (ub + 32 * k) * UE - c0, acc);
 		}
+	}
+}
+
+/* The first batch of walk()'s units of a whole row (u0 = 0) for walk<K, TT, true>: loaded before
+ * the PDL wait (the weights never depend on the previous kernel; cuda.gemv_early) */
+template <int K>
+PV_HD void walk_first(const Seg& s, int stype, int64_t row, int lane, int u1, typename Kern<K>::Raw* pre)
+{
+	using KT = Kern<K>;
+	constexpr int U = KT::U;
+	if constexpr (K >= K_Q8_0) {
+		if (lane + 32 * (U - 1) < u1) {
+			const typename KT::Ptr q = KT::at(rowp(s, row), lane);
+			PV_UNROLL
+			for (int k = 0; k < U; k++) pre[k] = KT::loadq(q, k);
+		}
+	} else {
+		PV_UNROLL
+		for (int k = 0; k < U; k++) pre[k] = lane + 32 * k < u1 ? load_unit<K>(s, row, lane + 32 * k, stype) : typename KT::Raw{};
 	}
 }
 

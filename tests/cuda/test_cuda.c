@@ -372,6 +372,16 @@ static void test_qgemv(void)
 	setenv("PV_CUDA_Q8_ROWS", "3", 1);
 	qgemv_case(PV_Q4_K, 37, 4096, 0);
 	qgemv_case(PV_Q4_K, 300, 12288, 0);
+	unsetenv("PV_CUDA_Q8_EARLY");
+	/* cuda.q8_rows=4: two Q6_K rows per warp as well, with and without q8_early */
+	setenv("PV_CUDA_Q8_ROWS", "4", 1);
+	for (int e = 0; e < 2; e++) {
+		if (e) setenv("PV_CUDA_Q8_EARLY", "1", 1);
+		for (size_t ri = 0; ri < 3; ri++) qgemv_case(PV_Q6_K, rows[ri], 4096, 0);
+		qgemv_case(PV_Q6_K, 64, 2816, 1);
+		qgemv_case(PV_Q6_K, 1024, 12288, 0);
+		qgemv_case(PV_Q4_K, 37, 4096, 0);
+	}
 	unsetenv("PV_CUDA_Q8_ROWS");
 	unsetenv("PV_CUDA_Q8_EARLY");
 }
@@ -410,6 +420,17 @@ static void test_gemv(void)
 	gemv_case(PV_Q5_K, 1024, 12288);
 	gemv_case(PV_Q4_1, 300, 4864);
 	gemv_case(PV_Q5_1, 300, 4864);
+	/* cuda.gemv_early=1: one-row calls request their first batch of weight units before the PDL
+	 * wait; every row alone must still give the 16-row call's bits */
+	setenv("PV_CUDA_GEMV_EARLY", "1", 1);
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+		gemv_case(types[ti], 37, 2816);
+		gemv_case(types[ti], 5, 256);
+		if (!pv_dtype_is_quant(types[ti])) gemv_case(types[ti], 37, 203);
+	}
+	gemv_case(PV_BF16, 4096, 4096);
+	gemv_case(PV_Q8_0, 1000, 12288);
+	unsetenv("PV_CUDA_GEMV_EARLY");
 }
 
 /* ------------------------------------------------------------------------ fixtures --- */
