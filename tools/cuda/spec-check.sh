@@ -49,7 +49,8 @@
 #                                memcheck of test_cuda quick (N_SAN=1)
 #   tools/cuda/spec-check.sh o   session 7: test_cuda qgemv, O_TESTS, test_cuda_knobs, test_cuda_api O_API, courts
 #                                (O_COURTS=1, environment O_COURT_ENV), then per model of O_MODELS
-#                                ("preset:type:label;..."), decode over the arms of O_ARMS ("base;old;ENV;...")
+#                                ("preset:type:label[:VAR];..."), decode over the arms of O_ARMS or of the
+#                                variable VAR ("base;old;ENV;...")
 #                                alternating O_ROUNDS times, and on the first the profiles of O_PROF
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
@@ -226,12 +227,12 @@ ab_env() { # label model var [env...]: decode tg128 after pp512, var over N_AB_V
 	done
 }
 
-arms() { # label model: decode tg128 after pp512 over the arms of O_ARMS (';'-separated: "base" the
-	# defaults, "old" $B/proven-old, else an environment such as "PV_CUDA_Q8_EARLY=1 PV_CUDA_Q8_ROWS=3"),
+arms() { # label model [arms]: decode tg128 after pp512 over arms (default O_ARMS; ';'-separated: "base"
+	# the defaults, "old" $B/proven-old, else an environment such as "PV_CUDA_Q8_EARLY=1 PV_CUDA_Q8_ROWS=3"),
 	# alternating, O_ROUNDS times (2)
 	local label=$1 m=$2 a r
 	local -a A
-	IFS=';' read -ra A <<<"${O_ARMS:-base}"
+	IFS=';' read -ra A <<<"${3:-${O_ARMS:-base}}"
 	for r in $(seq "${O_ROUNDS:-2}"); do
 		for a in "${A[@]}"; do
 			local bin=proven envs=
@@ -515,10 +516,10 @@ elif [ "$PART" = o ]; then
 	first=1
 	IFS=';' read -ra MODELS <<<"${O_MODELS:-qwen3-8b:q4_k_m:8B Q4_K_M}"
 	for spec in "${MODELS[@]}"; do
-		IFS=':' read -r preset type label <<<"$spec"
+		IFS=':' read -r preset type label armvar <<<"$spec"
 		m=$W/$preset-$type.gguf
 		have_time 100 "$label" && synth "$preset" "$type" "$m" || continue
-		arms "$label" "$m"
+		arms "$label" "$m" "${armvar:+${!armvar}}"
 		if [ $first = 1 ]; then
 			IFS=';' read -ra P <<<"${O_PROF:-}"
 			for a in "${P[@]}"; do
