@@ -164,11 +164,14 @@ constexpr int RROWS = DK_MAX / RQ;      /* rows of S per thread */
  * in this thread's registers) is also written to snapshot slot t, snap + t * stride, in S's own
  * layout [Hv][dk][dv]: the same registers the end of the call writes to S, so slot t holds the
  * bits a call that ended at row t leaves in S. */
-template <bool SNAP>
+template <bool SNAP, bool EARLY = false>
 __device__ __forceinline__ void recurrent_body(const delta_args& a, float* qs, float* ks, float* red, float* snap,
                                                size_t stride)
 {
-	pv_grid_sync(); /* before any global memory access (PDL) */
+	/* EARLY (cuda.delta_early): S is loaded before the wait below: the kernel before this one
+	 * (the conv) never writes it; its last writer is this kernel's previous call, or a snapshot
+	 * restore, both finished before the conv began (PDL) */
+	if constexpr (!EARLY) pv_grid_sync(); /* before any global memory access (PDL) */
 	const int h = blockIdx.x, tid = threadIdx.x, j = tid / RQ, r = tid % RQ;
 	const int dk = a.dk, dv = a.dv, Hk = a.Hk, Hv = a.Hv, rr_ = Hv / Hk;
 	const int kd = Hk * dk, cd = 2 * kd + Hv * dv, vd = Hv * dv;
@@ -181,6 +184,7 @@ __device__ __forceinline__ void recurrent_body(const delta_args& a, float* qs, f
 		const int i = r + RQ * ii;
 		sr[ii] = col && i < dk ? S[(size_t)i * dv + j] : 0.0f;
 	}
+	if constexpr (EARLY) pv_grid_sync(); /* the row inputs are the previous kernels' (PDL) */
 	const float qscale = 1.0f / sqrtf((float)dk);
 
 	for (int t = 0; t < a.n; t++) {
@@ -260,18 +264,20 @@ __device__ __forceinline__ void recurrent_body(const delta_args& a, float* qs, f
 		}
 }
 
+template <bool EARLY = false>
 __global__ void __launch_bounds__(RTHREADS) recurrent_kernel(const __grid_constant__ delta_args a)
 {
 	__shared__ float qs[DK_MAX], ks[DK_MAX], red[RTHREADS / 32];
-	recurrent_body<false>(a, qs, ks, red, NULL, 0);
+	recurrent_body<false, EARLY>(a, qs, ks, red, NULL, 0);
 }
 
 /* snap: this layer's S in the snapshot slot of the call's row 0; stride: floats per slot */
+template <bool EARLY = false>
 __global__ void __launch_bounds__(RTHREADS)
         recurrent_snap_kernel(const __grid_constant__ delta_args a, float* snap, size_t stride)
 {
 	__shared__ float qs[DK_MAX], ks[DK_MAX], red[RTHREADS / 32];
-	recurrent_body<true>(a, qs, ks, red, snap, stride);
+	recurrent_body<true, EARLY>(a, qs, ks, red, snap, stride);
 }
 
 /* The multi-session recurrence: block (h, t = blockIdx.y) is value head h of row t, the one-row
@@ -312,11 +318,12 @@ int pv_cuda_deltanet(cudaStream_t st, const struct pv_cuda_tuning* tu, const str
 		PV_LAUNCH("deltanet windows", tu, err, errlen, conv_window_kernel, cgrid, dim3(128), 0, st, *a, snap,
 		          snap_stride);
 		PV_LAUNCH("deltanet conv", tu, err, errlen, conv_kernel, cgrid, dim3(128), 0, st, *a);
-		PV_LAUNCH("deltanet recurrent", tu, err, errlen, recurrent_snap_kernel, rgrid, dim3(RTHREADS), 0, st, *a, snap,
-		          snap_stride);
+		PV_LAUNCH("deltanet recurrent", tu, err, errlen, tu->delta_early ? recurrent_snap_kernel<true> : recurrent_snap_kernel<false>,
+		          rgrid, dim3(RTHREADS), 0, st, *a, snap, snap_stride);
 	} else {
 		PV_LAUNCH("deltanet conv", tu, err, errlen, conv_kernel, cgrid, dim3(128), 0, st, *a);
-		PV_LAUNCH("deltanet recurrent", tu, err, errlen, recurrent_kernel, rgrid, dim3(RTHREADS), 0, st, *a);
+		PV_LAUNCH("deltanet recurrent", tu, err, errlen, tu->delta_early ? recurrent_kernel<true> : recurrent_kernel<false>, rgrid,
+		          dim3(RTHREADS), 0, st, *a);
 	}
 	return 0;
 }

@@ -91,21 +91,25 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  " 256 elements (its own order of the sum of squares); 0: one block per row (the order the GEMV epilogue of"
 	  " cuda.norm_fuse keeps, which turns this off)",
 	  F(norm_cluster) },
-	{ "cuda.q8_rows", "PV_CUDA_Q8_ROWS", 1, 1, 4, NULL, 0,
+	{ "cuda.q8_rows", "PV_CUDA_Q8_ROWS", 4, 1, 4, NULL, 0,
 	  "weight rows per warp of a one-row integer GEMV over Q4_K (cuda.q8_act; 2: every pass of both rows in flight,"
 	  " 3: a pass of both rows at a time, 4: 3 for Q6_K too; the activation loads shared, the same bits)",
 	  F(q8_rows) },
-	{ "cuda.q8_early", "PV_CUDA_Q8_EARLY", 0, 0, 1, NULL, 0,
+	{ "cuda.q8_early", "PV_CUDA_Q8_EARLY", 1, 0, 1, NULL, 0,
 	  "integer GEMVs (cuda.q8_act) request their first passes of weight bytes before the PDL wait (weights never"
 	  " depend on the kernel before; gathered experts do: not those); the same bits",
 	  F(q8_early) },
-	{ "cuda.gemv_early", "PV_CUDA_GEMV_EARLY", 0, 0, 1, NULL, 0,
+	{ "cuda.gemv_early", "PV_CUDA_GEMV_EARLY", 1, 0, 1, NULL, 0,
 	  "one-row GEMVs with f32 activations read in place (not gathered) request their first batch of weight units"
 	  " before the PDL wait; the same bits",
 	  F(gemv_early) },
-	{ "cuda.attn_early", "PV_CUDA_ATTN_EARLY", 0, 0, 1, NULL, 0,
+	{ "cuda.attn_early", "PV_CUDA_ATTN_EARLY", 1, 0, 1, NULL, 0,
 	  "one-session attention: each split block asks L2 for its keys' K and V slices before the PDL wait; the same bits",
 	  F(attn_early) },
+	{ "cuda.delta_early", "PV_CUDA_DELTA_EARLY", 1, 0, 1, NULL, 0,
+	  "the one-session DeltaNet recurrence loads its state into registers before the PDL wait (the conv before it"
+	  " never writes the state); the same bits",
+	  F(delta_early) },
 };
 #undef F
 static_assert(offsetof(struct pv_cuda_tuning, q8_buf) == (PV_CUDA_N_KNOBS * sizeof(int) + sizeof(void*) - 1) / sizeof(void*) * sizeof(void*),

@@ -45,6 +45,7 @@ struct pv_cuda_tuning {
 	int q8_early;        /* cuda.q8_early: integer GEMVs request their first weights before the PDL wait */
 	int gemv_early;      /* cuda.gemv_early: one-row float-activation GEMVs do the same             */
 	int attn_early;      /* cuda.attn_early: attention asks L2 for its split's K/V before the PDL wait */
+	int delta_early;     /* cuda.delta_early: the DeltaNet recurrence loads its state before the PDL wait */
 	/* Not knobs (after them, never read from the table): the session's scratch for the
 	 * quantized activations of cuda.q8_act, set when a session lays out its memory; NULL in a
 	 * model's copy. Launches on stream q8_side (the MoE shared expert's) use q8_buf2, so two
@@ -58,7 +59,7 @@ struct pv_cuda_tuning {
 	const float* q8_have;
 	int q8_have_blk, q8_have_rows;
 };
-#define PV_CUDA_N_KNOBS 28
+#define PV_CUDA_N_KNOBS 29
 
 /* whether two settings differ in a knob (not in the session's scratch pointers after them) */
 static inline int pv_cuda_knobs_differ(const struct pv_cuda_tuning* a, const struct pv_cuda_tuning* b)

@@ -351,37 +351,24 @@ static void test_qgemv(void)
 	}
 	qgemv_case(PV_Q8_0, 33, 896, 0); /* not a whole number of 256-element chunks */
 	qgemv_case(PV_Q8_0, 33, 96, 1);
-	/* cuda.q8_rows=2: two Q4_K rows per warp in one-row calls (an odd row count leaves one alone) */
-	setenv("PV_CUDA_Q8_ROWS", "2", 1);
-	for (size_t ri = 0; ri < 3; ri++) qgemv_case(PV_Q4_K, rows[ri], 4096, 0);
-	qgemv_case(PV_Q4_K, 64, 2816, 1);
-	qgemv_case(PV_Q4_K, 1024, 12288, 0);
-	/* cuda.q8_rows=3: two Q4_K rows per warp, a pass of both at a time */
-	setenv("PV_CUDA_Q8_ROWS", "3", 1);
-	for (size_t ri = 0; ri < 3; ri++) qgemv_case(PV_Q4_K, rows[ri], 4096, 0);
-	qgemv_case(PV_Q4_K, 64, 2816, 1);
-	qgemv_case(PV_Q4_K, 1024, 12288, 0);
-	unsetenv("PV_CUDA_Q8_ROWS");
-	/* cuda.q8_early=1: the first weight passes requested before the PDL wait (one-row calls) */
-	setenv("PV_CUDA_Q8_EARLY", "1", 1);
-	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-		qgemv_case(types[ti], 37, 4096, 0);
-		qgemv_case(types[ti], 64, 2816, 1);
-		qgemv_case(types[ti], 1024, 12288, 0);
-	}
-	setenv("PV_CUDA_Q8_ROWS", "3", 1);
-	qgemv_case(PV_Q4_K, 37, 4096, 0);
-	qgemv_case(PV_Q4_K, 300, 12288, 0);
-	unsetenv("PV_CUDA_Q8_EARLY");
-	/* cuda.q8_rows=4: two Q6_K rows per warp as well, with and without q8_early */
+	/* the default is cuda.q8_rows=4 and cuda.q8_early=1 (two Q4_K or Q6_K rows a pass, the first
+	 * passes before the PDL wait); the other forms give the same bits: 2 (two Q4_K rows, every
+	 * pass in flight), 3 (Q4_K only), 1 (a row a warp), each with the early loads on and off */
+	static const char* const forms[] = { "2", "3", "1" };
+	for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++)
+		for (int e = 0; e < 2; e++) {
+			setenv("PV_CUDA_Q8_ROWS", forms[f], 1);
+			setenv("PV_CUDA_Q8_EARLY", e ? "1" : "0", 1);
+			for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+				if (f < 2 && types[ti] != PV_Q4_K) continue;
+				qgemv_case(types[ti], 37, 4096, 0);
+				qgemv_case(types[ti], 64, 2816, 1);
+				if (e) qgemv_case(types[ti], 1024, 12288, 0);
+			}
+		}
 	setenv("PV_CUDA_Q8_ROWS", "4", 1);
-	for (int e = 0; e < 2; e++) {
-		if (e) setenv("PV_CUDA_Q8_EARLY", "1", 1);
-		for (size_t ri = 0; ri < 3; ri++) qgemv_case(PV_Q6_K, rows[ri], 4096, 0);
-		qgemv_case(PV_Q6_K, 64, 2816, 1);
-		qgemv_case(PV_Q6_K, 1024, 12288, 0);
-		qgemv_case(PV_Q4_K, 37, 4096, 0);
-	}
+	setenv("PV_CUDA_Q8_EARLY", "0", 1);
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) qgemv_case(types[ti], 300, 4096, 0);
 	unsetenv("PV_CUDA_Q8_ROWS");
 	unsetenv("PV_CUDA_Q8_EARLY");
 }
@@ -420,9 +407,9 @@ static void test_gemv(void)
 	gemv_case(PV_Q5_K, 1024, 12288);
 	gemv_case(PV_Q4_1, 300, 4864);
 	gemv_case(PV_Q5_1, 300, 4864);
-	/* cuda.gemv_early=1: one-row calls request their first batch of weight units before the PDL
-	 * wait; every row alone must still give the 16-row call's bits */
-	setenv("PV_CUDA_GEMV_EARLY", "1", 1);
+	/* cuda.gemv_early=0 (the default is 1: one-row calls request their first batch of weight units
+	 * before the PDL wait): every row alone must still give the 16-row call's bits */
+	setenv("PV_CUDA_GEMV_EARLY", "0", 1);
 	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
 		gemv_case(types[ti], 37, 2816);
 		gemv_case(types[ti], 5, 256);

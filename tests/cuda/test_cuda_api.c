@@ -374,7 +374,7 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		                            "cuda.prefill_delta", "cuda.gemv_rows_multi", "cuda.gemv_shared",
 		                            "cuda.window_graphs", "cuda.batch_graphs",
 		                            "cuda.batch_hybrid", "cuda.q8_act", "cuda.norm_cluster", "cuda.q8_rows",
-		                            "cuda.q8_early",     "cuda.gemv_early",    "cuda.attn_early" };
+		                            "cuda.q8_early",     "cuda.gemv_early",    "cuda.attn_early",   "cuda.delta_early" };
 	const int nw = (int)(sizeof want / sizeof want[0]);
 	CHECK(n == nw && k, "%s: %d knobs listed, want %d", name, n, nw);
 	for (int i = 0; i < nw; i++) {
@@ -392,7 +392,7 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 	 * add+RMSNorm in the GEMV's epilogue (cuda.norm_fuse=1) keeps the bits of the one-block
 	 * kernel (cuda.norm_cluster=0: the same row code, its order of the sum) */
 	static const char* const same_bits[3] = { "cuda.pdl=0,cuda.graphs=0,cuda.gemv_direct=0", "cuda.norm_fuse=1",
-		                                  "cuda.gemv_early=1,cuda.q8_early=1,cuda.q8_rows=4,cuda.attn_early=1" };
+		                                  "cuda.gemv_early=0,cuda.q8_early=0,cuda.q8_rows=1,cuda.attn_early=0,cuda.delta_early=0" };
 	pv_model* m2 = NULL;
 	char err[512];
 	for (int ks = 0; ks < 3; ks++) {
@@ -421,7 +421,7 @@ static void test_knobs(pv_model* m, const char* dir, const char* name)
 		else if (ks == 1)
 			CHECK(nf && nf->value == 1, "%s: the knobs string did not set cuda.norm_fuse", name);
 		else
-			CHECK(ge && ge->value == 1, "%s: the knobs string did not set cuda.gemv_early", name);
+			CHECK(ge && ge->value == 0, "%s: the knobs string did not set cuda.gemv_early", name);
 		const int V = pv_model_get_info(m)->vocab;
 		float* x = malloc(sizeof(float) * V * NP);
 		float* y = malloc(sizeof(float) * V * NP);
@@ -1117,9 +1117,9 @@ static void test_q8_fast(const char* path, pv_model* cm, const int32_t* toks, in
 		printf("  %-16s cuda.q8_act=2 vs the CPU's fast numerics: %d rows, rel %.3e (the CPU's fast vs exact: %.3e)\n", name,
 		       T, e, spread);
 		/* the integer GEMVs' scheduling switches keep the bits: weights requested before the PDL
-		 * wait (cuda.q8_early), two Q4_K rows per warp (cuda.q8_rows 2, 3) */
-		static const char* const same_bits[] = { "cuda.q8_early=1", "cuda.q8_rows=3", "cuda.q8_rows=2", "cuda.q8_rows=4",
-		                                         "cuda.q8_early=1,cuda.q8_rows=4", "cuda.q8_early=1,cuda.pdl=0" };
+		 * wait (cuda.q8_early, on by default), rows per warp (cuda.q8_rows; 4 by default) */
+		static const char* const same_bits[] = { "cuda.q8_early=0", "cuda.q8_rows=1", "cuda.q8_rows=2", "cuda.q8_rows=3",
+		                                         "cuda.q8_early=0,cuda.q8_rows=1", "cuda.pdl=0" };
 		for (size_t v = 0; ok && v < sizeof same_bits / sizeof same_bits[0]; v++) {
 			pv_model* gv = NULL;
 			struct pv_model_params vp = { .backend = "cuda", .knobs = same_bits[v] };
