@@ -51,7 +51,9 @@
 #                                (O_COURTS=1, environment O_COURT_ENV), then per model of O_MODELS
 #                                ("preset:type:label[:VAR];..."), decode over the arms of O_ARMS or of the
 #                                variable VAR ("base;old;ENV;...")
-#                                alternating O_ROUNDS times, and on the first the profiles of O_PROF
+#                                alternating O_ROUNDS times, and on the first the profiles of O_PROF;
+#                                O_SAN=1: compute-sanitizer memcheck of test_cuda quick and of a decode per
+#                                fixture kind
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
 #                                the exactness court with --draft mtp (snapshot and replay rollback,
@@ -513,9 +515,22 @@ elif [ "$PART" = o ]; then
 		done
 		unset_env
 	fi
+	if [ -n "${O_SAN:-}" ] && command -v compute-sanitizer >/dev/null; then # memcheck to completion
+		have_time 60 "memcheck test_cuda quick" &&
+			runtest "compute-sanitizer memcheck test_cuda quick" timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
+				$B/cuda/test_cuda quick
+		grep -E 'ERROR SUMMARY' "$OUT/.t" | head -2 | tee -a "$SUM" >/dev/null
+		for d in $FX/qwen3 $FX/qwen3_5 $FX/qwen3_next; do # a decode graph of each kind, every kernel of it
+			have_time 60 "memcheck decode $(basename $d)" || break
+			runtest "compute-sanitizer memcheck decode $(basename $d)" timeout 150 compute-sanitizer --tool memcheck \
+				--error-exitcode 9 env PROVEN_LEDGER=off $B/proven bench --backend cuda --model "$d" --pp 16 --tg 16 --reps 1
+			grep -E 'ERROR SUMMARY' "$OUT/.t" | head -2 | tee -a "$SUM" >/dev/null
+		done
+	fi
 	first=1
 	IFS=';' read -ra MODELS <<<"${O_MODELS:-qwen3-8b:q4_k_m:8B Q4_K_M}"
 	for spec in "${MODELS[@]}"; do
+		[ "$spec" = none ] && continue
 		IFS=':' read -r preset type label armvar <<<"$spec"
 		m=$W/$preset-$type.gguf
 		have_time 100 "$label" && synth "$preset" "$type" "$m" || continue
