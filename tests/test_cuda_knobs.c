@@ -82,7 +82,7 @@ int main(void)
 	if (rc == PV_OK) {
 		const struct pv_knob* k = NULL;
 		int def = -1;
-		CHECK(pv_model_knobs(m, &k) == 29 && k, "29 knobs listed");
+		CHECK(pv_model_knobs(m, &k) == 30 && k, "30 knobs listed");
 		CHECK(knob(m, "cuda.pdl", &def) == 1 && def == 1, "cuda.pdl: knobs over the environment");
 		CHECK(knob(m, "cuda.gemv_pipe", &def) == 1 && def == 0, "cuda.gemv_pipe from the environment");
 		CHECK(knob(m, "cuda.att_split", &def) == 64 && def == 32, "cuda.att_split");

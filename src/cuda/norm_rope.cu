@@ -106,13 +106,18 @@ struct NormArgs {
 	size_t rb;
 };
 
-template <bool Q8>
+/* EARLY (cuda.norm_early, calls with a delta): x and w are loaded before the PDL wait. With a
+ * delta, x is the residual stream, last written by an earlier add+RMSNorm, never by the kernel
+ * just before (that one wrote delta), and that earlier kernel completed before the previous one
+ * passed its own wait, which is before this kernel could start (PDL). Without a delta, x may be
+ * the previous kernel's output (the embedding, the MTP projection): never EARLY. */
+template <bool Q8, bool EARLY = false>
 __global__ void __launch_bounds__(NCL_WARPS * 32) add_rmsnorm_cluster_kernel(const __grid_constant__ NormArgs a)
 {
 	namespace cg = cooperative_groups;
 	cg::cluster_group cl = cg::this_cluster();
 	__shared__ float part[NCL_WARPS];
-	pv_grid_sync(); /* before any global memory access (PDL) */
+	if constexpr (!EARLY) pv_grid_sync(); /* before any global memory access (PDL) */
 	const int C = (int)cl.num_blocks(), b = (int)cl.block_rank(); /* the cluster spans gridDim.x */
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int H = a.H, nch = (H + 255) / 256, c = b + warp * C;
@@ -121,15 +126,29 @@ __global__ void __launch_bounds__(NCL_WARPS * 32) add_rmsnorm_cluster_kernel(con
 	const bool on0 = c < nch && e0 < H, on1 = c < nch && e0 + 4 < H;
 	const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 	float4 x0 = z, x1 = z, d0 = z, d1 = z, g0 = z, g1 = z;
-	if (on0) {
-		x0 = __ldcg(reinterpret_cast<const float4*>(a.x + o + e0));
-		g0 = __ldg(reinterpret_cast<const float4*>(a.w + e0));
-		if (a.delta) d0 = __ldcg(reinterpret_cast<const float4*>(a.delta + o + e0));
-	}
-	if (on1) {
-		x1 = __ldcg(reinterpret_cast<const float4*>(a.x + o + e0 + 4));
-		g1 = __ldg(reinterpret_cast<const float4*>(a.w + e0 + 4));
-		if (a.delta) d1 = __ldcg(reinterpret_cast<const float4*>(a.delta + o + e0 + 4));
+	if constexpr (EARLY) {
+		if (on0) {
+			x0 = __ldcg(reinterpret_cast<const float4*>(a.x + o + e0));
+			g0 = __ldg(reinterpret_cast<const float4*>(a.w + e0));
+		}
+		if (on1) {
+			x1 = __ldcg(reinterpret_cast<const float4*>(a.x + o + e0 + 4));
+			g1 = __ldg(reinterpret_cast<const float4*>(a.w + e0 + 4));
+		}
+		pv_grid_sync(); /* delta is the previous kernel's output */
+		if (on0) d0 = __ldcg(reinterpret_cast<const float4*>(a.delta + o + e0));
+		if (on1) d1 = __ldcg(reinterpret_cast<const float4*>(a.delta + o + e0 + 4));
+	} else {
+		if (on0) {
+			x0 = __ldcg(reinterpret_cast<const float4*>(a.x + o + e0));
+			g0 = __ldg(reinterpret_cast<const float4*>(a.w + e0));
+			if (a.delta) d0 = __ldcg(reinterpret_cast<const float4*>(a.delta + o + e0));
+		}
+		if (on1) {
+			x1 = __ldcg(reinterpret_cast<const float4*>(a.x + o + e0 + 4));
+			g1 = __ldg(reinterpret_cast<const float4*>(a.w + e0 + 4));
+			if (a.delta) d1 = __ldcg(reinterpret_cast<const float4*>(a.delta + o + e0 + 4));
+		}
 	}
 	float v[8] = { x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w };
 	const float g[8] = { g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w };
@@ -275,12 +294,11 @@ static int launch_norm_cluster(cudaStream_t st, const struct pv_cuda_tuning* tu,
 {
 	const int nch = (a.H + 255) / 256, C = nch < NCL ? nch : NCL, warps = (nch + C - 1) / C;
 	const dim3 grid((unsigned)C, (unsigned)n), block((unsigned)(32 * warps));
-	if (q8)
-		PV_LAUNCH_CL("add_rmsnorm_q8 (cluster)", tu, err, errlen, (unsigned)C, add_rmsnorm_cluster_kernel<true>, grid, block, 0,
-		             st, a);
-	else
-		PV_LAUNCH_CL("add_rmsnorm (cluster)", tu, err, errlen, (unsigned)C, add_rmsnorm_cluster_kernel<false>, grid, block, 0,
-		             st, a);
+	const bool early = tu->norm_early && a.delta;
+	void (*kern)(NormArgs) = q8 ? (early ? add_rmsnorm_cluster_kernel<true, true> : add_rmsnorm_cluster_kernel<true>)
+	                            : (early ? add_rmsnorm_cluster_kernel<false, true> : add_rmsnorm_cluster_kernel<false>);
+	PV_LAUNCH_CL(q8 ? "add_rmsnorm_q8 (cluster)" : "add_rmsnorm (cluster)", tu, err, errlen, (unsigned)C, kern, grid, block, 0,
+	             st, a);
 	return 0;
 }
 

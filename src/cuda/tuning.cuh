@@ -46,6 +46,7 @@ struct pv_cuda_tuning {
 	int gemv_early;      /* cuda.gemv_early: one-row float-activation GEMVs do the same             */
 	int attn_early;      /* cuda.attn_early: attention asks L2 for its split's K/V before the PDL wait */
 	int delta_early;     /* cuda.delta_early: the DeltaNet recurrence loads its state before the PDL wait */
+	int norm_early;      /* cuda.norm_early: the cluster add+RMSNorm loads x and w before the PDL wait */
 	/* Not knobs (after them, never read from the table): the session's scratch for the
 	 * quantized activations of cuda.q8_act, set when a session lays out its memory; NULL in a
 	 * model's copy. Launches on stream q8_side (the MoE shared expert's) use q8_buf2, so two
@@ -59,7 +60,7 @@ struct pv_cuda_tuning {
 	const float* q8_have;
 	int q8_have_blk, q8_have_rows;
 };
-#define PV_CUDA_N_KNOBS 29
+#define PV_CUDA_N_KNOBS 30
 
 /* whether two settings differ in a knob (not in the session's scratch pointers after them) */
 static inline int pv_cuda_knobs_differ(const struct pv_cuda_tuning* a, const struct pv_cuda_tuning* b)

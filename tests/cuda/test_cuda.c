@@ -328,9 +328,9 @@ static void norm_case(int H, int n, int blk, const char* spec)
 static void test_norm(void)
 {
 	static const int Hs[] = { 64, 896, 1024, 2560, 4096, 4100, 5120, 8192, 12288 };
-	static const char* const specs[] = { "", "cuda.norm_cluster=0" };
+	static const char* const specs[] = { "", "cuda.norm_cluster=0", "cuda.norm_early=0" };
 	for (size_t h = 0; h < sizeof Hs / sizeof Hs[0]; h++)
-		for (int si = 0; si < 2; si++) {
+		for (int si = 0; si < 3; si++) {
 			const int H = Hs[h];
 			norm_case(H, 5, 0, specs[si]);
 			if (H % 32 == 0) norm_case(H, 16, 32, specs[si]);
