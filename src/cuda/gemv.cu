@@ -109,13 +109,10 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 	if constexpr (SH == 2) load_rows<K, R, UB>(s, p.stype, row0, live, lane, nu, raw);
 	/* SH 3 (cuda.gemv_early): a one-row call read in place, not gathered: the first batch of the
 	 * first weight row's units is requested before the PDL wait */
-	constexpr bool EARLY = SH >= 3, EARLY_UP = SH == 4; /* 4: a gate/up pair's up row too (cuda.gemv_early=2) */
-	[[maybe_unused]] typename Kern<K>::Raw pre[EARLY ? Kern<K>::U : 1], preu[EARLY_UP ? Kern<K>::U : 1];
+	constexpr bool EARLY = SH == 3;
+	[[maybe_unused]] typename Kern<K>::Raw pre[EARLY ? Kern<K>::U : 1];
 	if constexpr (EARLY)
-		if (row0 < s.rows) {
-			walk_first<K>(s, p.stype, row0, lane, nu, pre);
-			if constexpr (EARLY_UP) walk_first<K>(p.seg[1], p.stype, row0, lane, nu, preu);
-		}
+		if (row0 < s.rows) walk_first<K>(s, p.stype, row0, lane, nu, pre);
 	if (p.prefetch && !p.sel && lane == 0) {
 		for (int r = 0; r < R; r++)
 			if (row0 + r < s.rows) {
@@ -167,8 +164,7 @@ __device__ __forceinline__ void gemv_body(const Params& p)
 				else walk<K, TT>(s, p.stype, wrow + row, lane, 0, nu, x, p.ldx, 0, acc[r]);
 			}
 			if (ONE && p.pair && row0 < s.rows) {
-				if constexpr (EARLY_UP) walk<K, 1, true>(p.seg[1], p.stype, row0, lane, 0, nu, x, p.ldx, 0, &accu, preu);
-				else if (p.pipe) walk_direct<K>(p.seg[1], p.stype, wrow + row0, lane, nu, x, p.ldx, &accu);
+				if (p.pipe) walk_direct<K>(p.seg[1], p.stype, wrow + row0, lane, nu, x, p.ldx, &accu);
 				else walk<K, 1>(p.seg[1], p.stype, wrow + row0, lane, 0, nu, x, p.ldx, 0, &accu);
 			}
 		}
@@ -328,7 +324,7 @@ kernel_fn pick_r(int r2, int rm, int sh)
 	constexpr int R = TT <= 2 ? 1 : TT == 4 ? 2 : 4;
 	if constexpr (TT == 1) {
 		(void)rm, (void)sh;
-		return r2 ? gemv_kernel<K, 1, 2, 0> : sh == 4 ? gemv_kernel<K, 1, 1, 4> : sh == 3 ? gemv_kernel<K, 1, 1, 3> : gemv_kernel<K, 1, 1, 0>;
+		return r2 ? gemv_kernel<K, 1, 2, 0> : sh == 3 ? gemv_kernel<K, 1, 1, 3> : gemv_kernel<K, 1, 1, 0>;
 	} else {
 		(void)r2;
 		if (rm == 1) return sh ? gemv_kernel<K, TT, 1, 1> : gemv_kernel<K, TT, 1, 0>;
@@ -417,9 +413,9 @@ int launch(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct gemv_o
 	const size_t smem = p.direct || (T > 1 && sh == 2) ? 0 : (size_t)TT * (size_t)tc * sizeof(float);
 	const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : (unsigned)groups);
 	/* cuda.gemv_early: a one-row call in place, one row per warp, no gather, prefetch or pipe */
+	/* (the up row of a gate/up pair too: slower, 0.98x on the 8B Q8_0; ledger cuda-gemv-early-up) */
 	const int early = tu->gemv_early && p.direct && !r2 && !ga && !p.prefetch && !p.pipe;
-	const int esh = early ? (tu->gemv_early == 2 && pair ? 4 : 3) : sh;
-	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2, rm, esh), grid, dim3(THREADS), smem, st, p);
+	PV_LAUNCH("gemv", tu, err, errlen, pick(kind, TT, r2, rm, early ? 3 : sh), grid, dim3(THREADS), smem, st, p);
 	return 0;
 }
 

@@ -99,9 +99,9 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "integer GEMVs (cuda.q8_act) request their first passes of weight bytes before the PDL wait (weights never"
 	  " depend on the kernel before; gathered experts do: not those); the same bits",
 	  F(q8_early) },
-	{ "cuda.gemv_early", "PV_CUDA_GEMV_EARLY", 1, 0, 2, NULL, 0,
+	{ "cuda.gemv_early", "PV_CUDA_GEMV_EARLY", 1, 0, 1, NULL, 0,
 	  "one-row GEMVs with f32 activations read in place (not gathered) request their first batch of weight units"
-	  " before the PDL wait (2: a gate/up pair's up row too); the same bits",
+	  " before the PDL wait; the same bits",
 	  F(gemv_early) },
 	{ "cuda.attn_early", "PV_CUDA_ATTN_EARLY", 1, 0, 1, NULL, 0,
 	  "one-session attention: each split block asks L2 for its keys' K and V slices before the PDL wait; the same bits",
