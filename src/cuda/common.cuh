@@ -610,9 +610,12 @@ int pv_cuda_attention_check(int nh, int nkv, int hd, int n_split, int kvt, char*
 /* With cuda.pdl (the default; struct pv_cuda_tuning, tuning.cuh) every kernel is launched with
  * programmatic stream serialization: the next kernel's blocks may start while the previous
  * kernel drains, and wait in pv_grid_sync() until it has completed and its writes are visible.
- * Every kernel calls pv_grid_sync() before touching global memory, so results are the same with
- * and without it (the kernels and their arithmetic do not change); only the gaps between
- * kernels shrink (PERF.md, "Tuning switches"). */
+ * Every kernel calls pv_grid_sync() before touching memory that the kernel just before may write,
+ * so results are the same with and without it (the kernels and their arithmetic do not change);
+ * only the gaps between kernels shrink (PERF.md, "Tuning switches"). Kernel N starts only after
+ * every block of N-1 passed its wait, that is after N-2 completed: what N-2 or an earlier kernel
+ * last wrote (the weights, old KV rows, the DeltaNet state, a residual add's x) may be read
+ * before the wait (the cuda.*_early switches, PERF.md "Session 7"). */
 __device__ __forceinline__ void pv_grid_sync(void)
 {
 	asm volatile("griddepcontrol.wait;" ::: "memory");      /* no-op without PDL */
