@@ -253,6 +253,23 @@ arms() { # label model [arms]: decode tg128 after pp512 over arms (default O_ARM
 	done
 }
 
+small_courts() { # tag [replay]: courts on small files: a tiny Qwen3.5-MoE Q4_K_M file drafting for
+	# itself (replay: also with replay rollback) and with n-grams, the qwen3 / qwen3_5 / qwen3_next
+	# fixtures with n-grams
+	local tag=$1 m=$W/tiny-q35moe-q4_k_m.gguf d
+	if $B/proven synth --preset tiny --arch qwen35moe --type q4_k_m --out "$m" --quiet >>"$LOG" 2>&1; then
+		[ "${2:-}" = replay ] &&
+			court "tiny qwen35moe q4_k_m self-draft replay-rollback $tag" "$m" --draft "$m" --draft-fixed --rollback replay \
+				--max-tokens 16 --limit 12
+		court "tiny qwen35moe q4_k_m self-draft $tag" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 16
+		court "tiny qwen35moe q4_k_m ngram $tag" "$m" --draft ngram --draft-fixed --max-tokens 16 --limit 16
+		rm -f "$m"
+	fi
+	for d in $FX/qwen3 $FX/qwen3_5 $FX/qwen3_next; do
+		court "$(basename $d) ngram $tag" "$d" --draft ngram --draft-fixed --max-tokens 16 --limit 24
+	done
+}
+
 model_rows() { # preset type label
 	local m=$W/$1-$2.gguf
 	have_time 150 "$1 $2" || return
@@ -504,15 +521,7 @@ elif [ "$PART" = o ]; then
 	unset_env() { local kv; for kv in ${O_COURT_ENV:-}; do unset "${kv%%=*}"; done; }
 	if [ -n "${O_COURTS:-}" ]; then
 		set_env
-		m=$W/tiny-q35moe-q4_k_m.gguf
-		if $B/proven synth --preset tiny --arch qwen35moe --type q4_k_m --out "$m" --quiet >>"$LOG" 2>&1; then
-			court "tiny qwen35moe q4_k_m self-draft [${O_COURT_ENV:-}]" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 16
-			court "tiny qwen35moe q4_k_m ngram [${O_COURT_ENV:-}]" "$m" --draft ngram --draft-fixed --max-tokens 16 --limit 16
-			rm -f "$m"
-		fi
-		for d in $FX/qwen3 $FX/qwen3_5 $FX/qwen3_next; do
-			court "$(basename $d) ngram [${O_COURT_ENV:-}]" "$d" --draft ngram --draft-fixed --max-tokens 16 --limit 24
-		done
+		small_courts "[${O_COURT_ENV:-}]"
 		unset_env
 	fi
 	if [ -n "${O_SAN:-}" ] && command -v compute-sanitizer >/dev/null; then # memcheck to completion
@@ -561,18 +570,7 @@ elif [ "$PART" = n ]; then
 			runtest "test_cuda_api $part" timeout 200 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api
 		fi
 	done
-	if [ -n "${N_COURTS:-}" ]; then # the defaults (cuda.q8_act=2 on the K types, the cluster norm)
-		m=$W/tiny-q35moe-q4_k_m.gguf
-		if $B/proven synth --preset tiny --arch qwen35moe --type q4_k_m --out "$m" --quiet >>"$LOG" 2>&1; then
-			court "tiny qwen35moe q4_k_m self-draft replay-rollback" "$m" --draft "$m" --draft-fixed --rollback replay --max-tokens 16 --limit 12
-			court "tiny qwen35moe q4_k_m self-draft" "$m" --draft "$m" --draft-fixed --max-tokens 16 --limit 16
-			court "tiny qwen35moe q4_k_m ngram" "$m" --draft ngram --draft-fixed --max-tokens 16 --limit 16
-			rm -f "$m"
-		fi
-		for d in $FX/qwen3 $FX/qwen3_5 $FX/qwen3_next; do
-			court "$(basename $d) ngram (cluster norm)" "$d" --draft ngram --draft-fixed --max-tokens 16 --limit 24
-		done
-	fi
+	[ -n "${N_COURTS:-}" ] && small_courts "(cluster norm)" replay # the defaults (cuda.q8_act=2, the cluster norm)
 	m=$W/qwen3-8b-q4_k_m.gguf
 	if have_time 120 "8B q4_k_m" && synth qwen3-8b q4_k_m "$m"; then
 		ab_old "8B Q4_K_M q8_act=1" "$m" PV_CUDA_Q8_ACT=1
