@@ -197,58 +197,49 @@ ncu_detail() { # label model env...: the full sections of 16 decode kernels in t
 		--launch-count 16 $B/proven bench --backend cuda --model "$m" --pp 1 --tg 3 --reps 1 >"$f" 2>&1
 	say "ncu detail $label: rc $? ($(grep -c 'Duration' "$f") kernels, $(($(date +%s) - t)) s)"
 }
-ab_old() { # label model env...: decode tg128 after pp512, $B/proven-old (the baseline build) and
-	# $B/proven alternating, twice
+decode_run() { # name bin model [env...]: one decode tg128 after pp512 with $B/bin, its JSON named name
+	local name=$1 bin=$2 m=$3
+	shift 3
+	env PROVEN_LEDGER=off "$@" timeout 150 $B/$bin bench --backend cuda --model "$m" --pp 512 --tg 128 --reps 3 \
+		--json-only >"$OUT/.b" 2>>"$LOG"
+	[ $? = 0 ] || status=1
+	sed "s/^{/{\"name\":\"$name\",/" "$OUT/.b" | grep '^{' >>"$JSON"
+	say "decode $name: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
+}
+ab_old() { # label model env...: decode, $B/proven-old (the baseline build) and $B/proven alternating, twice
 	[ -x $B/proven-old ] || return
-	local label=$1 m=$2
+	local label=$1 m=$2 r bin
 	shift 2
 	for r in 1 2; do
 		for bin in proven-old proven; do
-			have_time 25 "$label $bin" || return
-			env PROVEN_LEDGER=off "$@" timeout 150 $B/$bin bench --backend cuda --model "$m" --pp 512 --tg 128 --reps 3 \
-				--json-only >"$OUT/.b" 2>>"$LOG"
-			[ $? = 0 ] || status=1
-			sed "s/^{/{\"name\":\"$label $bin\",/" "$OUT/.b" | grep '^{' >>"$JSON"
-			say "decode $label $bin: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
+			have_time 25 "$label $bin" && decode_run "$label $bin" $bin "$m" "$@" || return
 		done
 	done
 }
-ab_env() { # label model var [env...]: decode tg128 after pp512, var over N_AB_VALS alternating, twice
-	local label=$1 m=$2 var=$3
+ab_env() { # label model var [env...]: decode, var over N_AB_VALS alternating, twice
+	local label=$1 m=$2 var=$3 r v
 	shift 3
 	[ $# -gt 0 ] && label="$label $*" # the fixed environment in the name too (set before var: var wins)
 	for r in 1 2; do
 		for v in ${N_AB_VALS:-0 1}; do
-			have_time 25 "$label $var=$v" || return
-			env PROVEN_LEDGER=off "$@" $var=$v timeout 150 $B/proven bench --backend cuda --model "$m" --pp 512 --tg 128 \
-				--reps 3 --json-only >"$OUT/.b" 2>>"$LOG"
-			[ $? = 0 ] || status=1
-			sed "s/^{/{\"name\":\"$label $var=$v\",/" "$OUT/.b" | grep '^{' >>"$JSON"
-			say "decode $label $var=$v: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
+			have_time 25 "$label $var=$v" && decode_run "$label $var=$v" proven "$m" "$@" $var=$v || return
 		done
 	done
 }
-
-arms() { # label model [arms]: decode tg128 after pp512 over arms (default O_ARMS; ';'-separated: "base"
-	# the defaults, "old" $B/proven-old, else an environment such as "PV_CUDA_Q8_EARLY=1 PV_CUDA_Q8_ROWS=3"),
+arms() { # label model [arms]: decode over arms (default O_ARMS; ';'-separated: "base" the defaults,
+	# "old" $B/proven-old, else an environment such as "PV_CUDA_Q8_EARLY=1 PV_CUDA_Q8_ROWS=3"),
 	# alternating, O_ROUNDS times (2)
 	local label=$1 m=$2 a r
 	local -a A
 	IFS=';' read -ra A <<<"${3:-${O_ARMS:-base}}"
 	for r in $(seq "${O_ROUNDS:-2}"); do
 		for a in "${A[@]}"; do
-			local bin=proven envs=
 			case "$a" in
-			old) [ -x $B/proven-old ] || continue; bin=proven-old ;;
-			base) ;;
-			*) envs=$a ;;
+			old) [ -x $B/proven-old ] || continue
+			     have_time 25 "$label [$a]" && decode_run "$label [$a]" proven-old "$m" || return ;;
+			base) have_time 25 "$label [$a]" && decode_run "$label [$a]" proven "$m" || return ;;
+			*) have_time 25 "$label [$a]" && decode_run "$label [$a]" proven "$m" $a || return ;;
 			esac
-			have_time 25 "$label [$a]" || return
-			env PROVEN_LEDGER=off $envs timeout 150 $B/$bin bench --backend cuda --model "$m" --pp 512 --tg 128 --reps 3 \
-				--json-only >"$OUT/.b" 2>>"$LOG"
-			[ $? = 0 ] || status=1
-			sed "s/^{/{\"name\":\"$label [$a]\",/" "$OUT/.b" | grep '^{' >>"$JSON"
-			say "decode $label [$a]: $(grep -o '"tg_tok_s":[0-9.]*\|"tg_bw_share":[0-9.]*\|"kernels_per_token":[0-9]*' "$OUT/.b" | tr '\n' ' ')"
 		done
 	done
 }
