@@ -498,7 +498,7 @@ __global__ void __launch_bounds__(THREADS, 3) qgemv_kernel3(const __grid_constan
 
 typedef void (*qkernel_fn)(QParams);
 
-/* early: cuda.q8_early for a one-row call that is not gathered */
+/* early: cuda.q8_early (1: one-row calls, 2: calls of 2-16 rows too) for a call that is not gathered */
 template <int K>
 qkernel_fn pick_tt(int TT, int pair, int rk, int early)
 {
@@ -512,10 +512,10 @@ qkernel_fn pick_tt(int TT, int pair, int rk, int early)
 		if constexpr (K == K_Q6_K)
 			if (rk == 3) return early ? qgemv_kernel3<K, 1, false, 3, true> : qgemv_kernel3<K, 1, false, 3, false>;
 		return early ? qgemv_kernel<K, 1, false, 1, true> : qgemv_kernel<K, 1, false>;
-	case 2: return qgemv_kernel<K, 2, false>;
-	case 4: return qgemv_kernel<K, 4, false>;
-	case 8: return qgemv_kernel<K, 8, false>;
-	default: return qgemv_kernel<K, 16, false>;
+	case 2: return early == 2 ? qgemv_kernel<K, 2, false, 1, true> : qgemv_kernel<K, 2, false>;
+	case 4: return early == 2 ? qgemv_kernel<K, 4, false, 1, true> : qgemv_kernel<K, 4, false>;
+	case 8: return early == 2 ? qgemv_kernel<K, 8, false, 1, true> : qgemv_kernel<K, 8, false>;
+	default: return early == 2 ? qgemv_kernel<K, 16, false, 1, true> : qgemv_kernel<K, 16, false>;
 	}
 }
 
@@ -623,7 +623,7 @@ int pv_cuda_qgemv(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct
 		}
 		if (blocks <= 0 || blocks > INT32_MAX) return pv_errf(err, errlen, "CUDA backend: q8 gemv grid of %lld blocks", (long long)blocks);
 		const dim3 grid((unsigned)blocks, ga ? (unsigned)ga->slots : 1u);
-		PV_LAUNCH("q8 gemv", tu, err, errlen, pick(kind, TT, pair, rk, tu->q8_early && !ga), grid, dim3(THREADS), 0, st, p);
+		PV_LAUNCH("q8 gemv", tu, err, errlen, pick(kind, TT, pair, rk, ga ? 0 : tu->q8_early), grid, dim3(THREADS), 0, st, p);
 		if (n_launch) ++*n_launch;
 	}
 	return 1;

@@ -353,12 +353,14 @@ static void test_qgemv(void)
 	qgemv_case(PV_Q8_0, 33, 96, 1);
 	/* the default is cuda.q8_rows=4 and cuda.q8_early=1 (two Q4_K or Q6_K rows a pass, the first
 	 * passes before the PDL wait); the other forms give the same bits: 2 (two Q4_K rows, every
-	 * pass in flight), 3 (Q4_K only), 1 (a row a warp), each with the early loads on and off */
+	 * pass in flight), 3 (Q4_K only), 1 (a row a warp), each with the early loads off, on (1) and
+	 * on for calls of 2-16 rows too (2) */
 	static const char* const forms[] = { "2", "3", "1" };
+	static const char* const earlies[] = { "0", "1", "2" };
 	for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++)
-		for (int e = 0; e < 2; e++) {
+		for (int e = 0; e < 3; e++) {
 			setenv("PV_CUDA_Q8_ROWS", forms[f], 1);
-			setenv("PV_CUDA_Q8_EARLY", e ? "1" : "0", 1);
+			setenv("PV_CUDA_Q8_EARLY", earlies[e], 1);
 			for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
 				if (f < 2 && types[ti] != PV_Q4_K) continue;
 				qgemv_case(types[ti], 37, 4096, 0);

@@ -51,7 +51,8 @@
 #                                (O_COURTS=1, environment O_COURT_ENV), then per model of O_MODELS
 #                                ("preset:type:label[:VAR];..."), decode over the arms of O_ARMS or of the
 #                                variable VAR ("base;old;ENV;...")
-#                                alternating O_ROUNDS times, and on the first the profiles of O_PROF;
+#                                alternating O_ROUNDS times, and on the first the profiles of O_PROF and the
+#                                exact 4/8/16-row steps per arm of O_CURVE;
 #                                O_SAN=1: compute-sanitizer memcheck of test_cuda quick and of a decode per
 #                                fixture kind
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
@@ -539,6 +540,13 @@ elif [ "$PART" = o ]; then
 			IFS=';' read -ra P <<<"${O_PROF:-}"
 			for a in "${P[@]}"; do
 				[ "$a" = base ] && prof "$label [base]" "$m" || prof "$label [$a]" "$m" $a
+			done
+			IFS=';' read -ra P <<<"${O_CURVE:-}" # the exact step of 4, 8 and 16 rows per arm, alternating twice
+			for r in 1 2; do
+				for a in "${P[@]}"; do
+					have_time 60 "curve $label [$a]" || break
+					(for kv in ${a#base}; do export "$kv"; done; curve "$label [$a]" "$m" 4 8 16)
+				done
 			done
 			if [ -n "${O_COURTS:-}" ] && have_time 90 "court $label"; then
 				set_env
