@@ -95,7 +95,7 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "weight rows per warp of a one-row integer GEMV over Q4_K (cuda.q8_act; 2: every pass of both rows in flight,"
 	  " 3: a pass of both rows at a time, 4: 3 for Q6_K too; the activation loads shared, the same bits)",
 	  F(q8_rows) },
-	{ "cuda.q8_early", "PV_CUDA_Q8_EARLY", 1, 0, 2, NULL, 0,
+	{ "cuda.q8_early", "PV_CUDA_Q8_EARLY", 2, 0, 2, NULL, 0,
 	  "one-row integer GEMVs (cuda.q8_act) request their first passes of weight bytes before the PDL wait (weights"
 	  " never depend on the kernel before; gathered experts do: not those); 2: calls of 2-16 rows too; the same bits",
 	  F(q8_early) },
