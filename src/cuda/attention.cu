@@ -358,21 +358,23 @@ static int attention_args_check(const struct attn_args* a, int n, char* err, siz
 	return 0;
 }
 
+/* the one-session split kernel for cache type kvt (attention_args_check: one of four) */
+template <bool EARLY>
+static void (*split_kernel(int kvt))(attn_args)
+{
+	return kvt == PV_KV_F16    ? attn_split_kernel<PV_KV_F16, EARLY>
+	       : kvt == PV_KV_BF16 ? attn_split_kernel<PV_KV_BF16, EARLY>
+	       : kvt == PV_KV_Q8_0 ? attn_split_kernel<PV_KV_Q8_0, EARLY>
+	                           : attn_split_kernel<PV_KV_F32, EARLY>;
+}
+
 int pv_cuda_attention(cudaStream_t st, const struct pv_cuda_tuning* tu, const struct attn_args* a, int n, char* err,
                       size_t errlen)
 {
 	if (attention_args_check(a, n, err, errlen)) return -1;
 	const int G = a->nh / a->nkv;
 	const unsigned gx = (unsigned)(a->n_split < MAX_GRID_X ? a->n_split : MAX_GRID_X);
-	void (*kern)(attn_args) = a->kvt == PV_KV_F16    ? attn_split_kernel<PV_KV_F16>
-	                          : a->kvt == PV_KV_BF16 ? attn_split_kernel<PV_KV_BF16>
-	                          : a->kvt == PV_KV_Q8_0 ? attn_split_kernel<PV_KV_Q8_0>
-	                                                 : attn_split_kernel<PV_KV_F32>; /* the check above: one of four */
-	if (tu->attn_early)
-		kern = a->kvt == PV_KV_F16    ? attn_split_kernel<PV_KV_F16, true>
-		       : a->kvt == PV_KV_BF16 ? attn_split_kernel<PV_KV_BF16, true>
-		       : a->kvt == PV_KV_Q8_0 ? attn_split_kernel<PV_KV_Q8_0, true>
-		                              : attn_split_kernel<PV_KV_F32, true>;
+	void (*kern)(attn_args) = tu->attn_early ? split_kernel<true>(a->kvt) : split_kernel<false>(a->kvt);
 	PV_LAUNCH("attention", tu, err, errlen, kern, dim3(gx, (unsigned)a->nkv, (unsigned)n), dim3(THREADS),
 	          split_smem(G, a->hd, a->fuse, elem_vec(a->kvt)), st, *a);
 	PV_LAUNCH("attention combine", tu, err, errlen, attn_combine_kernel, dim3((unsigned)a->nh, (unsigned)n), dim3(CTHREADS),

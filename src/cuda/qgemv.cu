@@ -16,10 +16,9 @@
  * kernel); 0 none.
  *
  * Work split: R weight rows per warp (rows_of: the gate/up pair's two rows, four rows of a
- * one-row Q8_0 call, two Q4_K rows of a one-row call with cuda.q8_rows=2 (opt-in, slower: 118
- * registers, ledger cuda-q8-two-rows), else one), 8 warps a block. A pass of the warp over a row
- * covers 32 Q8_0 blocks (a lane each), 8 Q4_K super-blocks (4 lanes each: lane i of a super-block has sub-blocks
- * 2i and 2i+1, 32 qs bytes) or 4 Q6_K super-blocks (8 lanes each: half h = i / 4, group k = i % 4,
+ * one-row Q8_0 call, two Q4_K / Q6_K rows of a one-row call under cuda.q8_rows=4, the default,
+ * else one), 8 warps a block. A pass of the warp over a row covers 32 Q8_0 blocks (a lane each),
+ * 8 Q4_K super-blocks (4 lanes each: lane i of a super-block has sub-blocks 2i and 2i+1, 32 qs bytes) or 4 Q6_K super-blocks (8 lanes each: half h = i / 4, group k = i % 4,
  * 32 elements under two sub-block scales). The lanes of a block add their integers by xor
  * shuffles; each block's float operands go to the warp's shared array, and lane r * T + t then
  * runs weight row r's chain for activation row t over the pass's blocks in order (the chains of a
@@ -411,9 +410,10 @@ __device__ __forceinline__ void rows_dot(const RowP* rp, int live, int cols, con
 }
 
 /* RK: the form of a one-row call (cuda.q8_rows): 1 one row a warp, 2 two Q4_K rows with every
- * pass in flight (WIDE), 3 two rows a pass at a time (Q4_K, and Q6_K under 3 blocks an SM: 80
- * registers, no spills, where the compiler alone takes 98). EARLY (cuda.q8_early, one-row calls that are not gathered): the first passes' weight
- * bytes are requested before the PDL wait. */
+ * pass in flight (WIDE, ledger cuda-q8-two-rows, dead), 3 two rows a pass at a time (Q4_K, and
+ * Q6_K under 3 blocks an SM: 80 registers, no spills, where the compiler alone takes 98).
+ * EARLY (cuda.q8_early, calls that are not gathered): the first passes' weight bytes are
+ * requested before the PDL wait. */
 template <int K, int TT, bool PAIR, int RK, bool EARLY>
 __device__ __forceinline__ void qgemv_body(const QParams& p)
 {
@@ -505,10 +505,10 @@ qkernel_fn pick_tt(int TT, int pair, int rk, int early)
 	if (pair) return early ? qgemv_kernel<K, 1, true, 1, true> : qgemv_kernel<K, 1, true>;
 	switch (TT) {
 	case 1:
-		if constexpr (K == K_Q4_K)
+		if constexpr (K == K_Q4_K) {
 			if (rk == 2) return early ? qgemv_kernel<K, 1, false, 2, true> : qgemv_kernel<K, 1, false, 2>;
-		if constexpr (K == K_Q4_K)
 			if (rk == 3) return early ? qgemv_kernel<K, 1, false, 3, true> : qgemv_kernel<K, 1, false, 3>;
+		}
 		if constexpr (K == K_Q6_K)
 			if (rk == 3) return early ? qgemv_kernel3<K, 1, false, 3, true> : qgemv_kernel3<K, 1, false, 3, false>;
 		return early ? qgemv_kernel<K, 1, false, 1, true> : qgemv_kernel<K, 1, false>;
