@@ -132,6 +132,65 @@ __device__ __forceinline__ uint32_t pack_bf2(float lo, float hi)
 	return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+/* 16 Q8_0 weights (qv, scale d) as bf16 at dst (16-byte aligned): bf16(q d), or with wlo the low
+ * halves bf16(q d - bf16(q d)); qv = 0, d = 0 gives zeros. Both loaders convert through this. */
+__device__ __forceinline__ void q8_to_bf16(uint4 qv, float d, int wlo, bf16* dst)
+{
+	float f[16];
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		const uint32_t wd = pv_units::word(qv, i >> 2);
+		f[i] = __fmul_rn((float)(int)(signed char)((wd >> (8 * (i & 3))) & 0xffu), d);
+		if (wlo) f[i] = low_half(f[i]);
+	}
+	*reinterpret_cast<uint4*>(dst) = make_uint4(pack_bf2(f[0], f[1]), pack_bf2(f[2], f[3]), pack_bf2(f[4], f[5]),
+	                                            pack_bf2(f[6], f[7]));
+	*reinterpret_cast<uint4*>(dst + 8) = make_uint4(pack_bf2(f[8], f[9]), pack_bf2(f[10], f[11]),
+	                                                pack_bf2(f[12], f[13]), pack_bf2(f[14], f[15]));
+}
+
+/* acc (warp w: rows 16 w .. 16 w + 15 x 64 columns) += As (64 x 32) Bs^T (64 x 32), both with row
+ * stride GS: two k16 MMAs per 8 columns, k in order */
+__device__ __forceinline__ void tile_mma(float (&acc)[8][4], const bf16* As, const bf16* Bs, int warp, int lane)
+{
+#pragma unroll
+	for (int kk = 0; kk < GK; kk += 16) {
+		uint32_t af[4];
+		ldsm_x4(af, reinterpret_cast<const __half*>(As + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * GS + kk +
+		                                            8 * (lane >> 4)));
+#pragma unroll
+		for (int n2 = 0; n2 < 4; n2++) {
+			uint32_t bf[4];
+			ldsm_x4(bf, reinterpret_cast<const __half*>(Bs + (16 * n2 + (lane & 7) + 8 * (lane >> 4)) * GS + kk +
+			                                            8 * ((lane >> 3) & 1)));
+			mma_bf16(acc[2 * n2], af, bf[0], bf[1]);
+			mma_bf16(acc[2 * n2 + 1], af, bf[2], bf[3]);
+		}
+	}
+}
+
+/* Y[slot][n0 ..] = acc (or += with a.accumulate), rows of unused slots (-1) and columns past N skipped */
+__device__ __forceinline__ void tile_store(const ggemm_args& a, const float (&acc)[8][4], const int* slot, int n0, int warp,
+                                           int g, int c)
+{
+	float* Y = a.y[blockIdx.z];
+#pragma unroll
+	for (int half = 0; half < 2; half++) {
+		const int q = slot[warp * 16 + g + 8 * half];
+		if (q < 0) continue;
+#pragma unroll
+		for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+			for (int e2 = 0; e2 < 2; e2++) {
+				const int n = n0 + 8 * nt + 2 * c + e2;
+				if (n < a.N) {
+					float* yp = Y + (size_t)q * a.ldy + n;
+					*yp = a.accumulate ? *yp + acc[nt][2 * half + e2] : acc[nt][2 * half + e2];
+				}
+			}
+	}
+}
+
 __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggemm_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
@@ -175,26 +234,14 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 		/* B: weight rows n0 .. n0 + 63 of expert e, columns k0 .. k0 + 31, as bf16 */
 		if (a.wkind == W_Q8_0) { /* K % 32 == 0: one block per row and step; thread: row tid / 2, half tid % 2 */
 			const int r = tid >> 1, hh = tid & 1;
-			uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
+			uint4 qv = make_uint4(0u, 0u, 0u, 0u);
+			float d = 0.0f;
 			if (n0 + r < N) {
 				const int64_t row = (int64_t)e * N + n0 + r;
-				const uint4 qv =
-				        __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)row * W.s0 + k0 + 16 * hh));
-				const float d =
-				        pv_units::f16f(pv_units::u16at(W.p1 + (size_t)row * W.s1 + (size_t)(k0 / 32) * 2));
-				float f[16];
-				for (int i = 0; i < 16; i++) {
-					const uint32_t wd = pv_units::word(qv, i >> 2);
-					f[i] = __fmul_rn((float)(int)(signed char)((wd >> (8 * (i & 3))) & 0xffu), d);
-					if (a.wlo) f[i] = low_half(f[i]);
-				}
-				lo = make_uint4(pack_bf2(f[0], f[1]), pack_bf2(f[2], f[3]), pack_bf2(f[4], f[5]),
-				                pack_bf2(f[6], f[7]));
-				hi = make_uint4(pack_bf2(f[8], f[9]), pack_bf2(f[10], f[11]), pack_bf2(f[12], f[13]),
-				                pack_bf2(f[14], f[15]));
+				qv = __ldg(reinterpret_cast<const uint4*>(W.p0 + (size_t)row * W.s0 + k0 + 16 * hh));
+				d = pv_units::f16f(pv_units::u16at(W.p1 + (size_t)row * W.s1 + (size_t)(k0 / 32) * 2));
 			}
-			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh) = lo;
-			*reinterpret_cast<uint4*>(Bs + r * GS + 16 * hh + 8) = hi;
+			q8_to_bf16(qv, d, a.wlo, Bs + r * GS + 16 * hh); /* a row past N: zeros */
 		} else if (a.wkind == W_BF16) { /* K % 8 == 0: 16-byte rows pieces */
 			for (int ch = tid; ch < GN * GK / 8; ch += 128) {
 				const int r = ch / (GK / 8), cc = (ch - r * (GK / 8)) * 8;
@@ -213,38 +260,137 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
 			}
 		}
 		__syncthreads();
-#pragma unroll
-		for (int kk = 0; kk < GK; kk += 16) {
-			uint32_t af[4];
-			ldsm_x4(af, reinterpret_cast<const __half*>(As + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * GS +
-			                                            kk + 8 * (lane >> 4)));
-#pragma unroll
-			for (int n2 = 0; n2 < 4; n2++) {
-				uint32_t bf[4];
-				ldsm_x4(bf, reinterpret_cast<const __half*>(Bs + (16 * n2 + (lane & 7) + 8 * (lane >> 4)) * GS +
-				                                            kk + 8 * ((lane >> 3) & 1)));
-				mma_bf16(acc[2 * n2], af, bf[0], bf[1]);
-				mma_bf16(acc[2 * n2 + 1], af, bf[2], bf[3]);
-			}
-		}
+		tile_mma(acc, As, Bs, warp, lane);
 		__syncthreads(); /* As, Bs consumed */
 	}
-	float* Y = a.y[z];
+	tile_store(a, acc, slot, n0, warp, g, c);
+}
+
+/*
+ * The same product with the loads pipelined (cuda.prefill_moe=gemm, the default, for BF16 and
+ * Q8_0 experts): the synchronous loader above keeps one k-step of loads in flight per thread, a
+ * block waits on each step's round trip, and the grouped GEMMs moved their weights at ~0.85 TB/s
+ * (ledger: cuda-moe-ggemm-pipe). Here cp.async copies the raw bytes of the next PS - 1 k-steps
+ * (A rows as bf16; weight rows as bf16, or Q8_0 quants) into a ring of shared stages without
+ * holding registers; the Q8_0 scales of those steps ride in a register ring. Each step then
+ * converts its Q8_0 stage into Bs through q8_to_bf16 and runs tile_mma: the same shared tiles,
+ * the same MMAs in the same order, so the same bits as ggemm_kernel (test_cuda prefill compares
+ * the two bitwise). Needs K % 8 == 0 (BF16) or K % 32 == 0 (Q8_0), x 16-byte aligned, ldx % 8 == 0.
+ */
+constexpr int PS = 4; /* stages: 3 k-steps in flight while one is computed */
+
+__device__ __forceinline__ void cp16(void* dst, const void* src, bool full)
+{
+	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(full ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait()
+{
+	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+template <int WK>
+__global__ void __launch_bounds__(128) ggemm_pipe_kernel(const __grid_constant__ ggemm_args a)
+{
+	pv_grid_sync(); /* before any global memory access (PDL) */
+	constexpr int BST = WK == W_Q8_0 ? GN * GK : GN * GS * 2; /* bytes of one weight stage */
+	__shared__ __align__(16) bf16 As[PS][GM * GS];
+	__shared__ __align__(16) unsigned char Bw[PS][BST];
+	__shared__ __align__(16) bf16 Bq[WK == W_Q8_0 ? GN * GS : 8]; /* Q8_0: the step's weights as bf16 */
+	__shared__ int slot[GM];
+	const int tile = blockIdx.y;
+	if (tile >= *a.ntiles) return; /* the whole block */
+	const int2 tl = a.tiles[tile];
+	const int e = tl.x, s0 = tl.y, cnt = min(GM, a.off[e + 1] - s0);
+	const int n0 = blockIdx.x * GN;
+	const pv_units::Planes W = a.w[blockIdx.z];
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+	const int N = a.N, K = a.K, nk = (K + GK - 1) / GK;
+	if (tid < GM) slot[tid] = tid < cnt ? a.perm[s0 + tid] : -1;
+	/* A: this thread's two 16-byte pieces a step, rows tid / 4 and 32 + tid / 4, columns cc .. cc + 7 */
+	const int ar = tid >> 2, cc = (tid & 3) * 8;
+	const bf16* asrc[2];
 #pragma unroll
-	for (int half = 0; half < 2; half++) {
-		const int q = slot[warp * 16 + g + 8 * half];
-		if (q < 0) continue;
+	for (int i = 0; i < 2; i++) {
+		const int r = ar + 32 * i;
+		const int q = r < cnt ? a.perm[s0 + r] : -1;
+		asrc[i] = q >= 0 ? a.x + (size_t)(a.by_slot ? q : q / a.k) * a.ldx + cc : nullptr;
+	}
+	/* B: Q8_0, row tid / 2, bytes 16 (tid % 2) .. of the step's 32; BF16, rows tid / 4 and 32 + tid / 4, columns cc .. */
+	const int qr = tid >> 1, hh = tid & 1;
+	const unsigned char* wsrc[2];
+	const unsigned char* dsrc = nullptr;
+	if (WK == W_Q8_0) {
+		const int64_t row = (int64_t)e * N + n0 + qr;
+		wsrc[0] = n0 + qr < N ? W.p0 + (size_t)row * W.s0 + 16 * hh : nullptr;
+		wsrc[1] = nullptr;
+		dsrc = n0 + qr < N ? W.p1 + (size_t)row * W.s1 : nullptr;
+	} else {
 #pragma unroll
-		for (int nt = 0; nt < 8; nt++)
+		for (int i = 0; i < 2; i++) {
+			const int r = ar + 32 * i;
+			wsrc[i] = n0 + r < N ? W.p0 + (size_t)((int64_t)e * N + n0 + r) * W.s0 + (size_t)cc * 2 : nullptr;
+		}
+	}
+	/* step j's copies into stage j % PS (empty groups past the end keep the group count uniform) */
+	auto issue = [&](int j) {
+		if (j < nk) {
+			const int k0 = j * GK, st = j % PS;
+			const bool kin = k0 + cc < K; /* K % 8 == 0: a piece is whole or past the end */
 #pragma unroll
-			for (int e2 = 0; e2 < 2; e2++) {
-				const int n = n0 + 8 * nt + 2 * c + e2;
-				if (n < N) {
-					float* yp = Y + (size_t)q * a.ldy + n;
-					*yp = a.accumulate ? *yp + acc[nt][2 * half + e2] : acc[nt][2 * half + e2];
+			for (int i = 0; i < 2; i++)
+				cp16(&As[st][(ar + 32 * i) * GS + cc], asrc[i] ? asrc[i] + k0 : a.x, asrc[i] && kin);
+			if (WK == W_Q8_0) {
+				cp16(&Bw[st][qr * GK + 16 * hh], wsrc[0] ? wsrc[0] + k0 : W.p0, wsrc[0] != nullptr);
+			} else {
+#pragma unroll
+				for (int i = 0; i < 2; i++)
+					cp16(&Bw[st][((ar + 32 * i) * GS + cc) * 2], wsrc[i] ? wsrc[i] + (size_t)k0 * 2 : W.p0,
+					     wsrc[i] && kin);
+			}
+		}
+		cp_commit();
+	};
+	/* Q8_0: step j's scale in dr[j % PS], loaded with the step's copies and used PS - 1 steps later */
+	float dr[PS];
+#pragma unroll
+	for (int i = 0; i < PS; i++) dr[i] = 0.0f;
+	auto scale = [&](int j) {
+		return WK == W_Q8_0 && dsrc && j < nk ? pv_units::f16f(pv_units::u16at(dsrc + (size_t)j * 2)) : 0.0f;
+	};
+	float acc[8][4];
+#pragma unroll
+	for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+#pragma unroll
+	for (int j = 0; j < PS - 1; j++) {
+		issue(j);
+		dr[j] = scale(j);
+	}
+	for (int j0 = 0; j0 < nk; j0 += PS) {
+#pragma unroll
+		for (int u = 0; u < PS; u++) {
+			const int j = j0 + u;
+			if (j < nk) {
+				cp_wait<PS - 2>(); /* this thread's copies of step j have landed */
+				__syncthreads();   /* everyone's; and step j - 1's tiles are consumed */
+				issue(j + PS - 1);
+				if (WK == W_Q8_0) {
+					dr[(u + PS - 1) % PS] = scale(j + PS - 1);
+					const uint4 qv = *reinterpret_cast<const uint4*>(&Bw[u][qr * GK + 16 * hh]);
+					q8_to_bf16(qv, dr[u], a.wlo, Bq + qr * GS + 16 * hh);
+					__syncthreads();
+					tile_mma(acc, As[u], Bq, warp, lane);
+				} else {
+					tile_mma(acc, As[u], reinterpret_cast<const bf16*>(Bw[u]), warp, lane);
 				}
 			}
+		}
 	}
+	cp_wait<0>();
+	__syncthreads(); /* slot */
+	tile_store(a, acc, slot, n0, warp, g, c);
 }
 
 /* Fallback for MoE FFNs: the decode's kernels (router GEMV, routing, gathered expert GEMVs, the
@@ -303,6 +449,23 @@ int wkind(const struct dmat* w, int K)
 	return W_GENERIC;
 }
 
+/* One grouped GEMM launch: the pipelined loader where its conditions hold and cuda.prefill_moe
+ * is gemm (0), else the synchronous one (cuda.prefill_moe=sync; the same bits). */
+int ggemm(struct pv_prefill_ctx* k, const char* what, const ggemm_args& g, dim3 grid)
+{
+	char* err = k->err;
+	const size_t errlen = k->errlen;
+	const int pipe = k->d->tu.prefill_moe == 0 && (g.wkind == W_Q8_0 || g.wkind == W_BF16) &&
+	                 (uintptr_t)g.x % 16 == 0 && g.ldx % 8 == 0;
+	if (pipe && g.wkind == W_Q8_0)
+		PV_LAUNCH(what, &k->d->tu, err, errlen, ggemm_pipe_kernel<W_Q8_0>, grid, dim3(128), 0, k->d->st, g);
+	else if (pipe)
+		PV_LAUNCH(what, &k->d->tu, err, errlen, ggemm_pipe_kernel<W_BF16>, grid, dim3(128), 0, k->d->st, g);
+	else
+		PV_LAUNCH(what, &k->d->tu, err, errlen, ggemm_kernel, grid, dim3(128), 0, k->d->st, g);
+	return 0;
+}
+
 /* MoE FFN over T rows without a host sync: the router as the decode's GEMV (f32, 16-row groups
  * in one launch, so the expert choice is the decode's for the same input), routing (moe.cu) for the T rows, the
  * slots sorted by expert, grouped GEMMs for the experts' gate/up and down (outputs per slot in
@@ -359,20 +522,17 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 		g.K = H;
 		g.wkind = wkind(&L->ex_gate, H);
 		if (wkind(&L->ex_up, H) != g.wkind) g.wkind = W_GENERIC;
-		PV_LAUNCH("moe gate/up", &k->d->tu, err, errlen, ggemm_kernel,
-		          dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+		if (ggemm(k, "moe gate/up", g, dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2))) return -1;
 		p->nl++;
 		if (pv_prefill_lo(p, p->xb)) { /* precise mode: += the low halves' products */
 			g.x = pv_prefill_lo(p, p->xb);
 			g.accumulate = 1;
-			PV_LAUNCH("moe gate/up lo", &k->d->tu, err, errlen, ggemm_kernel,
-			          dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+			if (ggemm(k, "moe gate/up lo", g, dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2))) return -1;
 			p->nl++;
 			if (g.wkind != W_BF16) {
 				g.x = p->xb;
 				g.wlo = 1;
-				PV_LAUNCH("moe gate/up w lo", &k->d->tu, err, errlen, ggemm_kernel,
-				          dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2), dim3(128), 0, st, g);
+				if (ggemm(k, "moe gate/up w lo", g, dim3((unsigned)((Ie + GN - 1) / GN), max_tiles, 2))) return -1;
 				p->nl++;
 			}
 		}
@@ -397,20 +557,17 @@ int moe_layer_gemm(struct pv_prefill_ctx* k, const struct dlayer* L, int T)
 		g.N = H;
 		g.K = Ie;
 		g.wkind = wkind(&L->ex_down, Ie);
-		PV_LAUNCH("moe down", &k->d->tu, err, errlen, ggemm_kernel, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1),
-		          dim3(128), 0, st, g);
+		if (ggemm(k, "moe down", g, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1))) return -1;
 		p->nl++;
 		if (pv_prefill_lo(p, p->ehb)) {
 			g.x = pv_prefill_lo(p, p->ehb);
 			g.accumulate = 1;
-			PV_LAUNCH("moe down lo", &k->d->tu, err, errlen, ggemm_kernel,
-			          dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
+			if (ggemm(k, "moe down lo", g, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1))) return -1;
 			p->nl++;
 			if (g.wkind != W_BF16) {
 				g.x = p->ehb;
 				g.wlo = 1;
-				PV_LAUNCH("moe down w lo", &k->d->tu, err, errlen, ggemm_kernel,
-				          dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1), dim3(128), 0, st, g);
+				if (ggemm(k, "moe down w lo", g, dim3((unsigned)((H + GN - 1) / GN), max_tiles, 1))) return -1;
 				p->nl++;
 			}
 		}

@@ -229,7 +229,7 @@ void plan(struct pv_prefill* p, const struct pv_session* s)
 	p->wbuf_elems = wb;
 	/* MoE FFNs: grouped expert GEMMs (else the decode's gathered GEMVs) */
 	p->moe_gemm = 0;
-	for (int l = 0; l < c->n_layers; l++) p->moe_gemm |= c->layer_moe[l] && d->tu.prefill_moe == 0;
+	for (int l = 0; l < c->n_layers; l++) p->moe_gemm |= c->layer_moe[l] && d->tu.prefill_moe != 1;
 	p->ldie = round8(c->moe_inter > 0 ? c->moe_inter : 1);
 	p->ldis = round8(c->shared_inter > 0 ? c->shared_inter : 1);
 }

@@ -57,8 +57,10 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "rows per prefill chunk (at most max_batch)", F(prefill_chunk) },
 	{ "cuda.prefill_attn", "PV_CUDA_PREFILL_ATTN", 0, 0, 1, "mma|f32", 0,
 	  "prefill attention: 0 mma (tensor cores, f16 inputs), 1 f32 (CUDA cores)", F(prefill_attn) },
-	{ "cuda.prefill_moe", "PV_CUDA_PREFILL_MOE", 0, 0, 1, "gemm|gemv", 0,
-	  "prefill MoE experts: 0 gemm (grouped GEMMs), 1 gemv (the decode's GEMVs in 16-row groups)", F(prefill_moe) },
+	{ "cuda.prefill_moe", "PV_CUDA_PREFILL_MOE", 0, 0, 2, "gemm|gemv|sync", 0,
+	  "prefill MoE experts: 0 gemm (grouped GEMMs, BF16/Q8_0 weights through a cp.async pipeline), 1 gemv (the"
+	  " decode's GEMVs in 16-row groups), 2 sync (grouped GEMMs with the synchronous loader; the same bits as 0)",
+	  F(prefill_moe) },
 	{ "cuda.prefill_delta", "PV_CUDA_PREFILL_DELTA", 0, 0, 2, "quad|decode|cols", 0,
 	  "prefill delta rule: 0 quad (4 lanes per column), 1 decode (the decode's kernels), 2 cols (a lane per column)",
 	  F(prefill_delta) },

@@ -1021,15 +1021,17 @@ static int same_or_tie(const float* x, const float* ref, int V, double tol, int*
  * attention and MoE kernels (PV_CUDA_PREFILL_ATTN=f32: the CUDA-core attention instead of the
  * tensor-core one; PV_CUDA_PREFILL_MOE=gemv: the decode's gathered expert GEMVs instead of the
  * grouped GEMMs; PV_CUDA_PREFILL_DELTA=cols: the DeltaNet rule a lane per state column, bitwise
- * the decode kernels, instead of four lanes per column). The last row's logits, the GPU
+ * the decode kernels, instead of four lanes per column), and in one chunk with the grouped expert
+ * GEMMs' synchronous loader (PV_CUDA_PREFILL_MOE=sync: bitwise the default). The last row's logits, the GPU
  * argmax, PREFILL_STEPS greedy decode steps after it (fed the exact session's ids, so the rows
  * stay comparable) and the counters.
  */
 static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, int np, int V, int mode, double tol, int greedy)
 {
 	const int ctx = np + PREFILL_STEPS + 8;
-	enum { EX, ONE, MULTI, CALLS, F32, NS };
-	static const char* const sname[NS] = { "exact", "one chunk", "chunks of 48", "calls of 64", "f32 attn, GEMV experts, delta cols" };
+	enum { EX, ONE, MULTI, CALLS, F32, SYNC, NS };
+	static const char* const sname[NS] = { "exact",       "one chunk", "chunks of 48", "calls of 64", "f32 attn, GEMV experts, delta cols",
+		                               "sync expert loader" };
 	pv_session* s[NS] = { prefill_session(m, ctx, 256, 0, 0), prefill_session(m, ctx, 256, mode, 0),
 		              prefill_session(m, ctx, 256, mode, 48), prefill_session(m, ctx, 64, mode, 0), NULL };
 	s[F32] = prefill_session(m, ctx, 256, mode, 0);
@@ -1037,6 +1039,12 @@ static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, 
 	if (s[F32] && pv_cuda_set_knobs(s[F32], "cuda.prefill_attn=f32,cuda.prefill_moe=gemv,cuda.prefill_delta=cols", NULL, 0)) {
 		pv_session_free(s[F32]);
 		s[F32] = NULL;
+	}
+	/* the grouped GEMMs' synchronous loader: the same tiles and MMAs as the pipelined one, so the same bits */
+	s[SYNC] = prefill_session(m, ctx, 256, mode, 0);
+	if (s[SYNC] && pv_cuda_set_knobs(s[SYNC], "cuda.prefill_moe=sync", NULL, 0)) {
+		pv_session_free(s[SYNC]);
+		s[SYNC] = NULL;
 	}
 	float* l[NS];
 	for (int i = 0; i < NS; i++) l[i] = malloc(sizeof(float) * (size_t)V);
@@ -1060,6 +1068,9 @@ static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, 
 			      label, sname[i]);
 		}
 		const double e_cm = rel_err(l[MULTI], l[ONE], 1, V);
+		CHECK(memcmp(l[SYNC], l[ONE], sizeof(float) * (size_t)V) == 0,
+		      "prefill %s: the synchronous expert loader's logits differ from the pipelined one's (rel %.3g)", label,
+		      rel_err(l[SYNC], l[ONE], 1, V));
 		/* counters: one prefill call per call of more than 16 rows, one host sync per call */
 		int calls_64 = 0, ncalls_64 = 0;
 		for (int off = 0; off < np; off += 64, ncalls_64++) calls_64 += np - off > 16;

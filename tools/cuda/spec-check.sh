@@ -55,6 +55,11 @@
 #                                exact 4/8/16-row steps per arm of O_CURVE;
 #                                O_SAN=1: compute-sanitizer memcheck of test_cuda quick and of a decode per
 #                                fixture kind
+#   tools/cuda/spec-check.sh p   session 8, the MoE / DeltaNet prompt path: test_cuda P_TESTS (default prefill),
+#                                test_cuda_api P_API, then test_cuda prefill-bench on the 35B-A3B Q8_0 shape cut to
+#                                8 layers over the arms of P_ARMS ("base;ENV ENV;...") alternating P_ROUNDS times,
+#                                all 40 layers once per arm (P_FULL=1), every kernel's time over a 4-layer prompt
+#                                per arm (P_NCU=1), the 9B BF16 prompt per arm (P_9B=1)
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
 #                                the exactness court with --draft mtp (snapshot and replay rollback,
@@ -673,6 +678,55 @@ elif [ "$PART" = l ]; then
 			sed "s/^{/{\"name\":\"8B BF16 kv $ct depth 4096\",/" "$OUT/.b" | grep '^{' >>"$JSON"
 			say "kv $ct 8B BF16 depth 4096: $(grep -o '"tg_tok_s":[0-9.]*\|"kv_bytes_per_token":[0-9.]*' "$OUT/.b" | tr '\n' ' ')"
 		done
+		rm -f "$m"
+	fi
+elif [ "$PART" = p ]; then
+	for t in ${P_TESTS-prefill}; do
+		runtest "test_cuda $t" timeout 200 $B/cuda/test_cuda $t
+		grep -E 'worst prefill|sync expert' "$OUT/.t" | head -4 | tee -a "$SUM" >/dev/null
+	done
+	for part in ${P_API:-}; do runtest "test_cuda_api $part" timeout 150 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api; done
+	IFS=';' read -r -a parms <<<"${P_ARMS:-base;PV_CUDA_PREFILL_MOE=sync}"
+	pbench() { # label model arm [timeout]: test_cuda prefill-bench with the arm's environment ("base": none)
+		local e=$3 t=$(date +%s)
+		[ "$e" = base ] && e=
+		env $e PV_PREFILL_MODEL=$2 timeout ${4:-150} $B/cuda/test_cuda prefill-bench >"$OUT/.t" 2>&1
+		local rc=$?
+		cat "$OUT/.t" >>"$LOG"
+		say "prefill $1 [$3]: rc $rc $(grep -E 'pp512|pp4096|last row' "$OUT/.t" | tr -s ' ' | tr '\n' ' ' | cut -c1-700) ($(($(date +%s) - t)) s)"
+	}
+	m=$W/q35moe-8l-q8_0.gguf
+	if have_time 60 "prefill 35B-A3B 8 layers" && $B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 8 --out "$m" \
+		--quiet >>"$LOG" 2>&1; then
+		for r in $(seq 1 ${P_ROUNDS:-2}); do
+			for arm in "${parms[@]}"; do have_time 30 "prefill arm" && pbench "35B-A3B 8 layers q8_0" "$m" "$arm"; done
+		done
+		rm -f "$m"
+	fi
+	if [ -n "${P_NCU:-}" ] && command -v ncu >/dev/null; then
+		m=$W/q35moe-4l-q8_0.gguf
+		$B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 4 --out "$m" --quiet >>"$LOG" 2>&1
+		i=0
+		for arm in "${parms[@]}"; do
+			have_time 60 "ncu prefill" || break
+			e=$arm
+			[ "$e" = base ] && e=
+			env $e PROVEN_LEDGER=off timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+				--print-units base --kernel-name-base function $B/proven bench --backend cuda --model "$m" --pp 512 \
+				--tg 1 --reps 1 >"$OUT/ncu-prefill-35b-$i.csv" 2>&1
+			say "ncu durations, 35B-A3B 4 layers [$arm]: rc $? ($(grep -c gpu__time_duration "$OUT/ncu-prefill-35b-$i.csv") kernels) -> ncu-prefill-35b-$i.csv"
+			i=$((i + 1))
+		done
+		rm -f "$m"
+	fi
+	m=$W/q35moe-q8_0.gguf
+	if [ -n "${P_FULL:-}" ] && have_time 120 "prefill 35B-A3B full" && synth qwen3.5-35b-a3b q8_0 "$m"; then
+		for arm in "${parms[@]}"; do have_time 60 "prefill 35B-A3B full arm" && pbench "35B-A3B 40 layers q8_0" "$m" "$arm" 200; done
+		rm -f "$m"
+	fi
+	m=$W/qwen3.5-9b-bf16.gguf
+	if [ -n "${P_9B:-}" ] && have_time 120 "prefill 9B" && synth qwen3.5-9b bf16 "$m"; then
+		for arm in "${parms[@]}"; do have_time 60 "prefill 9B arm" && pbench "9B bf16" "$m" "$arm" 200; done
 		rm -f "$m"
 	fi
 elif [ "$PART" = j ] || [ "$PART" = k ]; then
