@@ -339,11 +339,13 @@ int pv_prefill_deltanet_layer(struct pv_prefill_ctx* k, const struct dlayer* L, 
 	a.u = p->lu;
 	a.o = p->lo;
 	a.n = T;
-	/* cuda.prefill_delta: 0 quad (four lanes per column), 1 the decode's kernels, 2 cols */
-	const int rule = v->tu.prefill_delta;
+	/* cuda.prefill_delta: 0 quad (four lanes per column), 1 the decode's kernels, 2 cols, 3 chunk
+	 * (deltanet_wy.cu; the shapes it does not take go by quad) */
+	const int wy = v->tu.prefill_delta == 3 && p->wy && c->lin_v_dim <= DNORM_THREADS;
+	const int rule = v->tu.prefill_delta == 3 ? 0 : v->tu.prefill_delta;
 	const dcols_fn dc = rule == 1 ? NULL : dcols_kernel_for(c->lin_k_dim, rule == 0);
 	const int cols_per_block = rule == 0 ? 8 : 32;
-	if (dc && c->lin_v_dim <= DNORM_THREADS) {
+	if (wy || (dc && c->lin_v_dim <= DNORM_THREADS)) {
 		const int cd = pv_cfg_conv_dim(c);
 		char* err = k->err;
 		const size_t errlen = k->errlen;
@@ -351,9 +353,14 @@ int pv_prefill_deltanet_layer(struct pv_prefill_ctx* k, const struct dlayer* L, 
 		          dim3(128), 0, v->st, a);
 		PV_LAUNCH("prefill conv state", &k->d->tu, err, errlen, dconv_state_kernel, dim3((unsigned)((cd + 127) / 128)),
 		          dim3(128), 0, v->st, a);
-		PV_LAUNCH("prefill delta", &k->d->tu, err, errlen, dc,
-		          dim3((unsigned)((c->lin_v_dim + cols_per_block - 1) / cols_per_block), (unsigned)Hv), dim3(32), 0,
-		          v->st, a, p->lo);
+		if (wy) {
+			if (pv_prefill_delta_wy(k, &a, p->wy, p->lo)) return -1;
+			p->nl++;
+		} else {
+			PV_LAUNCH("prefill delta", &k->d->tu, err, errlen, dc,
+			          dim3((unsigned)((c->lin_v_dim + cols_per_block - 1) / cols_per_block), (unsigned)Hv), dim3(32),
+			          0, v->st, a, p->lo);
+		}
 		PV_LAUNCH("prefill delta norm", &k->d->tu, err, errlen, dnorm_kernel, dim3((unsigned)T, (unsigned)Hv),
 		          dim3(DNORM_THREADS), 0, v->st, a, (const float*)p->lo, p->ob, pv_prefill_lo(p, p->ob), p->ldo);
 		p->nl += 4;

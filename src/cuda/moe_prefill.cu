@@ -360,6 +360,9 @@ __global__ void __launch_bounds__(128) ggemm_pipe_kernel(const __grid_constant__
 	auto scale = [&](int j) {
 		return WK == W_Q8_0 && dsrc && j < nk ? pv_units::f16f(pv_units::u16at(dsrc + (size_t)j * 2)) : 0.0f;
 	};
+	/* a warp whose 16 rows hold no slot (slots fill rows 0 .. cnt - 1) skips its MMAs: at 512 rows a
+	 * tile holds ~16 of 64 (8 of 256 experts a row); a row's sums never depend on the other rows */
+	const bool busy = 16 * warp < cnt;
 	float acc[8][4];
 #pragma unroll
 	for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
@@ -381,8 +384,8 @@ __global__ void __launch_bounds__(128) ggemm_pipe_kernel(const __grid_constant__
 					const uint4 qv = *reinterpret_cast<const uint4*>(&Bw[u][qr * GK + 16 * hh]);
 					q8_to_bf16(qv, dr[u], a.wlo, Bq + qr * GS + 16 * hh);
 					__syncthreads();
-					tile_mma(acc, As[u], Bq, warp, lane);
-				} else {
+					if (busy) tile_mma(acc, As[u], Bq, warp, lane);
+				} else if (busy) {
 					tile_mma(acc, As[u], reinterpret_cast<const bf16*>(Bw[u]), warp, lane);
 				}
 			}

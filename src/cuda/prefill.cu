@@ -141,6 +141,7 @@ void layout(struct pv_prefill* p, const struct pv_session* s, struct carve* cv)
 		p->lab = take<float>(cv, R * 2 * Hv);
 		p->lu = take<float>(cv, R * cd);
 		p->lo = take<float>(cv, R * vd);
+		p->wy = p->wy_on ? take<float>(cv, pv_prefill_wy_floats((int)R, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim)) : NULL;
 	}
 	if (p->moe_gemm) {
 		const size_t E = (size_t)c->n_experts, K = (size_t)c->n_experts_used, Ie = (size_t)c->moe_inter;
@@ -230,6 +231,8 @@ void plan(struct pv_prefill* p, const struct pv_session* s)
 	/* MoE FFNs: grouped expert GEMMs (else the decode's gathered GEMVs) */
 	p->moe_gemm = 0;
 	for (int l = 0; l < c->n_layers; l++) p->moe_gemm |= c->layer_moe[l] && d->tu.prefill_moe != 1;
+	/* DeltaNet layers in the chunked form: its per-chunk records (deltanet_wy.cu) */
+	p->wy_on = s->state_floats && d->tu.prefill_delta == 3 && pv_prefill_wy_fits(c->lin_k_dim, c->lin_v_dim);
 	p->ldie = round8(c->moe_inter > 0 ? c->moe_inter : 1);
 	p->ldis = round8(c->shared_inter > 0 ? c->shared_inter : 1);
 }
@@ -541,11 +544,12 @@ void pv_prefill_retune(struct pv_session* s)
 	struct pv_prefill want;
 	memset(&want, 0, sizeof want);
 	plan(&want, s);
-	if (want.chunk != p->chunk || want.split != p->split || want.moe_gemm != p->moe_gemm) {
+	if (want.chunk != p->chunk || want.split != p->split || want.moe_gemm != p->moe_gemm || want.wy_on != p->wy_on) {
 		free_scratch(p); /* laid out again by the next ensure() */
 		p->chunk = want.chunk;
 		p->split = want.split;
 		p->moe_gemm = want.moe_gemm;
+		p->wy_on = want.wy_on;
 		p->prepared = p->broken = 0;
 		p->fallback[0] = 0;
 	}

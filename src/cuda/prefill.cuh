@@ -66,6 +66,8 @@ struct pv_prefill {
 	bf16* hb;                 /* [R][ldf]                                                      */
 	int ldf;
 	float *mix, *lz, *lb, *la, *lab, *lu, *lo; /* DeltaNet: [R][ld_raw], [R][vd], [R][Hv] x2, [R][2Hv], [R][cd], [R][vd] */
+	float* wy;                /* the chunked rule's per-(chunk, head) records (wy_on), else NULL */
+	int wy_on;
 	/* MoE (grouped expert GEMMs): router logits [R][E], top-k [R][k] ids and weights, the slots
 	 * (q = t k + j) sorted by expert, per-expert offsets [E+1], row tiles (expert, first sorted
 	 * slot) and their count; per-slot expert gate/up [R k][Ie], product [R k][ldie] bf16, outputs
@@ -120,6 +122,12 @@ int pv_prefill_attention_layer(struct pv_prefill_ctx* k, const struct dlayer* L,
 int pv_prefill_attention_init(int head_dim, char* err, size_t errlen);
 /* deltanet_prefill.cu: the mixer of linear layer l over T rows, out_proj into delta */
 int pv_prefill_deltanet_layer(struct pv_prefill_ctx* k, const struct dlayer* L, int l, int T);
+/* deltanet_wy.cu: the delta rule of a's n rows in the chunked (WY) form, o before the norm into
+ * oraw [n][Hv dv], a->S updated; wy holds pv_prefill_wy_floats(n, ...) floats. Only for shapes
+ * pv_prefill_wy_fits accepts (dk a multiple of 4, dk and dv at most 128). */
+size_t pv_prefill_wy_floats(int rows, int Hv, int dk, int dv);
+int pv_prefill_wy_fits(int dk, int dv);
+int pv_prefill_delta_wy(struct pv_prefill_ctx* k, const struct delta_args* a, float* wy, float* oraw);
 /* moe_prefill.cu: the MoE FFN over T rows into delta (grouped GEMMs, or the decode's GEMVs) */
 int pv_prefill_moe_layer(struct pv_prefill_ctx* k, const struct dlayer* L, int T);
 /* dequant.cu: out [rows][cols] = W as bf16 (the values dq_elem gives, rounded); lo (unless NULL)

@@ -61,8 +61,10 @@ const knob_def table[PV_CUDA_N_KNOBS] = {
 	  "prefill MoE experts: 0 gemm (grouped GEMMs, BF16/Q8_0 weights through a cp.async pipeline), 1 gemv (the"
 	  " decode's GEMVs in 16-row groups), 2 sync (grouped GEMMs with the synchronous loader; the same bits as 0)",
 	  F(prefill_moe) },
-	{ "cuda.prefill_delta", "PV_CUDA_PREFILL_DELTA", 0, 0, 2, "quad|decode|cols", 0,
-	  "prefill delta rule: 0 quad (4 lanes per column), 1 decode (the decode's kernels), 2 cols (a lane per column)",
+	{ "cuda.prefill_delta", "PV_CUDA_PREFILL_DELTA", 3, 0, 3, "quad|decode|cols|chunk", 0,
+	  "prefill delta rule: 0 quad (4 lanes per column), 1 decode (the decode's kernels), 2 cols (a lane per column),"
+	  " 3 chunk (chunks of 64 rows in the WY form: two kernels per layer; quad where dk is not a multiple of 4 or"
+	  " dk, dv > 128)",
 	  F(prefill_delta) },
 	{ "cuda.gemv_rows_multi", "PV_CUDA_GEMV_RM", 0, 0, 2, NULL, 0,
 	  "GEMVs of 2-16 activation rows (verify windows, exact steps): 1 one weight row per warp, 2 two at 8-16 rows"

@@ -33,7 +33,7 @@ struct pv_cuda_tuning {
 	int prefill_chunk; /* cuda.prefill_chunk: rows per prefill chunk                          */
 	int prefill_attn;  /* cuda.prefill_attn: 0 tensor cores (mma), 1 f32                      */
 	int prefill_moe;   /* cuda.prefill_moe: 0 grouped GEMMs, 1 the decode's GEMVs, 2 sync     */
-	int prefill_delta; /* cuda.prefill_delta: 0 quad, 1 decode, 2 cols                        */
+	int prefill_delta; /* cuda.prefill_delta: 0 quad, 1 decode, 2 cols, 3 chunk (WY form)       */
 	int gemv_rows_multi; /* cuda.gemv_rows_multi: multi-row GEMVs with one weight row per warp */
 	int gemv_shared;     /* cuda.gemv_shared: multi-row GEMVs share activation reads across rows */
 	int window_graphs;   /* cuda.window_graphs: exact calls of 2-16 rows replay a graph per row count */

@@ -1022,16 +1022,18 @@ static int same_or_tie(const float* x, const float* ref, int V, double tol, int*
  * tensor-core one; PV_CUDA_PREFILL_MOE=gemv: the decode's gathered expert GEMVs instead of the
  * grouped GEMMs; PV_CUDA_PREFILL_DELTA=cols: the DeltaNet rule a lane per state column, bitwise
  * the decode kernels, instead of four lanes per column), and in one chunk with the grouped expert
- * GEMMs' synchronous loader (PV_CUDA_PREFILL_MOE=sync: bitwise the default). The last row's logits, the GPU
+ * GEMMs' synchronous loader (PV_CUDA_PREFILL_MOE=sync: bitwise the default), and in one chunk with
+ * the DeltaNet rule row by row (PV_CUDA_PREFILL_DELTA=quad; the default is the chunked WY form,
+ * deltanet_wy.cu). The last row's logits, the GPU
  * argmax, PREFILL_STEPS greedy decode steps after it (fed the exact session's ids, so the rows
  * stay comparable) and the counters.
  */
 static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, int np, int V, int mode, double tol, int greedy)
 {
 	const int ctx = np + PREFILL_STEPS + 8;
-	enum { EX, ONE, MULTI, CALLS, F32, SYNC, NS };
+	enum { EX, ONE, MULTI, CALLS, F32, SYNC, QUAD, NS };
 	static const char* const sname[NS] = { "exact",       "one chunk", "chunks of 48", "calls of 64", "f32 attn, GEMV experts, delta cols",
-		                               "sync expert loader" };
+		                               "sync expert loader", "delta quad" };
 	pv_session* s[NS] = { prefill_session(m, ctx, 256, 0, 0), prefill_session(m, ctx, 256, mode, 0),
 		              prefill_session(m, ctx, 256, mode, 48), prefill_session(m, ctx, 64, mode, 0), NULL };
 	s[F32] = prefill_session(m, ctx, 256, mode, 0);
@@ -1045,6 +1047,12 @@ static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, 
 	if (s[SYNC] && pv_cuda_set_knobs(s[SYNC], "cuda.prefill_moe=sync", NULL, 0)) {
 		pv_session_free(s[SYNC]);
 		s[SYNC] = NULL;
+	}
+	/* the DeltaNet rule row by row, four lanes per column (the default is the chunked form) */
+	s[QUAD] = prefill_session(m, ctx, 256, mode, 0);
+	if (s[QUAD] && pv_cuda_set_knobs(s[QUAD], "cuda.prefill_delta=quad", NULL, 0)) {
+		pv_session_free(s[QUAD]);
+		s[QUAD] = NULL;
 	}
 	float* l[NS];
 	for (int i = 0; i < NS; i++) l[i] = malloc(sizeof(float) * (size_t)V);
@@ -1098,14 +1106,14 @@ static void prefill_case(const char* label, pv_model* m, const int32_t* prompt, 
 		for (int i = 1; i < NS; i++) worst = e[i] > worst ? e[i] : worst;
 		worst = e_cm > worst ? e_cm : worst;
 		CHECK(worst <= tol, "prefill %s: rel error %.3g > %g (one chunk %.3g, chunks of 48 %.3g, calls of 64 %.3g, "
-		                            "alternative kernels %.3g, 48 vs one %.3g, decode %.3g)",
-		      label, worst, tol, e[ONE], e[MULTI], e[CALLS], e[F32], e_cm, e_dec);
+		                            "alternative kernels %.3g, delta quad %.3g, 48 vs one %.3g, decode %.3g)",
+		      label, worst, tol, e[ONE], e[MULTI], e[CALLS], e[F32], e[QUAD], e_cm, e_dec);
 		CHECK(!greedy || same, "prefill %s: greedy ids differ from the exact path's beyond near ties", label);
 		if (worst > g_worst_prefill[mode == 2]) g_worst_prefill[mode == 2] = worst;
 		printf("  prefill %-7s %-18s %3d rows: vs exact rel %.2e (1 chunk) %.2e (48-row chunks) %.2e (64-row calls) %.2e (f32 "
-		       "attention, GEMV experts, delta cols), 48 vs 1 %.2e; %d decode steps %.2e; greedy %s (near ties %d); %llu kernels, %llu gemms "
-		       "per call\n",
-		       mode == 2 ? "precise" : "fast", label, np, e[ONE], e[MULTI], e[CALLS], e[F32], e_cm, PREFILL_STEPS, e_dec,
+		       "attention, GEMV experts, delta cols) %.2e (delta quad), 48 vs 1 %.2e; %d decode steps %.2e; greedy %s (near ties %d); "
+		       "%llu kernels, %llu gemms per call\n",
+		       mode == 2 ? "precise" : "fast", label, np, e[ONE], e[MULTI], e[CALLS], e[F32], e[QUAD], e_cm, PREFILL_STEPS, e_dec,
 		       same ? "same" : greedy ? "DIFFERS" : "differs (not checked)", ties,
 		       (unsigned long long)(st1[ONE].prefill_kernels - st0[ONE].prefill_kernels),
 		       (unsigned long long)(st1[ONE].prefill_gemms - st0[ONE].prefill_gemms));
