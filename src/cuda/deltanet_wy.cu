@@ -40,14 +40,16 @@ __host__ __device__ inline size_t wy_rec(int dk, int dv)
 	return (size_t)WC * dv + 3 * (size_t)WC * dk + (size_t)WC * WC + 4;
 }
 
-__host__ __device__ inline int wy_ldk(int dk) { return dk + 1; } /* shared row stride of q, k: odd */
+/* shared row stride of q, k: 16-byte rows (float4 loads), and 8 rows apart land in distinct banks
+ * for a quarter warp's float4s */
+__host__ __device__ inline int wy_ldk(int dk) { return dk + 4; }
 
 size_t prep_smem(int dk) { return sizeof(float) * (2 * (size_t)WC * wy_ldk(dk) + (size_t)WC * (WC + 1) + 3 * WC); }
 
 __global__ void __launch_bounds__(WT) wy_prep_kernel(const __grid_constant__ delta_args a, float* wy)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
-	extern __shared__ float sm[];
+	extern __shared__ __align__(16) float sm[];
 	const int dk = a.dk, dv = a.dv, Hk = a.Hk, Hv = a.Hv, r = Hv / Hk, ld = wy_ldk(dk);
 	float* Qh = sm;                  /* [WC][ld] normalized, scaled q        */
 	float* Kh = Qh + WC * ld;        /* [WC][ld] normalized k                */
@@ -105,19 +107,32 @@ __global__ void __launch_bounds__(WT) wy_prep_kernel(const __grid_constant__ del
 		for (int t = 0; t < WC; t++) gam[t] = acc = acc + gl[t];
 	}
 	__syncthreads();
-	/* A and P: pair (t, s) = (p / WC, p % WC); a warp's lanes share t */
-	for (int p = tid; p < WC * WC; p += WT) {
-		const int t = p / WC, s = p % WC;
-		float kk = 0.0f, qk = 0.0f;
-		if (s <= t)
-			for (int e = 0; e < dk; e++) {
-				const float ks = Kh[s * ld + e];
-				kk = fmaf(Kh[t * ld + e], ks, kk);
-				qk = fmaf(Qh[t * ld + e], ks, qk);
+	/* A and P: thread (s = tid % 64, g = tid / 64) takes rows t = g + 4 m, m < 16, a warp's lanes 32
+	 * consecutive s: per 4 elements one float4 of k_s and two broadcast float4s (k_t, q_t) per row,
+	 * 8 fmaf each (the pairs s > t too, then dropped: the loads, not the products, bound this) */
+	{
+		const int s = tid % WC, g = tid / WC;
+		float kk[16], qk[16];
+#pragma unroll
+		for (int m = 0; m < 16; m++) kk[m] = qk[m] = 0.0f;
+		for (int e = 0; e < dk; e += 4) {
+			const float4 ks = *reinterpret_cast<const float4*>(Kh + s * ld + e);
+#pragma unroll
+			for (int m = 0; m < 16; m++) {
+				const int t = g + 4 * m;
+				const float4 kt = *reinterpret_cast<const float4*>(Kh + t * ld + e);
+				const float4 qt = *reinterpret_cast<const float4*>(Qh + t * ld + e);
+				kk[m] = fmaf(kt.w, ks.w, fmaf(kt.z, ks.z, fmaf(kt.y, ks.y, fmaf(kt.x, ks.x, kk[m]))));
+				qk[m] = fmaf(qt.w, ks.w, fmaf(qt.z, ks.z, fmaf(qt.y, ks.y, fmaf(qt.x, ks.x, qk[m]))));
 			}
-		const float dec = s <= t ? expf(gam[t] - gam[s]) : 0.0f;
-		A[t * (WC + 1) + s] = s < t ? beta[t] * kk * dec : 0.0f;
-		P[t * WC + s] = qk * dec;
+		}
+#pragma unroll
+		for (int m = 0; m < 16; m++) {
+			const int t = g + 4 * m;
+			const float dec = s <= t ? expf(gam[t] - gam[s]) : 0.0f;
+			A[t * (WC + 1) + s] = s < t ? beta[t] * kk[m] * dec : 0.0f;
+			P[t * WC + s] = qk[m] * dec;
+		}
 	}
 	const float glast = gam[WC - 1];
 	for (int p = tid; p < WC * dk; p += WT) {
@@ -183,15 +198,22 @@ __global__ void __launch_bounds__(WT) wy_scan_kernel(const __grid_constant__ del
 		const int t0 = ch * WC, cl = min(WC, a.n - t0);
 		const float* rec = wy + ((size_t)ch * Hv + h) * wy_rec(dk, dv);
 		__syncthreads(); /* the previous chunk's tiles are consumed */
-		{
-			const float4* src = reinterpret_cast<const float4*>(rec + WC * dv);
-			float4* dst = reinterpret_cast<float4*>(Wm);
+		{ /* every piece's copy in flight at once (cp.async: no registers held; the loads of a
+		   * plain copy loop went one round trip after another) */
+			const float* src = rec + WC * dv;
 			const int n4 = (3 * WC * dk + WC * WC + 4) / 4;
-			for (int p = tid; p < n4; p += WT) dst[p] = src[p];
+			for (int p = tid; p < n4; p += WT) {
+				const unsigned d = (unsigned)__cvta_generic_to_shared(Wm + 4 * p);
+				asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src + 4 * p) : "memory");
+			}
 			for (int p = tid; p < WC * 32; p += WT) {
 				const int t = p / 32, c = p % 32;
-				Us[t * 33 + c] = j0 + c < dv ? rec[(size_t)t * dv + j0 + c] : 0.0f;
+				const unsigned d = (unsigned)__cvta_generic_to_shared(Us + t * 33 + c);
+				const bool in = j0 + c < dv;
+				asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d),
+				             "l"(in ? rec + (size_t)t * dv + j0 + c : rec), "r"(in ? 4 : 0) : "memory");
 			}
+			asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
 		}
 		__syncthreads();
 		/* V'[t][j] = U[t][j] - sum_i W[t][i] S[i][j]: rows warp + 8 k */

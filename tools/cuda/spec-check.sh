@@ -59,7 +59,9 @@
 #                                test_cuda_api P_API, then test_cuda prefill-bench on the 35B-A3B Q8_0 shape cut to
 #                                8 layers over the arms of P_ARMS ("base;ENV ENV;...") alternating P_ROUNDS times,
 #                                all 40 layers once per arm (P_FULL=1), every kernel's time over a 4-layer prompt
-#                                per arm (P_NCU=1), the 9B BF16 prompt per arm (P_9B=1)
+#                                per arm (P_NCU=1), the 9B BF16 prompt per arm (P_9B=1), the 30B-A3B Q8_0 prompt per
+#                                arm (P_30B=1); P_COURTS=1 the small courts; P_SAN=1 compute-sanitizer memcheck and
+#                                racecheck of 200-token prompts on the hybrid fixtures (the prompt kernels)
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
 #                                the exactness court with --draft mtp (snapshot and replay rollback,
@@ -685,7 +687,12 @@ elif [ "$PART" = p ]; then
 		runtest "test_cuda $t" timeout 200 $B/cuda/test_cuda $t
 		grep -E 'worst prefill|sync expert' "$OUT/.t" | head -4 | tee -a "$SUM" >/dev/null
 	done
-	for part in ${P_API:-}; do runtest "test_cuda_api $part" timeout 150 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api; done
+	for part in ${P_API:-}; do
+		if [ "$part" = all ]; then runtest "test_cuda_api" timeout 200 $B/cuda/test_cuda_api
+		else runtest "test_cuda_api $part" timeout 150 env PV_CUDA_API_ONLY=$part $B/cuda/test_cuda_api; fi
+	done
+	[ -n "${P_KNOBS:-}" ] && runtest "test_cuda_knobs" timeout 60 $B/tests/test_cuda_knobs
+	[ -n "${P_COURTS:-}" ] && small_courts s8
 	IFS=';' read -r -a parms <<<"${P_ARMS:-base;PV_CUDA_PREFILL_MOE=sync}"
 	pbench() { # label model arm [timeout]: test_cuda prefill-bench with the arm's environment ("base": none)
 		local e=$3 t=$(date +%s)
@@ -724,10 +731,25 @@ elif [ "$PART" = p ]; then
 		for arm in "${parms[@]}"; do have_time 60 "prefill 35B-A3B full arm" && pbench "35B-A3B 40 layers q8_0" "$m" "$arm" 200; done
 		rm -f "$m"
 	fi
+	m=$W/qwen3-30b-a3b-q8_0.gguf
+	if [ -n "${P_30B:-}" ] && have_time 120 "prefill 30B-A3B" && synth qwen3-30b-a3b q8_0 "$m"; then
+		for arm in "${parms[@]}"; do have_time 60 "prefill 30B-A3B arm" && pbench "30B-A3B q8_0" "$m" "$arm" 200; done
+		rm -f "$m"
+	fi
 	m=$W/qwen3.5-9b-bf16.gguf
 	if [ -n "${P_9B:-}" ] && have_time 120 "prefill 9B" && synth qwen3.5-9b bf16 "$m"; then
 		for arm in "${parms[@]}"; do have_time 60 "prefill 9B arm" && pbench "9B bf16" "$m" "$arm" 200; done
 		rm -f "$m"
+	fi
+	if [ -n "${P_SAN:-}" ] && command -v compute-sanitizer >/dev/null; then # the prompt kernels, every launch checked
+		for d in $FX/qwen3_5_moe $FX/qwen3_5_r3 $FX/qwen3_next; do
+			for tool in memcheck racecheck; do
+				have_time 60 "$tool prompt $(basename $d)" || break
+				runtest "compute-sanitizer $tool prompt $(basename $d)" timeout 150 compute-sanitizer --tool $tool \
+					--error-exitcode 9 env PROVEN_LEDGER=off $B/proven bench --backend cuda --model "$d" --pp 200 --tg 4 --reps 1
+				grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/.t" | head -2 | tee -a "$SUM" >/dev/null
+			done
+		done
 	fi
 elif [ "$PART" = j ] || [ "$PART" = k ]; then
 	# session 4 (2026-12-02), two calls. j: the 16-row-group router launch (gemv 37-row check,
