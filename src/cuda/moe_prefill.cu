@@ -284,6 +284,15 @@ __device__ __forceinline__ void cp16(void* dst, const void* src, bool full)
 	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(full ? 16 : 0) : "memory");
 }
+/* the same for weight rows, asking L2 for the 256 bytes around (the row's next k-steps): a step
+ * reads 16-64 bytes of each of 64 rows 1-4 KB apart, and sector-sized DRAM requests spread over
+ * 64 rows kept the loader near 1.25 TB/s (ledger: cuda-moe-ggemm-pipe) */
+__device__ __forceinline__ void cp16_w(void* dst, const void* src, bool full)
+{
+	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(full ? 16 : 0)
+	             : "memory");
+}
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_wait()
@@ -343,12 +352,12 @@ __global__ void __launch_bounds__(128) ggemm_pipe_kernel(const __grid_constant__
 			for (int i = 0; i < 2; i++)
 				cp16(&As[st][(ar + 32 * i) * GS + cc], asrc[i] ? asrc[i] + k0 : a.x, asrc[i] && kin);
 			if (WK == W_Q8_0) {
-				cp16(&Bw[st][qr * GK + 16 * hh], wsrc[0] ? wsrc[0] + k0 : W.p0, wsrc[0] != nullptr);
+				cp16_w(&Bw[st][qr * GK + 16 * hh], wsrc[0] ? wsrc[0] + k0 : W.p0, wsrc[0] != nullptr);
 			} else {
 #pragma unroll
 				for (int i = 0; i < 2; i++)
-					cp16(&Bw[st][((ar + 32 * i) * GS + cc) * 2], wsrc[i] ? wsrc[i] + (size_t)k0 * 2 : W.p0,
-					     wsrc[i] && kin);
+					cp16_w(&Bw[st][((ar + 32 * i) * GS + cc) * 2], wsrc[i] ? wsrc[i] + (size_t)k0 * 2 : W.p0,
+					       wsrc[i] && kin);
 			}
 		}
 		cp_commit();

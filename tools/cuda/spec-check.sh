@@ -57,7 +57,8 @@
 #                                fixture kind
 #   tools/cuda/spec-check.sh p   session 8, the MoE / DeltaNet prompt path: test_cuda P_TESTS (default prefill),
 #                                test_cuda_api P_API, then test_cuda prefill-bench on the 35B-A3B Q8_0 shape cut to
-#                                8 layers over the arms of P_ARMS ("base;ENV ENV;...") alternating P_ROUNDS times,
+#                                8 layers over the arms of P_ARMS ("base;ENV ENV;old;...", old: the baseline build
+#                                $B/cuda/test_cuda-old and $B/proven-old) alternating P_ROUNDS times,
 #                                all 40 layers once per arm (P_FULL=1), every kernel's time over a 4-layer prompt
 #                                per arm (P_NCU=1), the 9B BF16 prompt per arm (P_9B=1), the 30B-A3B Q8_0 prompt per
 #                                arm (P_30B=1); P_COURTS=1 the small courts; P_SAN=1 compute-sanitizer memcheck and
@@ -694,10 +695,12 @@ elif [ "$PART" = p ]; then
 	[ -n "${P_KNOBS:-}" ] && runtest "test_cuda_knobs" timeout 60 $B/tests/test_cuda_knobs
 	[ -n "${P_COURTS:-}" ] && small_courts s8
 	IFS=';' read -r -a parms <<<"${P_ARMS:-base;PV_CUDA_PREFILL_MOE=sync}"
-	pbench() { # label model arm [timeout]: test_cuda prefill-bench with the arm's environment ("base": none)
-		local e=$3 t=$(date +%s)
+	pbench() { # label model arm [timeout]: test_cuda prefill-bench with the arm's environment ("base": none;
+		# "old": $B/cuda/test_cuda-old, the baseline build, with none)
+		local e=$3 t=$(date +%s) bin=$B/cuda/test_cuda
 		[ "$e" = base ] && e=
-		env $e PV_PREFILL_MODEL=$2 timeout ${4:-150} $B/cuda/test_cuda prefill-bench >"$OUT/.t" 2>&1
+		[ "$e" = old ] && e= && bin=$B/cuda/test_cuda-old
+		env $e PV_PREFILL_MODEL=$2 timeout ${4:-150} $bin prefill-bench >"$OUT/.t" 2>&1
 		local rc=$?
 		cat "$OUT/.t" >>"$LOG"
 		say "prefill $1 [$3]: rc $rc $(grep -E 'pp512|pp4096|last row' "$OUT/.t" | tr -s ' ' | tr '\n' ' ' | cut -c1-700) ($(($(date +%s) - t)) s)"
@@ -716,10 +719,11 @@ elif [ "$PART" = p ]; then
 		i=0
 		for arm in "${parms[@]}"; do
 			have_time 60 "ncu prefill" || break
-			e=$arm
+			e=$arm bin=$B/proven
 			[ "$e" = base ] && e=
+			[ "$e" = old ] && e= && bin=$B/proven-old
 			env $e PROVEN_LEDGER=off timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-				--print-units base --kernel-name-base function $B/proven bench --backend cuda --model "$m" --pp 512 \
+				--print-units base --kernel-name-base function $bin bench --backend cuda --model "$m" --pp 512 \
 				--tg 1 --reps 1 >"$OUT/ncu-prefill-35b-$i.csv" 2>&1
 			say "ncu durations, 35B-A3B 4 layers [$arm]: rc $? ($(grep -c gpu__time_duration "$OUT/ncu-prefill-35b-$i.csv") kernels) -> ncu-prefill-35b-$i.csv"
 			i=$((i + 1))
