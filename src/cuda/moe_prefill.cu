@@ -277,7 +277,8 @@ __global__ void __launch_bounds__(128) ggemm_kernel(const __grid_constant__ ggem
  * the same MMAs in the same order, so the same bits as ggemm_kernel (test_cuda prefill compares
  * the two bitwise). Needs K % 8 == 0 (BF16) or K % 32 == 0 (Q8_0), x 16-byte aligned, ldx % 8 == 0.
  */
-constexpr int PS = 4; /* stages: 3 k-steps in flight while one is computed */
+constexpr int PS = 4;            /* stages: 3 k-steps in flight while one is computed        */
+constexpr int SCS = 64 * 2 + 16; /* Q8_0 scales: shared row stride, up to 64 blocks (K 2048) */
 
 __device__ __forceinline__ void cp16(void* dst, const void* src, bool full)
 {
@@ -300,7 +301,7 @@ __device__ __forceinline__ void cp_wait()
 	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-template <int WK>
+template <int WK, bool SCSH>
 __global__ void __launch_bounds__(128) ggemm_pipe_kernel(const __grid_constant__ ggemm_args a)
 {
 	pv_grid_sync(); /* before any global memory access (PDL) */
@@ -308,6 +309,7 @@ __global__ void __launch_bounds__(128) ggemm_pipe_kernel(const __grid_constant__
 	__shared__ __align__(16) bf16 As[PS][GM * GS];
 	__shared__ __align__(16) unsigned char Bw[PS][BST];
 	__shared__ __align__(16) bf16 Bq[WK == W_Q8_0 ? GN * GS : 8]; /* Q8_0: the step's weights as bf16 */
+	__shared__ __align__(16) unsigned char Sc[WK == W_Q8_0 ? GN * SCS : 16]; /* Q8_0: the rows' scales */
 	__shared__ int slot[GM];
 	const int tile = blockIdx.y;
 	if (tile >= *a.ntiles) return; /* the whole block */
@@ -343,14 +345,24 @@ __global__ void __launch_bounds__(128) ggemm_pipe_kernel(const __grid_constant__
 			wsrc[i] = n0 + r < N ? W.p0 + (size_t)((int64_t)e * N + n0 + r) * W.s0 + (size_t)cc * 2 : nullptr;
 		}
 	}
-	/* step j's copies into stage j % PS (empty groups past the end keep the group count uniform) */
+	/* Q8_0 (SCSH): the 64 rows' scales of every step copied once, with step 0 (a 2-byte load per row
+	 * and step kept the L1 busy, ledger: cuda-moe-ggemm-pipe); else loaded per step into dr */
+	constexpr bool scsh = WK == W_Q8_0 && SCSH; /* sc_shared() holds for both matrices */
+	if (scsh)
+		for (int p = tid; p < GN * (nk / 8); p += 128) {
+			const int r = p / (nk / 8), q = p % (nk / 8);
+			const bool in = n0 + r < N;
+			cp16(Sc + r * SCS + 16 * q, in ? W.p1 + (size_t)((int64_t)e * N + n0 + r) * W.s1 + 16 * q : W.p1, in);
+		}
+	/* step j's copies into stage j % PS (empty groups past the end keep the group count uniform);
+	 * no copy for rows past the tile's slots: only their own (unstored) outputs read them */
 	auto issue = [&](int j) {
 		if (j < nk) {
 			const int k0 = j * GK, st = j % PS;
 			const bool kin = k0 + cc < K; /* K % 8 == 0: a piece is whole or past the end */
 #pragma unroll
 			for (int i = 0; i < 2; i++)
-				cp16(&As[st][(ar + 32 * i) * GS + cc], asrc[i] ? asrc[i] + k0 : a.x, asrc[i] && kin);
+				if (asrc[i]) cp16(&As[st][(ar + 32 * i) * GS + cc], kin ? asrc[i] + k0 : a.x, kin);
 			if (WK == W_Q8_0) {
 				cp16_w(&Bw[st][qr * GK + 16 * hh], wsrc[0] ? wsrc[0] + k0 : W.p0, wsrc[0] != nullptr);
 			} else {
@@ -367,7 +379,7 @@ __global__ void __launch_bounds__(128) ggemm_pipe_kernel(const __grid_constant__
 #pragma unroll
 	for (int i = 0; i < PS; i++) dr[i] = 0.0f;
 	auto scale = [&](int j) {
-		return WK == W_Q8_0 && dsrc && j < nk ? pv_units::f16f(pv_units::u16at(dsrc + (size_t)j * 2)) : 0.0f;
+		return WK == W_Q8_0 && !scsh && dsrc && j < nk ? pv_units::f16f(pv_units::u16at(dsrc + (size_t)j * 2)) : 0.0f;
 	};
 	/* a warp whose 16 rows hold no slot (slots fill rows 0 .. cnt - 1) skips its MMAs: at 512 rows a
 	 * tile holds ~16 of 64 (8 of 256 experts a row); a row's sums never depend on the other rows */
@@ -391,7 +403,8 @@ __global__ void __launch_bounds__(128) ggemm_pipe_kernel(const __grid_constant__
 				if (WK == W_Q8_0) {
 					dr[(u + PS - 1) % PS] = scale(j + PS - 1);
 					const uint4 qv = *reinterpret_cast<const uint4*>(&Bw[u][qr * GK + 16 * hh]);
-					q8_to_bf16(qv, dr[u], a.wlo, Bq + qr * GS + 16 * hh);
+					const float d = scsh ? pv_units::f16f(pv_units::u16at(Sc + qr * SCS + 2 * j)) : dr[u];
+					q8_to_bf16(qv, d, a.wlo, Bq + qr * GS + 16 * hh);
 					__syncthreads();
 					if (busy) tile_mma(acc, As[u], Bq, warp, lane);
 				} else if (busy) {
@@ -461,6 +474,14 @@ int wkind(const struct dmat* w, int K)
 	return W_GENERIC;
 }
 
+/* Q8_0 scale planes ggemm_pipe_kernel<W_Q8_0, true> can copy whole: rows of at most 64 blocks, a
+ * multiple of 8, 16-byte aligned */
+bool sc_shared(const pv_units::Planes& w, int K)
+{
+	const int nb = K / 32;
+	return nb <= SCS / 2 - 8 && nb % 8 == 0 && w.s1 % 16 == 0 && (uintptr_t)w.p1 % 16 == 0;
+}
+
 /* One grouped GEMM launch: the pipelined loader where its conditions hold and cuda.prefill_moe
  * is gemm (0), else the synchronous one (cuda.prefill_moe=sync; the same bits). */
 int ggemm(struct pv_prefill_ctx* k, const char* what, const ggemm_args& g, dim3 grid)
@@ -469,10 +490,12 @@ int ggemm(struct pv_prefill_ctx* k, const char* what, const ggemm_args& g, dim3 
 	const size_t errlen = k->errlen;
 	const int pipe = k->d->tu.prefill_moe == 0 && (g.wkind == W_Q8_0 || g.wkind == W_BF16) &&
 	                 (uintptr_t)g.x % 16 == 0 && g.ldx % 8 == 0;
-	if (pipe && g.wkind == W_Q8_0)
-		PV_LAUNCH(what, &k->d->tu, err, errlen, ggemm_pipe_kernel<W_Q8_0>, grid, dim3(128), 0, k->d->st, g);
+	if (pipe && g.wkind == W_Q8_0 && sc_shared(g.w[0], g.K) && sc_shared(g.w[1], g.K))
+		PV_LAUNCH(what, &k->d->tu, err, errlen, (ggemm_pipe_kernel<W_Q8_0, true>), grid, dim3(128), 0, k->d->st, g);
+	else if (pipe && g.wkind == W_Q8_0)
+		PV_LAUNCH(what, &k->d->tu, err, errlen, (ggemm_pipe_kernel<W_Q8_0, false>), grid, dim3(128), 0, k->d->st, g);
 	else if (pipe)
-		PV_LAUNCH(what, &k->d->tu, err, errlen, ggemm_pipe_kernel<W_BF16>, grid, dim3(128), 0, k->d->st, g);
+		PV_LAUNCH(what, &k->d->tu, err, errlen, (ggemm_pipe_kernel<W_BF16, false>), grid, dim3(128), 0, k->d->st, g);
 	else
 		PV_LAUNCH(what, &k->d->tu, err, errlen, ggemm_kernel, grid, dim3(128), 0, k->d->st, g);
 	return 0;

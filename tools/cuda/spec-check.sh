@@ -61,7 +61,8 @@
 #                                $B/cuda/test_cuda-old and $B/proven-old) alternating P_ROUNDS times,
 #                                all 40 layers once per arm (P_FULL=1), every kernel's time over a 4-layer prompt
 #                                per arm (P_NCU=1), the 9B BF16 prompt per arm (P_9B=1), the 30B-A3B Q8_0 prompt per
-#                                arm (P_30B=1); P_COURTS=1 the small courts; P_SAN=1 compute-sanitizer memcheck and
+#                                arm (P_30B=1); P_DETAIL=1 Nsight Compute sections of the grouped GEMMs and the
+#                                chunked DeltaNet kernels; P_COURTS=1 the small courts; P_SAN=1 compute-sanitizer memcheck and
 #                                racecheck of 200-token prompts on the hybrid fixtures (the prompt kernels)
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
@@ -727,6 +728,19 @@ elif [ "$PART" = p ]; then
 				--tg 1 --reps 1 >"$OUT/ncu-prefill-35b-$i.csv" 2>&1
 			say "ncu durations, 35B-A3B 4 layers [$arm]: rc $? ($(grep -c gpu__time_duration "$OUT/ncu-prefill-35b-$i.csv") kernels) -> ncu-prefill-35b-$i.csv"
 			i=$((i + 1))
+		done
+		rm -f "$m"
+	fi
+	if [ -n "${P_DETAIL:-}" ] && command -v ncu >/dev/null && have_time 90 "ncu detail prefill"; then
+		# the full sections of the prompt's grouped GEMMs (gate/up, down) and the chunked DeltaNet rule
+		m=$W/q35moe-4l-q8_0.gguf
+		$B/proven synth --preset qwen3.5-35b-a3b --type q8_0 --layers 4 --out "$m" --quiet >>"$LOG" 2>&1
+		for k in ggemm_pipe wy_; do
+			PROVEN_LEDGER=off timeout 120 ncu --kernel-name-base demangled -k "regex:$k" --launch-skip 6 --launch-count 2 \
+				--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+				--section LaunchStats --section SchedulerStats --section ComputeWorkloadAnalysis $B/proven bench --backend cuda \
+				--model "$m" --pp 512 --tg 1 --reps 1 >"$OUT/ncu-detail-$k.txt" 2>&1
+			say "ncu detail $k: rc $? ($(grep -c 'Duration' "$OUT/ncu-detail-$k.txt") kernels) -> ncu-detail-$k.txt"
 		done
 		rm -f "$m"
 	fi
