@@ -62,7 +62,8 @@
 #                                all 40 layers once per arm (P_FULL=1), every kernel's time over a 4-layer prompt
 #                                per arm (P_NCU=1), the 9B BF16 prompt per arm (P_9B=1), the 30B-A3B Q8_0 prompt per
 #                                arm (P_30B=1); P_DETAIL=1 Nsight Compute sections of the grouped GEMMs and the
-#                                chunked DeltaNet kernels; P_COURTS=1 the small courts; P_SAN=1 compute-sanitizer memcheck and
+#                                chunked DeltaNet kernels; P_RECEIPTS=1 a proven bench receipt (pp512, tg32) per
+#                                full-size file; P_COURTS=1 the small courts; P_SAN=1 compute-sanitizer memcheck and
 #                                racecheck of 200-token prompts on the hybrid fixtures (the prompt kernels)
 #   tools/cuda/spec-check.sh g   the MTP head on the GPU: the API's mtp section (CUDA vs CPU, batch
 #                                invariance, truncation, chained drafts, MoE and quantized heads),
@@ -696,6 +697,15 @@ elif [ "$PART" = p ]; then
 	[ -n "${P_KNOBS:-}" ] && runtest "test_cuda_knobs" timeout 60 $B/tests/test_cuda_knobs
 	[ -n "${P_COURTS:-}" ] && small_courts s8
 	IFS=';' read -r -a parms <<<"${P_ARMS:-base;PV_CUDA_PREFILL_MOE=sync}"
+	receipt() { # label model: proven bench pp512 + tg32 with the defaults, its receipt line kept (P_RECEIPTS=1)
+		[ -n "${P_RECEIPTS:-}" ] && have_time 60 "receipt $1" || return 0
+		local t=$(date +%s)
+		timeout 200 $B/proven bench --backend cuda --model "$2" --pp 512 --tg 32 --reps 3 --json-only >"$OUT/.b" 2>>"$LOG"
+		local rc=$?
+		[ $rc = 0 ] || status=1
+		grep '^{' "$OUT/.b" >>"$JSON"
+		say "receipt $1: rc $rc $(grep -o '"pp_tok_s":[0-9.]*\|"tg_tok_s":[0-9.]*' "$OUT/.b" | tr '\n' ' ')($(($(date +%s) - t)) s)"
+	}
 	pbench() { # label model arm [timeout]: test_cuda prefill-bench with the arm's environment ("base": none;
 		# "old": $B/cuda/test_cuda-old, the baseline build, with none)
 		local e=$3 t=$(date +%s) bin=$B/cuda/test_cuda
@@ -747,16 +757,19 @@ elif [ "$PART" = p ]; then
 	m=$W/q35moe-q8_0.gguf
 	if [ -n "${P_FULL:-}" ] && have_time 120 "prefill 35B-A3B full" && synth qwen3.5-35b-a3b q8_0 "$m"; then
 		for arm in "${parms[@]}"; do have_time 60 "prefill 35B-A3B full arm" && pbench "35B-A3B 40 layers q8_0" "$m" "$arm" 200; done
+		receipt "35B-A3B q8_0" "$m"
 		rm -f "$m"
 	fi
 	m=$W/qwen3-30b-a3b-q8_0.gguf
 	if [ -n "${P_30B:-}" ] && have_time 120 "prefill 30B-A3B" && synth qwen3-30b-a3b q8_0 "$m"; then
 		for arm in "${parms[@]}"; do have_time 60 "prefill 30B-A3B arm" && pbench "30B-A3B q8_0" "$m" "$arm" 200; done
+		receipt "30B-A3B q8_0" "$m"
 		rm -f "$m"
 	fi
 	m=$W/qwen3.5-9b-bf16.gguf
 	if [ -n "${P_9B:-}" ] && have_time 120 "prefill 9B" && synth qwen3.5-9b bf16 "$m"; then
 		for arm in "${parms[@]}"; do have_time 60 "prefill 9B arm" && pbench "9B bf16" "$m" "$arm" 200; done
+		receipt "9B bf16" "$m"
 		rm -f "$m"
 	fi
 	if [ -n "${P_SAN:-}" ] && command -v compute-sanitizer >/dev/null; then # the prompt kernels, every launch checked
