@@ -528,6 +528,60 @@ def s4_prompts():
     return out
 
 
+def s8_prompts():
+    """session 8's prompt lines (`spec-check.sh p`: `test_cuda prefill-bench` on synth files of the
+    35B-A3B Q8_0 shape at 8 and 40 layers, the 30B-A3B Q8_0 and 9B BF16 shapes) of calls 1-4: one
+    receipt per line, the arm's switches as the runtime's knobs, the figures as the line prints them"""
+    out = []
+    pat = re.compile(r"prefill (.+?) \[(.+?)\]: rc (\d+) +pp512 prefill (\d+) kernels.*?pp512 prefill ([\d.]+) tok/s wall")
+    shapes = {"35B-A3B 8 layers q8_0": ("synth qwen3.5-35b-a3b q8_0, 8 layers", "qwen3_5_moe", "q8_0"),
+              "35B-A3B 40 layers q8_0": ("synth qwen3.5-35b-a3b q8_0, 40 layers", "qwen3_5_moe", "q8_0"),
+              "30B-A3B q8_0": ("synth qwen3-30b-a3b q8_0", "qwen3_moe", "q8_0"),
+              "9B bf16": ("synth qwen3.5-9b bf16", "qwen3_5", "bf16")}
+    words = {"PV_CUDA_PREFILL_MOE": ("cuda.prefill_moe", {"gemm": 0, "gemv": 1, "sync": 2}),
+             "PV_CUDA_PREFILL_DELTA": ("cuda.prefill_delta", {"quad": 0, "decode": 1, "cols": 2, "chunk": 3})}
+    olds = {4: "2c8ce91"}  # the baseline build of the calls with an "old" arm
+    for call in (1, 2, 3, 4):
+        txt = RESULTS + "h200-2026-12-03-s8-%d.txt" % call
+        rows = lines(txt)
+        commit = re.search(r"\| proven (\w+)$", rows[0]).group(1)
+        for i, row in enumerate(rows, 1):
+            m = pat.match(row)
+            if not m:
+                continue
+            label, arm = m.group(1), m.group(2)
+            knobs = {"cuda.prefill_moe": 0, "cuda.prefill_delta": 0 if call == 1 else 3}
+            c = commit
+            if arm == "old":
+                c = olds[call]
+            elif arm != "base":
+                for kv in arm.split():
+                    k, v = kv.split("=")
+                    name, vals = words[k]
+                    knobs[name] = vals[v]
+            figs = [fig("pp", "observed", "tok/s", m.group(5), 0, 3)]
+            for lab, rx in (("pp_precise", r"pp512 precise ([\d.]+) tok/s wall"), ("pp_exact16", r"pp512 16-row ([\d.]+) tok/s"),
+                            ("pp4096", r"pp4096 prefill ([\d.]+) tok/s wall"),
+                            ("err_fast", r"fast rel ([\d.e+-]+)"), ("err_precise", r"precise rel ([\d.e+-]+)")):
+                f = re.search(rx, row)
+                if f:
+                    unit = "of the largest logit" if lab.startswith("err") else "tok/s"
+                    figs.append(fig(lab, "observed", unit, f.group(1), 0, 1))
+            path, arch, ty = shapes[label]
+            out.append(receipt(
+                "bench", txt, i, "2026-12-03T00:00:00Z",
+                runtime(c, "cuda", knobs=knobs, gpu={"name": "NVIDIA H200"}),
+                {"path": path, "arch": arch, "dtype": ty},
+                {"class": "synthetic", "prompt_digest": "not stated", "n_prompt": 512, "n_gen": 0, "reps": 3},
+                figs, counts={"kernels_per_prompt": int(m.group(4))},
+                extra={"printed": row, "arm": arm, "call": call,
+                       "note": "test_cuda prefill-bench: the prompt path (fast mode) best of 3, precise and the exact 16-row "
+                               "path best of 1, the last row's error against the exact path (rc 1: only its gross error check "
+                               "failed, as on every random-weight 40-layer file since v5); h200-2026-12-03-s8.md section 4"},
+                what="prompt %s [%s]" % (label, arm)))
+    return out
+
+
 # ---- CPU (this project's 2-vCPU machine) -------------------------------------------------------
 
 def cpu_peer():
@@ -666,7 +720,8 @@ def s5_benches():
 
 
 PARTS = {"h200": [v5_peer, v5b_splits, spec_d, shared_walk], "cpu": [cpu_peer, cpu_kv_quality, cpu_spec],
-         "h200-s3": [s3_curves], "h200-s4": [s4_hang, s4_later, s4_prompts], "h200-s5": [s5_benches]}
+         "h200-s3": [s3_curves], "h200-s4": [s4_hang, s4_later, s4_prompts], "h200-s5": [s5_benches],
+         "h200-s8": [s8_prompts]}
 
 
 def render(part):
