@@ -493,6 +493,20 @@ def s4_later():
     return out
 
 
+def prompt_figs(row, pp):
+    """a `test_cuda prefill-bench` summary line's figures: pp512 (best of 3) as printed, then the precise
+    mode, the exact 16-row path, pp4096 and the last row's errors where the line has them"""
+    figs = [fig("pp", "observed", "tok/s", pp, 0, 3)]
+    for label, rx in (("pp_precise", r"pp512 precise ([\d.]+) tok/s wall"), ("pp_exact16", r"pp512 16-row ([\d.]+) tok/s"),
+                      ("pp4096", r"pp4096 prefill ([\d.]+) tok/s wall"),
+                      ("err_fast", r"fast rel ([\d.e+-]+)"), ("err_precise", r"precise rel ([\d.e+-]+)")):
+        f = re.search(rx, row)
+        if f:
+            unit = "of the largest logit" if label.startswith("err") else "tok/s"
+            figs.append(fig(label, "observed", unit, f.group(1), 0, 1))
+    return figs
+
+
 def s4_prompts():
     """the Qwen3.5-35B-A3B Q8_0 prompt lines of calls 2, 3, 5 and 6 (`test_cuda prefill-bench` on a synth
     file of the shape, 8 or all 40 layers): one receipt per line, the figures as the line prints them"""
@@ -507,14 +521,7 @@ def s4_prompts():
             if not m:
                 continue
             layers, ty = int(m.group(1)), m.group(2)
-            figs = [fig("pp", "observed", "tok/s", m.group(4), 0, 3)]
-            for label, rx in (("pp_precise", r"pp512 precise ([\d.]+) tok/s wall"), ("pp_exact16", r"pp512 16-row ([\d.]+) tok/s"),
-                              ("pp4096", r"pp4096 prefill ([\d.]+) tok/s wall"),
-                              ("err_fast", r"fast rel ([\d.e+-]+)"), ("err_precise", r"precise rel ([\d.e+-]+)")):
-                f = re.search(rx, row)
-                if f:
-                    unit = "of the largest logit" if label.startswith("err") else "tok/s"
-                    figs.append(fig(label, "observed", unit, f.group(1), 0, 1))
+            figs = prompt_figs(row, m.group(4))
             out.append(receipt(
                 "bench", txt, i, "2026-12-02T00:00:00Z",
                 runtime(commit, "cuda", gpu={"name": "NVIDIA H200"}),
@@ -559,14 +566,7 @@ def s8_prompts():
                     k, v = kv.split("=")
                     name, vals = words[k]
                     knobs[name] = vals[v]
-            figs = [fig("pp", "observed", "tok/s", m.group(5), 0, 3)]
-            for lab, rx in (("pp_precise", r"pp512 precise ([\d.]+) tok/s wall"), ("pp_exact16", r"pp512 16-row ([\d.]+) tok/s"),
-                            ("pp4096", r"pp4096 prefill ([\d.]+) tok/s wall"),
-                            ("err_fast", r"fast rel ([\d.e+-]+)"), ("err_precise", r"precise rel ([\d.e+-]+)")):
-                f = re.search(rx, row)
-                if f:
-                    unit = "of the largest logit" if lab.startswith("err") else "tok/s"
-                    figs.append(fig(lab, "observed", unit, f.group(1), 0, 1))
+            figs = prompt_figs(row, m.group(5))
             path, arch, ty = shapes[label]
             out.append(receipt(
                 "bench", txt, i, "2026-12-03T00:00:00Z",

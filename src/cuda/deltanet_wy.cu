@@ -170,8 +170,24 @@ size_t scan_smem(int dk)
 	return sizeof(float) * ((size_t)dk * 33 + WC * 33 + WC * 33 + 3 * (size_t)WC * dk + (size_t)WC * WC + 4);
 }
 
-/* dot of 4 consecutive shared floats (16-byte aligned, the same for every lane) */
+/* 4 consecutive shared floats (16-byte aligned, the same for every lane) */
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+/* acc[k] = sum_i M[warp + 8 k][i] S[i][lane], i in order by fmaf (M: rows of dk floats; S: rows of 33) */
+__device__ __forceinline__ void rows_by_s(float (&acc)[8], const float* M, const float* Ss, int dk, int warp, int lane)
+{
+#pragma unroll
+	for (int k = 0; k < 8; k++) acc[k] = 0.0f;
+	for (int i = 0; i < dk; i += 4) {
+		const float s0 = Ss[i * 33 + lane], s1 = Ss[(i + 1) * 33 + lane], s2 = Ss[(i + 2) * 33 + lane],
+		            s3 = Ss[(i + 3) * 33 + lane];
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const float4 m = ld4(M + (warp + 8 * k) * dk + i);
+			acc[k] = fmaf(m.w, s3, fmaf(m.z, s2, fmaf(m.y, s1, fmaf(m.x, s0, acc[k]))));
+		}
+	}
+}
 
 __global__ void __launch_bounds__(WT) wy_scan_kernel(const __grid_constant__ delta_args a, const float* wy, float* oraw)
 {
@@ -218,32 +234,12 @@ __global__ void __launch_bounds__(WT) wy_scan_kernel(const __grid_constant__ del
 		__syncthreads();
 		/* V'[t][j] = U[t][j] - sum_i W[t][i] S[i][j]: rows warp + 8 k */
 		float acc[8];
-#pragma unroll
-		for (int k = 0; k < 8; k++) acc[k] = 0.0f;
-		for (int i = 0; i < dk; i += 4) {
-			const float s0 = Ss[i * 33 + lane], s1 = Ss[(i + 1) * 33 + lane], s2 = Ss[(i + 2) * 33 + lane],
-			            s3 = Ss[(i + 3) * 33 + lane];
-#pragma unroll
-			for (int k = 0; k < 8; k++) {
-				const float4 w = ld4(Wm + (warp + 8 * k) * dk + i);
-				acc[k] = fmaf(w.w, s3, fmaf(w.z, s2, fmaf(w.y, s1, fmaf(w.x, s0, acc[k]))));
-			}
-		}
+		rows_by_s(acc, Wm, Ss, dk, warp, lane);
 #pragma unroll
 		for (int k = 0; k < 8; k++) Vp[(warp + 8 * k) * 33 + lane] = Us[(warp + 8 * k) * 33 + lane] - acc[k];
 		__syncthreads();
 		/* o[t][j] = sum_i Qe[t][i] S[i][j] + sum_{s <= t} P[t][s] V'[s][j] */
-#pragma unroll
-		for (int k = 0; k < 8; k++) acc[k] = 0.0f;
-		for (int i = 0; i < dk; i += 4) {
-			const float s0 = Ss[i * 33 + lane], s1 = Ss[(i + 1) * 33 + lane], s2 = Ss[(i + 2) * 33 + lane],
-			            s3 = Ss[(i + 3) * 33 + lane];
-#pragma unroll
-			for (int k = 0; k < 8; k++) {
-				const float4 q = ld4(Qe + (warp + 8 * k) * dk + i);
-				acc[k] = fmaf(q.w, s3, fmaf(q.z, s2, fmaf(q.y, s1, fmaf(q.x, s0, acc[k]))));
-			}
-		}
+		rows_by_s(acc, Qe, Ss, dk, warp, lane);
 		for (int s = 0; s < WC; s += 4) { /* P is zero above the diagonal */
 			const float v0 = Vp[s * 33 + lane], v1 = Vp[(s + 1) * 33 + lane], v2 = Vp[(s + 2) * 33 + lane],
 			            v3 = Vp[(s + 3) * 33 + lane];
