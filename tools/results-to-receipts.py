@@ -537,7 +537,7 @@ def s4_prompts():
 
 def s8_prompts():
     """session 8's prompt lines (`spec-check.sh p`: `test_cuda prefill-bench` on synth files of the
-    35B-A3B Q8_0 shape at 8 and 40 layers, the 30B-A3B Q8_0 and 9B BF16 shapes) of calls 1-4: one
+    35B-A3B Q8_0 shape at 8 and 40 layers, the 30B-A3B Q8_0 and 9B BF16 shapes) of calls 1-4 and 6: one
     receipt per line, the arm's switches as the runtime's knobs, the figures as the line prints them"""
     out = []
     pat = re.compile(r"prefill (.+?) \[(.+?)\]: rc (\d+) +pp512 prefill (\d+) kernels.*?pp512 prefill ([\d.]+) tok/s wall")
@@ -547,8 +547,8 @@ def s8_prompts():
               "9B bf16": ("synth qwen3.5-9b bf16", "qwen3_5", "bf16")}
     words = {"PV_CUDA_PREFILL_MOE": ("cuda.prefill_moe", {"gemm": 0, "gemv": 1, "sync": 2}),
              "PV_CUDA_PREFILL_DELTA": ("cuda.prefill_delta", {"quad": 0, "decode": 1, "cols": 2, "chunk": 3})}
-    olds = {4: "2c8ce91"}  # the baseline build of the calls with an "old" arm
-    for call in (1, 2, 3, 4):
+    olds = {4: "2c8ce91", 6: "f0edc91"}  # the baseline build of the calls with an "old" arm
+    for call in (1, 2, 3, 4, 6):
         txt = RESULTS + "h200-2026-12-03-s8-%d.txt" % call
         rows = lines(txt)
         commit = re.search(r"\| proven (\w+)$", rows[0]).group(1)
